@@ -1,0 +1,198 @@
+#include "common/chunk_codec.h"
+
+#include <snappy.h>
+
+#include <algorithm>
+#include <utility>
+#include <vector>
+
+#include "common/crc32c.h"
+#include "common/severity.h"
+
+namespace logdex {
+namespace {
+
+ChunkError Fail(ChunkErrc code, std::string detail) { return ChunkError{code, std::move(detail)}; }
+
+std::string Num(int64_t v) { return std::to_string(v); }
+
+}  // namespace
+
+std::string_view ChunkErrcName(ChunkErrc code) {
+  switch (code) {
+    case ChunkErrc::kMalformed: return "malformed";
+    case ChunkErrc::kUnsupportedVersion: return "unsupported_version";
+    case ChunkErrc::kEmptyApp: return "empty_app";
+    case ChunkErrc::kEmptyHost: return "empty_host";
+    case ChunkErrc::kBadCodec: return "bad_codec";
+    case ChunkErrc::kCrcMismatch: return "crc_mismatch";
+    case ChunkErrc::kBadSnappy: return "bad_snappy";
+    case ChunkErrc::kTooLarge: return "too_large";
+    case ChunkErrc::kCountMismatch: return "count_mismatch";
+    case ChunkErrc::kBadTimestamp: return "bad_timestamp";
+    case ChunkErrc::kBadSeverity: return "bad_severity";
+  }
+  return "unknown";
+}
+
+std::string ChunkError::ToString() const { return std::string(ChunkErrcName(code)) + ": " + detail; }
+
+proto::LogChunk PackChunk(std::string_view app, std::string_view host, const proto::RecordBatch& batch,
+                          const PackOptions& options) {
+  proto::LogChunk chunk;
+  chunk.set_format_major(kChunkFormatMajor);
+  chunk.set_format_minor(kChunkFormatMinor);
+  chunk.set_app(std::string(app));
+  chunk.set_host(std::string(host));
+  chunk.set_producer_id(options.producer_id);
+  chunk.set_sequence(options.sequence);
+  chunk.set_record_count(static_cast<uint32_t>(batch.records_size()));
+
+  uint32_t severity = batch.records_size() > 0 ? batch.records(0).severity() : kMixedSeverity;
+  int64_t first = 0, last = 0;
+  for (int i = 0; i < batch.records_size(); ++i) {
+    const proto::LogRecord& r = batch.records(i);
+    if (r.severity() != severity) severity = kMixedSeverity;
+    first = i == 0 ? r.ts_ms() : std::min(first, r.ts_ms());
+    last = i == 0 ? r.ts_ms() : std::max(last, r.ts_ms());
+  }
+  chunk.set_severity(severity);
+  chunk.set_first_ts_ms(first);
+  chunk.set_last_ts_ms(last);
+
+  if (options.summarize_tags) {
+    std::vector<std::pair<std::string_view, std::string_view>> tags;
+    for (const proto::LogRecord& r : batch.records()) {
+      for (const proto::Tag& t : r.tags()) tags.emplace_back(t.key(), t.value());
+    }
+    std::sort(tags.begin(), tags.end());
+    tags.erase(std::unique(tags.begin(), tags.end()), tags.end());
+    proto::TagSummary* summary = chunk.mutable_tag_summary();
+    for (const auto& [k, v] : tags) {
+      proto::Tag* t = summary->add_tags();
+      t->set_key(std::string(k));
+      t->set_value(std::string(v));
+    }
+  }
+
+  std::string raw = batch.SerializeAsString();
+  chunk.set_uncompressed_size(raw.size());
+  chunk.set_codec(options.codec);
+  std::string* payload = chunk.mutable_payload();
+  if (options.codec == proto::CODEC_SNAPPY) {
+    snappy::Compress(raw.data(), raw.size(), payload);
+  } else {
+    *payload = std::move(raw);
+  }
+  chunk.set_payload_crc32c(Crc32c(*payload));
+  return chunk;
+}
+
+ChunkResult<bool> ValidateChunk(const proto::LogChunk& c, const DecodeOptions& o) {
+  if (c.format_major() == 0) return Fail(ChunkErrc::kUnsupportedVersion, "format_major is missing");
+  if (c.format_major() > kChunkFormatMajor) {
+    return Fail(ChunkErrc::kUnsupportedVersion,
+                "format " + Num(c.format_major()) + "." + Num(c.format_minor()) +
+                    " is newer than this build reads (" + Num(kChunkFormatMajor) + ".x)");
+  }
+  if (c.app().empty()) return Fail(ChunkErrc::kEmptyApp, "app is empty");
+  if (c.host().empty()) return Fail(ChunkErrc::kEmptyHost, "host is empty");
+  if (c.severity() != kMixedSeverity && !SeverityFromCode(c.severity())) {
+    return Fail(ChunkErrc::kBadSeverity, "stream severity " + Num(c.severity()) + " is not a known code");
+  }
+  if (c.codec() != proto::CODEC_NONE && c.codec() != proto::CODEC_SNAPPY) {
+    return Fail(ChunkErrc::kBadCodec, "codec " + Num(c.codec()) + " is not supported");
+  }
+  if (c.uncompressed_size() > o.max_uncompressed_bytes) {
+    return Fail(ChunkErrc::kTooLarge, "declared uncompressed size " + Num(c.uncompressed_size()) +
+                                          " exceeds the limit of " + Num(o.max_uncompressed_bytes));
+  }
+  if (c.record_count() > 0) {
+    const int64_t max_ts = o.clock->NowMs() + o.max_future_ms;
+    if (c.first_ts_ms() > c.last_ts_ms()) {
+      return Fail(ChunkErrc::kBadTimestamp, "first_ts_ms " + Num(c.first_ts_ms()) + " is after last_ts_ms " +
+                                                Num(c.last_ts_ms()));
+    }
+    if (c.first_ts_ms() < o.min_ts_ms) {
+      return Fail(ChunkErrc::kBadTimestamp,
+                  "first_ts_ms " + Num(c.first_ts_ms()) + " is before the minimum " + Num(o.min_ts_ms));
+    }
+    if (c.last_ts_ms() > max_ts) {
+      return Fail(ChunkErrc::kBadTimestamp,
+                  "last_ts_ms " + Num(c.last_ts_ms()) + " is more than " + Num(o.max_future_ms) +
+                      " ms in the future");
+    }
+  }
+  uint32_t crc = Crc32c(c.payload());
+  if (crc != c.payload_crc32c()) {
+    return Fail(ChunkErrc::kCrcMismatch,
+                "payload crc32c " + Num(crc) + " != header " + Num(c.payload_crc32c()));
+  }
+  return true;
+}
+
+ChunkResult<proto::LogChunk> DecodeChunk(std::string_view bytes, const DecodeOptions& options) {
+  proto::LogChunk chunk;
+  if (!chunk.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return Fail(ChunkErrc::kMalformed, "not a LogChunk protobuf (" + Num(bytes.size()) + " bytes)");
+  }
+  auto valid = ValidateChunk(chunk, options);
+  if (!valid) return valid.error();
+  return chunk;
+}
+
+ChunkResult<proto::RecordBatch> UnpackRecords(const proto::LogChunk& c, const DecodeOptions& o,
+                                              std::string* scratch) {
+  std::string local;
+  std::string& raw = scratch ? *scratch : local;
+  std::string_view bytes;
+  if (c.codec() == proto::CODEC_SNAPPY) {
+    size_t n = 0;
+    if (!snappy::GetUncompressedLength(c.payload().data(), c.payload().size(), &n)) {
+      return Fail(ChunkErrc::kBadSnappy, "payload has no valid snappy length header");
+    }
+    if (n > o.max_uncompressed_bytes) {
+      return Fail(ChunkErrc::kTooLarge,
+                  "payload expands to " + Num(n) + " bytes, over the limit of " + Num(o.max_uncompressed_bytes));
+    }
+    if (!snappy::Uncompress(c.payload().data(), c.payload().size(), &raw)) {
+      return Fail(ChunkErrc::kBadSnappy, "payload is not valid snappy");
+    }
+    bytes = raw;
+  } else if (c.codec() == proto::CODEC_NONE) {
+    if (c.payload().size() > o.max_uncompressed_bytes) {
+      return Fail(ChunkErrc::kTooLarge, "payload of " + Num(c.payload().size()) + " bytes is over the limit");
+    }
+    bytes = c.payload();
+  } else {
+    return Fail(ChunkErrc::kBadCodec, "codec " + Num(c.codec()) + " is not supported");
+  }
+
+  proto::RecordBatch batch;
+  if (!batch.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+    return Fail(ChunkErrc::kMalformed, "payload is not a RecordBatch protobuf");
+  }
+  if (static_cast<uint64_t>(batch.records_size()) != c.record_count()) {
+    return Fail(ChunkErrc::kCountMismatch, "payload holds " + Num(batch.records_size()) +
+                                               " records, header says " + Num(c.record_count()));
+  }
+  for (int i = 0; i < batch.records_size(); ++i) {
+    const proto::LogRecord& r = batch.records(i);
+    if (r.ts_ms() < c.first_ts_ms() || r.ts_ms() > c.last_ts_ms()) {
+      return Fail(ChunkErrc::kBadTimestamp, "record " + Num(i) + " ts_ms " + Num(r.ts_ms()) +
+                                                " is outside the header's [" + Num(c.first_ts_ms()) + ", " +
+                                                Num(c.last_ts_ms()) + "]");
+    }
+    if (!SeverityFromCode(r.severity())) {
+      return Fail(ChunkErrc::kBadSeverity, "record " + Num(i) + " severity " + Num(r.severity()) +
+                                               " is not a known code");
+    }
+    if (c.severity() != kMixedSeverity && r.severity() != c.severity()) {
+      return Fail(ChunkErrc::kBadSeverity, "record " + Num(i) + " severity " + Num(r.severity()) +
+                                               " differs from the stream severity " + Num(c.severity()));
+    }
+  }
+  return batch;
+}
+
+}  // namespace logdex

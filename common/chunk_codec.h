@@ -1,0 +1,97 @@
+// The chunk codec: packs a stream's records into a LogChunk (the Kafka
+// message) and unpacks one with full validation. Every way a received chunk
+// can be wrong is a distinct ChunkErrc, so that the consumer can dead-letter
+// it with a precise reason.
+//
+// Decoding is split in two so that the hot path decompresses only when it
+// must (DESIGN.md): DecodeChunk() parses and checks the header and the
+// payload's crc32c; UnpackRecords() decompresses and checks the records.
+// All functions are pure and thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "proto/logdex.pb.h"
+
+namespace logdex {
+
+// The format version this build writes. Readers accept any minor version of
+// a major they know and reject a newer major.
+inline constexpr uint32_t kChunkFormatMajor = 1;
+inline constexpr uint32_t kChunkFormatMinor = 0;
+
+// The stream severity of a chunk whose records mix severities.
+inline constexpr uint32_t kMixedSeverity = 0;
+
+enum class ChunkErrc {
+  kMalformed,           // truncated or garbage protobuf (chunk or payload)
+  kUnsupportedVersion,  // format_major missing or newer than this build
+  kEmptyApp,
+  kEmptyHost,
+  kBadCodec,            // a codec this build does not know
+  kCrcMismatch,         // payload does not match payload_crc32c
+  kBadSnappy,           // payload is not valid snappy
+  kTooLarge,            // uncompressed size over DecodeOptions::max_uncompressed_bytes
+  kCountMismatch,       // records in payload != record_count
+  kBadTimestamp,        // outside sane bounds, or outside the header's [first, last]
+  kBadSeverity,         // not in the code table, or not the stream's severity
+};
+
+// A stable snake_case name, used as a metric label and in DLQ headers.
+std::string_view ChunkErrcName(ChunkErrc code);
+
+struct ChunkError {
+  ChunkErrc code;
+  std::string detail;
+
+  // "<name>: <detail>"
+  std::string ToString() const;
+};
+
+template <class T>
+using ChunkResult = Result<T, ChunkError>;
+
+struct PackOptions {
+  proto::Codec codec = proto::CODEC_SNAPPY;
+  uint64_t producer_id = 0;
+  uint64_t sequence = 0;
+  // Write a TagSummary (distinct key=value pairs) into the header.
+  bool summarize_tags = true;
+};
+
+// Packs `batch` (records of one app and host) into a chunk. The stream
+// severity is the records' common severity, or kMixedSeverity.
+// first/last_ts_ms are the min and max record timestamps (0 when empty).
+proto::LogChunk PackChunk(std::string_view app, std::string_view host,
+                          const proto::RecordBatch& batch, const PackOptions& options);
+
+struct DecodeOptions {
+  // Guard against compression bombs. Default 64 MiB.
+  uint64_t max_uncompressed_bytes = 64ull << 20;
+  // Timestamps before this are rejected. Default 2000-01-01T00:00:00Z.
+  int64_t min_ts_ms = 946'684'800'000;
+  // Timestamps more than this ahead of the clock are rejected. Default 1 day.
+  int64_t max_future_ms = 24ll * 3600 * 1000;
+  // Whose "now" bounds the future; never null.
+  const Clock* clock = &SystemClock::Instance();
+};
+
+// Parses a serialized chunk and validates its header and payload crc.
+ChunkResult<proto::LogChunk> DecodeChunk(std::string_view bytes, const DecodeOptions& options);
+
+// Validates a parsed chunk's header and payload crc (what DecodeChunk checks
+// after parsing).
+ChunkResult<bool> ValidateChunk(const proto::LogChunk& chunk, const DecodeOptions& options);
+
+// Decompresses and parses a validated chunk's payload and checks its
+// records: size limit, count, timestamps within the header's range, and
+// severities. `scratch` is reused for the decompressed bytes.
+ChunkResult<proto::RecordBatch> UnpackRecords(const proto::LogChunk& chunk,
+                                              const DecodeOptions& options,
+                                              std::string* scratch = nullptr);
+
+}  // namespace logdex

@@ -1,0 +1,120 @@
+// Row keys of every logdex table (DESIGN.md, "Row keys"): fixed widths,
+// big-endian integers, so that byte order equals field order. Each key type
+// has kSize, Encode() and Decode(); Decode() rejects a key of the wrong
+// length or with a severity byte outside the code table.
+//
+// Timestamps are milliseconds since the Unix epoch; keys hold them as
+// unsigned 64-bit numbers, so they must not be negative (the chunk codec
+// rejects such records before any key is made).
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/ids.h"
+#include "common/severity.h"
+
+namespace logdex {
+
+// Table names.
+inline constexpr std::string_view kMainTable = "logs";
+inline constexpr std::string_view kHostIndexTable = "idx_host";
+inline constexpr std::string_view kTagIndexTable = "idx_tag";
+inline constexpr std::string_view kMetaTable = "meta";
+inline constexpr std::string_view kOutboxTable = "alert_outbox";
+// "idx_<level>", e.g. idx_error.
+std::string LevelIndexTable(Severity s);
+
+// `logs`: salt u8 · app u64 · severity u8 · first_ts_ms u64 · host u64 · chunk u64.
+struct MainKey {
+  static constexpr size_t kSize = 34;
+  uint8_t salt = 0;
+  AppId app = 0;
+  Severity severity = Severity::kInfo;
+  int64_t first_ts_ms = 0;
+  HostId host = 0;
+  ChunkId chunk = 0;
+
+  std::string Encode() const;
+  static std::optional<MainKey> Decode(std::string_view key);
+  bool operator==(const MainKey&) const = default;
+};
+
+// `idx_<level>`: app u64 · ts_ms u64 · host u64 · chunk u64.
+struct LevelIndexKey {
+  static constexpr size_t kSize = 32;
+  AppId app = 0;
+  int64_t ts_ms = 0;
+  HostId host = 0;
+  ChunkId chunk = 0;
+
+  std::string Encode() const;
+  static std::optional<LevelIndexKey> Decode(std::string_view key);
+  bool operator==(const LevelIndexKey&) const = default;
+};
+
+// `idx_host`: host u64 · app u64 · ts_ms u64 · severity u8 · chunk u64.
+struct HostIndexKey {
+  static constexpr size_t kSize = 33;
+  HostId host = 0;
+  AppId app = 0;
+  int64_t ts_ms = 0;
+  Severity severity = Severity::kInfo;
+  ChunkId chunk = 0;
+
+  std::string Encode() const;
+  static std::optional<HostIndexKey> Decode(std::string_view key);
+  bool operator==(const HostIndexKey&) const = default;
+};
+
+// `idx_tag`: tag u64 · ts_ms u64 · app u64 · host u64 · severity u8 · chunk u64.
+struct TagIndexKey {
+  static constexpr size_t kSize = 41;
+  TagId tag = 0;
+  int64_t ts_ms = 0;
+  AppId app = 0;
+  HostId host = 0;
+  Severity severity = Severity::kInfo;
+  ChunkId chunk = 0;
+
+  std::string Encode() const;
+  static std::optional<TagIndexKey> Decode(std::string_view key);
+  bool operator==(const TagIndexKey&) const = default;
+};
+
+// `meta`: kind u8 · id u64, and for streams kind u8 · host u64 · app u64 · severity u8,
+// so that the apps of one host are one prefix range.
+enum class MetaKind : uint8_t {
+  kAppName = 1,     // id = app id; value = app name
+  kHostName = 2,    // id = host id; value = host name
+  kTagKeyName = 3,  // id = tag key id; value = tag key
+  kStream = 4,      // (host, app, severity); value = first/last seen
+};
+
+struct MetaKey {
+  static constexpr size_t kNameSize = 9;
+  static constexpr size_t kStreamSize = 18;
+  MetaKind kind = MetaKind::kAppName;
+  uint64_t id = 0;   // the name's id; for kStream, the host id
+  uint64_t app = 0;  // kStream only
+  Severity severity = Severity::kInfo;  // kStream only
+
+  std::string Encode() const;
+  static std::optional<MetaKey> Decode(std::string_view key);
+  bool operator==(const MetaKey&) const = default;
+};
+
+// `alert_outbox`: due_ms u64 · alert id u64.
+struct OutboxKey {
+  static constexpr size_t kSize = 16;
+  int64_t due_ms = 0;
+  uint64_t alert_id = 0;
+
+  std::string Encode() const;
+  static std::optional<OutboxKey> Decode(std::string_view key);
+  bool operator==(const OutboxKey&) const = default;
+};
+
+}  // namespace logdex

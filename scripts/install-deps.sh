@@ -1,0 +1,40 @@
+#!/usr/bin/env bash
+# Installs the Debian 12 packages logdex needs, only those that are missing.
+# Idempotent and quick when everything is present (one dpkg-query, no apt).
+#   scripts/install-deps.sh            build + test dependencies
+#   scripts/install-deps.sh --servers  also Prometheus and Alertmanager (integration tests)
+#   scripts/install-deps.sh --fuzz     also clang and its runtime (libFuzzer, sanitizers)
+set -euo pipefail
+
+pkgs=(
+  cmake ninja-build g++ pkg-config ccache
+  librdkafka-dev libthrift-dev thrift-compiler libboost-dev
+  libsnappy-dev libprotobuf-dev protobuf-compiler
+  libgtest-dev libgmock-dev libbenchmark-dev
+  librocksdb-dev prometheus-cpp-dev libcpp-httplib-dev libcurl4-openssl-dev
+  nlohmann-json3-dev libcli11-dev libspdlog-dev libyaml-cpp-dev libxxhash-dev libre2-dev
+  kcat python3
+)
+for arg in "$@"; do
+  case "$arg" in
+    --servers) pkgs+=(prometheus prometheus-alertmanager) ;;
+    --fuzz) pkgs+=(clang libclang-rt-14-dev) ;;
+    *) echo "install-deps: unknown option $arg" >&2; exit 2 ;;
+  esac
+done
+
+missing=()
+for p in "${pkgs[@]}"; do
+  status=$(dpkg-query -W -f='${db:Status-Status}' "$p" 2>/dev/null || true)
+  [ "$status" = installed ] || missing+=("$p")
+done
+if [ ${#missing[@]} -eq 0 ]; then
+  echo "install-deps: all ${#pkgs[@]} packages present"
+  exit 0
+fi
+echo "install-deps: installing ${missing[*]}"
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO=sudo
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -q
+$SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,33 @@
+#!/usr/bin/env bash
+# Installs what is missing, builds, and runs the whole test suite:
+#   1. release build + every ctest test (except the `load` label);
+#   2. ASan + UBSan build + the same tests (skip with LOGDEX_SKIP_ASAN=1);
+#   3. a short libFuzzer run of the chunk decoder (LOGDEX_FUZZ_SECONDS, default 30; 0 skips).
+# Exits non-zero on the first failure. .ci/run runs this.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+export CCACHE_BASEDIR="$PWD"
+
+scripts/install-deps.sh --servers --fuzz
+
+step() { printf '\n=== %s ===\n' "$*"; }
+
+step "release build"
+scripts/build.sh release
+step "release tests"
+(cd build && ctest --output-on-failure --label-exclude load -j "$(nproc)")
+
+if [ "${LOGDEX_SKIP_ASAN:-0}" != 1 ]; then
+  step "ASan + UBSan build"
+  scripts/build.sh asan
+  step "ASan + UBSan tests"
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
+     ctest --output-on-failure --label-exclude load -j "$(nproc)")
+fi
+
+fuzz_seconds=${LOGDEX_FUZZ_SECONDS:-30}
+if [ "$fuzz_seconds" != 0 ]; then
+  step "fuzz the chunk decoder for ${fuzz_seconds}s"
+  scripts/fuzz.sh "$fuzz_seconds"
+fi
+step "all tests passed"

@@ -1,0 +1,449 @@
+#include "store/rocksdb_store.h"
+
+#include <rocksdb/cache.h>
+#include <rocksdb/compaction_filter.h>
+#include <rocksdb/db.h>
+#include <rocksdb/filter_policy.h>
+#include <rocksdb/table.h>
+#include <rocksdb/write_batch.h>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <shared_mutex>
+
+#include "common/bytes.h"
+
+namespace logdex {
+namespace {
+
+constexpr char kTablesFile[] = "LOGDEX_TABLES.json";
+constexpr size_t kStampSize = 8;  // write time prefixed to every value
+
+Status FromRocks(const rocksdb::Status& s, std::string_view what) {
+  if (s.ok()) return Status::Ok();
+  Errc code = s.IsInvalidArgument() ? Errc::kInvalidArgument
+              : s.IsNotFound()      ? Errc::kNotFound
+              : s.IsCorruption()    ? Errc::kCorruption
+              : s.IsBusy() || s.IsTimedOut() || s.IsTryAgain() ? Errc::kUnavailable
+                                                               : Errc::kIOError;
+  return Status(code, std::string(what) + ": " + s.ToString());
+}
+
+rocksdb::CompressionType ToRocks(Compression c) {
+  switch (c) {
+    case Compression::kNone: return rocksdb::kNoCompression;
+    case Compression::kSnappy: return rocksdb::kSnappyCompression;
+    case Compression::kLz4: return rocksdb::kLZ4Compression;
+    case Compression::kZstd: return rocksdb::kZSTD;
+  }
+  return rocksdb::kNoCompression;
+}
+
+nlohmann::json ToJson(const TableOptions& o) {
+  return {{"ttl_seconds", o.ttl_seconds}, {"versions", o.versions},   {"bloom_filter", o.bloom_filter},
+          {"block_size", o.block_size},   {"block_cache", o.block_cache}, {"compression", static_cast<int>(o.compression)}};
+}
+
+TableOptions FromJson(const nlohmann::json& j) {
+  TableOptions o;
+  o.ttl_seconds = j.value("ttl_seconds", o.ttl_seconds);
+  o.versions = j.value("versions", o.versions);
+  o.bloom_filter = j.value("bloom_filter", o.bloom_filter);
+  o.block_size = j.value("block_size", o.block_size);
+  o.block_cache = j.value("block_cache", o.block_cache);
+  o.compression = static_cast<Compression>(j.value("compression", static_cast<int>(o.compression)));
+  return o;
+}
+
+bool Expired(std::string_view stored, int64_t ttl_ms, int64_t now_ms) {
+  if (ttl_ms <= 0 || stored.size() < kStampSize) return false;
+  int64_t written = static_cast<int64_t>(GetBigEndian64(stored.data()));
+  return now_ms - written >= ttl_ms;
+}
+
+// Drops expired rows during compaction. The TTL is read at each call, so a
+// changed table option takes effect without reopening.
+class TtlFilter final : public rocksdb::CompactionFilter {
+ public:
+  TtlFilter(const std::atomic<int64_t>* ttl_ms, const Clock* clock) : ttl_ms_(ttl_ms), clock_(clock) {}
+  bool Filter(int, const rocksdb::Slice&, const rocksdb::Slice& value, std::string*, bool*) const override {
+    return Expired(std::string_view(value.data(), value.size()), ttl_ms_->load(), clock_->NowMs());
+  }
+  const char* Name() const override { return "logdex.TtlFilter"; }
+
+ private:
+  const std::atomic<int64_t>* ttl_ms_;
+  const Clock* clock_;
+};
+
+struct Table {
+  std::string name;
+  rocksdb::ColumnFamilyHandle* handle = nullptr;
+  TableOptions options;
+  std::atomic<int64_t> ttl_ms{0};
+  std::unique_ptr<TtlFilter> filter;
+};
+
+}  // namespace
+
+class RocksDbStore::Impl {
+ public:
+  explicit Impl(const RocksDbOptions& o) : options_(o) {
+    cache_ = rocksdb::NewLRUCache(o.block_cache_bytes);
+  }
+
+  ~Impl() {
+    if (!db_) return;
+    for (auto& [name, t] : tables_) db_->DestroyColumnFamilyHandle(t->handle);
+    db_->Close();
+  }
+
+  Status Open() {
+    std::error_code ec;
+    std::filesystem::create_directories(options_.path, ec);
+    if (ec) return Status(Errc::kIOError, "cannot create store directory " + options_.path + ": " + ec.message());
+    if (Status s = LoadDefinitions(); !s.ok()) return s;
+
+    rocksdb::DBOptions db_options;
+    db_options.create_if_missing = true;
+    db_options.create_missing_column_families = true;
+    db_options.max_background_jobs = options_.background_jobs;
+
+    std::vector<std::string> existing;
+    rocksdb::Status ls = rocksdb::DB::ListColumnFamilies(db_options, options_.path, &existing);
+    if (!ls.ok()) existing = {rocksdb::kDefaultColumnFamilyName};  // a new database
+
+    std::vector<std::unique_ptr<Table>> pending;
+    std::vector<rocksdb::ColumnFamilyDescriptor> descriptors;
+    for (const std::string& name : existing) {
+      auto t = std::make_unique<Table>();
+      t->name = name;
+      auto it = definitions_.find(name);
+      t->options = it != definitions_.end() ? FromJson(it->second) : TableOptions{};
+      t->ttl_ms = t->options.ttl_seconds * 1000;
+      t->filter = std::make_unique<TtlFilter>(&t->ttl_ms, options_.clock);
+      descriptors.emplace_back(name, FamilyOptions(*t));
+      pending.push_back(std::move(t));
+    }
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    rocksdb::DB* db = nullptr;
+    rocksdb::Status s = rocksdb::DB::Open(db_options, options_.path, descriptors, &handles, &db);
+    if (!s.ok()) return FromRocks(s, "open " + options_.path);
+    db_.reset(db);
+    for (size_t i = 0; i < handles.size(); ++i) {
+      pending[i]->handle = handles[i];
+      std::string name = pending[i]->name;
+      tables_.emplace(name, std::move(pending[i]));
+    }
+    return Status::Ok();
+  }
+
+  rocksdb::ColumnFamilyOptions FamilyOptions(const Table& t) const {
+    rocksdb::ColumnFamilyOptions cf;
+    cf.write_buffer_size = options_.write_buffer_bytes;
+    cf.compression = ToRocks(t.options.compression);
+    cf.compaction_filter = t.filter.get();
+    rocksdb::BlockBasedTableOptions bt;
+    bt.block_size = t.options.block_size;
+    if (t.options.block_cache) {
+      bt.block_cache = cache_;
+    } else {
+      bt.no_block_cache = true;
+    }
+    if (t.options.bloom_filter) bt.filter_policy.reset(rocksdb::NewBloomFilterPolicy(10));
+    cf.table_factory.reset(rocksdb::NewBlockBasedTableFactory(bt));
+    return cf;
+  }
+
+  Status LoadDefinitions() {
+    std::filesystem::path file = std::filesystem::path(options_.path) / kTablesFile;
+    std::ifstream in(file);
+    if (!in) return Status::Ok();
+    nlohmann::json j = nlohmann::json::parse(in, nullptr, /*allow_exceptions=*/false);
+    if (j.is_discarded() || !j.is_object()) {
+      return Status(Errc::kCorruption, file.string() + " is not a JSON object");
+    }
+    for (auto& [name, def] : j.items()) definitions_[name] = def;
+    return Status::Ok();
+  }
+
+  Status SaveDefinitions() {
+    nlohmann::json j = nlohmann::json::object();
+    for (auto& [name, def] : definitions_) j[name] = def;
+    std::filesystem::path file = std::filesystem::path(options_.path) / kTablesFile;
+    std::filesystem::path tmp = file;
+    tmp += ".tmp";
+    {
+      std::ofstream out(tmp, std::ios::trunc);
+      out << j.dump(2) << "\n";
+      if (!out.flush()) return Status(Errc::kIOError, "cannot write " + tmp.string());
+    }
+    std::error_code ec;
+    std::filesystem::rename(tmp, file, ec);
+    if (ec) return Status(Errc::kIOError, "cannot rename " + tmp.string() + ": " + ec.message());
+    return Status::Ok();
+  }
+
+  Status CreateTable(std::string_view name, const TableOptions& o) {
+    if (name.empty() || name == rocksdb::kDefaultColumnFamilyName) {
+      return Status(Errc::kInvalidArgument, "invalid table name '" + std::string(name) + "'");
+    }
+    if (o.versions != 1) {
+      return Status(Errc::kInvalidArgument, "table " + std::string(name) + ": only versions = 1 is supported");
+    }
+    if (o.ttl_seconds < 0) return Status(Errc::kInvalidArgument, "table " + std::string(name) + ": negative ttl");
+    std::unique_lock lock(mu_);
+    definitions_[std::string(name)] = ToJson(o);
+    auto it = tables_.find(std::string(name));
+    if (it != tables_.end()) {
+      // Exists: TTL changes apply now; the others at the next open.
+      it->second->options = o;
+      it->second->ttl_ms = o.ttl_seconds * 1000;
+      return SaveDefinitions();
+    }
+    auto t = std::make_unique<Table>();
+    t->name = std::string(name);
+    t->options = o;
+    t->ttl_ms = o.ttl_seconds * 1000;
+    t->filter = std::make_unique<TtlFilter>(&t->ttl_ms, options_.clock);
+    rocksdb::Status s = db_->CreateColumnFamily(FamilyOptions(*t), t->name, &t->handle);
+    if (!s.ok()) return FromRocks(s, "create table " + t->name);
+    tables_.emplace(t->name, std::move(t));
+    return SaveDefinitions();
+  }
+
+  Table* Find(std::string_view name) const {
+    std::shared_lock lock(mu_);
+    auto it = tables_.find(std::string(name));
+    return it == tables_.end() || name == rocksdb::kDefaultColumnFamilyName ? nullptr : it->second.get();
+  }
+
+  Status NoTable(std::string_view name) const {
+    return Status(Errc::kNotFound, "no table '" + std::string(name) + "'");
+  }
+
+  Status Write(const WriteBatch& batch) {
+    rocksdb::WriteBatch wb;
+    char stamp[kStampSize];
+    PutBigEndian64(stamp, static_cast<uint64_t>(options_.clock->NowMs()));
+    WriteFaultHook hook;
+    {
+      std::lock_guard lock(hook_mu_);
+      hook = hook_;
+    }
+    size_t index = 0;
+    for (const WriteBatch::Entry& e : batch.entries()) {
+      if (hook) {
+        if (Status s = hook(e, index); !s.ok()) {
+          ++write_failures_;
+          return s;
+        }
+      }
+      ++index;
+      Table* t = Find(e.table);
+      if (!t) {
+        ++write_failures_;
+        return NoTable(e.table);
+      }
+      rocksdb::Status s;
+      if (e.op == WriteBatch::Op::kPut) {
+        rocksdb::Slice parts[2] = {rocksdb::Slice(stamp, kStampSize), rocksdb::Slice(e.value)};
+        rocksdb::Slice key(e.key);
+        s = wb.Put(t->handle, rocksdb::SliceParts(&key, 1), rocksdb::SliceParts(parts, 2));
+      } else {
+        s = wb.Delete(t->handle, e.key);
+      }
+      if (!s.ok()) {
+        ++write_failures_;
+        return FromRocks(s, "assemble write batch");
+      }
+    }
+    rocksdb::WriteOptions wo;
+    wo.disableWAL = options_.durability == Durability::kSkipWal;
+    wo.sync = options_.durability == Durability::kSync;
+    rocksdb::Status s = db_->Write(wo, &wb);
+    if (!s.ok()) {
+      ++write_failures_;
+      return FromRocks(s, "write batch");
+    }
+    rows_written_ += batch.size();
+    bytes_written_ += batch.bytes();
+    ++write_batches_;
+    return Status::Ok();
+  }
+
+  Result<std::optional<std::string>> Get(std::string_view table, std::string_view key) {
+    Table* t = Find(table);
+    if (!t) return NoTable(table).error();
+    rocksdb::PinnableSlice value;
+    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), t->handle, rocksdb::Slice(key.data(), key.size()), &value);
+    if (s.IsNotFound()) return std::optional<std::string>();
+    if (!s.ok()) return FromRocks(s, "get from " + t->name).error();
+    std::string_view stored(value.data(), value.size());
+    if (stored.size() < kStampSize) {
+      return Error{Errc::kCorruption, "row in " + t->name + " has no write stamp"};
+    }
+    if (Expired(stored, t->ttl_ms.load(), options_.clock->NowMs())) return std::optional<std::string>();
+    return std::optional<std::string>(std::string(stored.substr(kStampSize)));
+  }
+
+  // Walks the range in the spec's direction. `step` is called at each row
+  // the iterator lands on (counted as examined) with the row's key and
+  // unexpired value (or nullopt when expired); it returns the action.
+  enum class Action { kNext, kStop, kSeek };
+  template <class Step>
+  Status Walk(const ScanSpec& spec, Step&& step) {
+    Table* t = Find(spec.table);
+    if (!t) return NoTable(spec.table);
+    rocksdb::ReadOptions ro;
+    rocksdb::Slice lower(spec.start), upper(spec.stop);
+    if (!spec.start.empty()) ro.iterate_lower_bound = &lower;
+    if (!spec.stop.empty()) ro.iterate_upper_bound = &upper;
+    // A bounded scan that reads many blocks once should not evict hot ones.
+    ro.fill_cache = t->options.block_cache;
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, t->handle));
+    if (spec.reverse) {
+      it->SeekToLast();
+    } else {
+      it->SeekToFirst();
+    }
+    const int64_t ttl_ms = t->ttl_ms.load();
+    const int64_t now = options_.clock->NowMs();
+    uint64_t visited = 0, examined = 0;
+    std::string seek_to;
+    while (it->Valid()) {
+      ++examined;
+      std::string_view key(it->key().data(), it->key().size());
+      std::string_view stored(it->value().data(), it->value().size());
+      std::optional<std::string_view> value;
+      if (stored.size() >= kStampSize && !Expired(stored, ttl_ms, now)) value = stored.substr(kStampSize);
+      Action a = step(key, value, &visited, &seek_to);
+      if (a == Action::kStop || (spec.limit && visited >= spec.limit)) break;
+      if (a == Action::kSeek) {
+        if (spec.reverse) {
+          it->SeekForPrev(seek_to);
+        } else {
+          it->Seek(seek_to);
+        }
+      } else if (spec.reverse) {
+        it->Prev();
+      } else {
+        it->Next();
+      }
+    }
+    rows_examined_ += examined;
+    return FromRocks(it->status(), "scan " + t->name);
+  }
+
+  Status Scan(const ScanSpec& spec, const RowVisitor& visit) {
+    return Walk(spec, [&](std::string_view key, std::optional<std::string_view> value, uint64_t* visited,
+                          std::string*) {
+      if (!value) return Action::kNext;
+      ++*visited;
+      return visit(key, *value) ? Action::kNext : Action::kStop;
+    });
+  }
+
+  Status FuzzyScan(const FuzzyScanSpec& spec, const RowVisitor& visit) {
+    if (Status s = ValidateFuzzySpec(spec); !s.ok()) return s;
+    return Walk(spec.range, [&](std::string_view key, std::optional<std::string_view> value, uint64_t* visited,
+                                std::string* seek_to) {
+      if (FuzzyMatches(key, spec.key, spec.mask)) {
+        if (!value) return Action::kNext;
+        ++*visited;
+        return visit(key, *value) ? Action::kNext : Action::kStop;
+      }
+      std::optional<std::string> next = FuzzyNextKey(key, spec.key, spec.mask, spec.range.reverse);
+      if (!next) return Action::kStop;
+      *seek_to = std::move(*next);
+      return Action::kSeek;
+    });
+  }
+
+  StoreCounters counters() const {
+    StoreCounters c;
+    c.rows_written = rows_written_;
+    c.bytes_written = bytes_written_;
+    c.rows_examined = rows_examined_;
+    c.write_batches = write_batches_;
+    c.write_failures = write_failures_;
+    return c;
+  }
+
+  Status Flush() {
+    std::vector<rocksdb::ColumnFamilyHandle*> handles;
+    {
+      std::shared_lock lock(mu_);
+      for (auto& [name, t] : tables_) handles.push_back(t->handle);
+    }
+    return FromRocks(db_->Flush(rocksdb::FlushOptions(), handles), "flush");
+  }
+
+  Status Compact(std::string_view name) {
+    Table* t = Find(name);
+    if (!t) return NoTable(name);
+    rocksdb::CompactRangeOptions co;
+    co.bottommost_level_compaction = rocksdb::BottommostLevelCompaction::kForce;
+    return FromRocks(db_->CompactRange(co, t->handle, nullptr, nullptr), "compact " + t->name);
+  }
+
+  Result<uint64_t> CountRaw(std::string_view name) {
+    Table* t = Find(name);
+    if (!t) return NoTable(name).error();
+    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(rocksdb::ReadOptions(), t->handle));
+    uint64_t n = 0;
+    for (it->SeekToFirst(); it->Valid(); it->Next()) ++n;
+    return n;
+  }
+
+  void SetHook(WriteFaultHook hook) {
+    std::lock_guard lock(hook_mu_);
+    hook_ = std::move(hook);
+  }
+
+ private:
+  RocksDbOptions options_;
+  std::shared_ptr<rocksdb::Cache> cache_;
+  std::unique_ptr<rocksdb::DB> db_;
+  mutable std::shared_mutex mu_;  // guards tables_ and definitions_
+  std::map<std::string, std::unique_ptr<Table>> tables_;
+  std::map<std::string, nlohmann::json> definitions_;
+  std::mutex hook_mu_;
+  WriteFaultHook hook_;
+  std::atomic<uint64_t> rows_written_{0}, bytes_written_{0}, rows_examined_{0}, write_batches_{0},
+      write_failures_{0};
+};
+
+Result<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const RocksDbOptions& options) {
+  if (options.path.empty()) return Error{Errc::kInvalidArgument, "store path is empty"};
+  if (!options.clock) return Error{Errc::kInvalidArgument, "store clock is null"};
+  auto impl = std::make_unique<Impl>(options);
+  if (Status s = impl->Open(); !s.ok()) return s.error();
+  return std::unique_ptr<RocksDbStore>(new RocksDbStore(std::move(impl)));
+}
+
+RocksDbStore::RocksDbStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+RocksDbStore::~RocksDbStore() = default;
+
+Status RocksDbStore::CreateTable(std::string_view name, const TableOptions& options) {
+  return impl_->CreateTable(name, options);
+}
+bool RocksDbStore::HasTable(std::string_view name) const { return impl_->Find(name) != nullptr; }
+Status RocksDbStore::Write(const WriteBatch& batch) { return impl_->Write(batch); }
+Result<std::optional<std::string>> RocksDbStore::Get(std::string_view table, std::string_view key) {
+  return impl_->Get(table, key);
+}
+Status RocksDbStore::Scan(const ScanSpec& spec, const RowVisitor& visit) { return impl_->Scan(spec, visit); }
+Status RocksDbStore::FuzzyScan(const FuzzyScanSpec& spec, const RowVisitor& visit) {
+  return impl_->FuzzyScan(spec, visit);
+}
+StoreCounters RocksDbStore::counters() const { return impl_->counters(); }
+Status RocksDbStore::Flush() { return impl_->Flush(); }
+Status RocksDbStore::CompactTable(std::string_view name) { return impl_->Compact(name); }
+Result<uint64_t> RocksDbStore::CountRawRows(std::string_view name) { return impl_->CountRaw(name); }
+void RocksDbStore::SetWriteFaultHook(WriteFaultHook hook) { impl_->SetHook(std::move(hook)); }
+
+}  // namespace logdex

@@ -1,0 +1,156 @@
+// TableStore: the storage interface every logdex table lives behind.
+//
+// A store holds named tables of (key, value) rows, sorted by key bytes
+// (unsigned lexicographic), one version per row. Backends: RocksDbStore
+// (embedded, default) and, later, HBase through Thrift2. tests/store_conformance_test.cc
+// pins the semantics every backend must have.
+//
+// Thread-safety: every method is safe to call concurrently.
+// Visitors run on the calling thread and must not call back into the store.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+
+namespace logdex {
+
+// How a write reaches disk before Write() returns.
+enum class Durability {
+  kSkipWal,  // no write-ahead log: a crash loses unflushed writes (Kafka replays them)
+  kAsync,    // WAL written, not fsynced: survives a process crash (default)
+  kSync,     // WAL fsynced: survives a machine crash
+};
+
+enum class Compression { kNone, kSnappy, kLz4, kZstd };
+
+// Per-table options (the HBase column-family settings DESIGN.md asks for).
+struct TableOptions {
+  // Rows older than this (by write time) are invisible to reads at once and
+  // removed by compaction later. 0 = keep forever.
+  int64_t ttl_seconds = 0;
+  // Versions kept per row. Only 1 is supported: logdex never reads old versions.
+  int versions = 1;
+  // Row bloom filter (point gets and prefix seeks skip files without the key).
+  bool bloom_filter = false;
+  // Data block size in bytes. Default 16 KiB.
+  uint32_t block_size = 16 * 1024;
+  // Cache data blocks in memory. Off for tables read only sequentially.
+  bool block_cache = true;
+  // Store-side compression of blocks. None for already-compressed payloads.
+  Compression compression = Compression::kNone;
+};
+
+// A set of puts and deletes, across tables, applied atomically by Write()
+// (all or nothing) on backends that can; see the backend's header.
+class WriteBatch {
+ public:
+  enum class Op { kPut, kDelete };
+  struct Entry {
+    Op op;
+    std::string table;
+    std::string key;
+    std::string value;
+  };
+
+  void Put(std::string_view table, std::string key, std::string value) {
+    bytes_ += key.size() + value.size();
+    entries_.push_back(Entry{Op::kPut, std::string(table), std::move(key), std::move(value)});
+  }
+  void Delete(std::string_view table, std::string key) {
+    bytes_ += key.size();
+    entries_.push_back(Entry{Op::kDelete, std::string(table), std::move(key), {}});
+  }
+  void Clear() {
+    entries_.clear();
+    bytes_ = 0;
+  }
+
+  const std::vector<Entry>& entries() const { return entries_; }
+  size_t size() const { return entries_.size(); }
+  bool empty() const { return entries_.empty(); }
+  // Key and value bytes in the batch.
+  uint64_t bytes() const { return bytes_; }
+
+ private:
+  std::vector<Entry> entries_;
+  uint64_t bytes_ = 0;
+};
+
+// Visits one row; return false to stop the scan.
+using RowVisitor = std::function<bool(std::string_view key, std::string_view value)>;
+
+// A range scan over [start, stop) in key order, or in reverse key order when
+// `reverse` is set (the range is the same; only the direction changes).
+// An empty `stop` means "to the end of the table".
+struct ScanSpec {
+  std::string table;
+  std::string start;
+  std::string stop;
+  bool reverse = false;
+  // At most this many rows are visited; 0 = no limit.
+  uint64_t limit = 0;
+};
+
+// A fuzzy row scan (HBase's FuzzyRowFilter): rows of exactly `key.size()`
+// bytes whose bytes equal `key` wherever mask[i] == 0 (fixed); bytes where
+// mask[i] == 1 may be anything. The store seeks ahead to the next key that
+// can match instead of examining every row.
+struct FuzzyScanSpec {
+  ScanSpec range;
+  std::string key;
+  std::string mask;  // same length as key; each byte 0 (fixed) or 1 (any)
+};
+
+// Monotonic counters since the store was opened.
+struct StoreCounters {
+  uint64_t rows_written = 0;   // puts and deletes applied
+  uint64_t bytes_written = 0;  // key + value bytes applied
+  uint64_t rows_examined = 0;  // rows a scan's iterator landed on, matching or not
+  uint64_t write_batches = 0;
+  uint64_t write_failures = 0;
+};
+
+class TableStore {
+ public:
+  virtual ~TableStore() = default;
+
+  // Creates the table, or opens it if it exists, with `options`.
+  virtual Status CreateTable(std::string_view name, const TableOptions& options) = 0;
+  virtual bool HasTable(std::string_view name) const = 0;
+
+  // Applies every entry of the batch with the store's durability.
+  virtual Status Write(const WriteBatch& batch) = 0;
+
+  // The row's value, nullopt when it does not exist (or has expired).
+  virtual Result<std::optional<std::string>> Get(std::string_view table, std::string_view key) = 0;
+
+  // Visits rows of the range in order (see ScanSpec).
+  virtual Status Scan(const ScanSpec& spec, const RowVisitor& visit) = 0;
+
+  // Visits the rows of the range that match the fuzzy key (see FuzzyScanSpec).
+  virtual Status FuzzyScan(const FuzzyScanSpec& spec, const RowVisitor& visit) = 0;
+
+  virtual StoreCounters counters() const = 0;
+};
+
+// Computes where a fuzzy scan must seek next from a row key `row` that does
+// not match. Forward: the smallest key > row that can match. Reverse: the
+// largest key < row that can match. nullopt when no key in that direction
+// can match. Shared by every backend (and by the HBase test server).
+std::optional<std::string> FuzzyNextKey(std::string_view row, std::string_view key, std::string_view mask,
+                                        bool reverse);
+
+// True when `row` matches the fuzzy key and mask.
+bool FuzzyMatches(std::string_view row, std::string_view key, std::string_view mask);
+
+// Checks a FuzzyScanSpec's key and mask (same length, mask bytes 0 or 1).
+Status ValidateFuzzySpec(const FuzzyScanSpec& spec);
+
+}  // namespace logdex

@@ -1,0 +1,257 @@
+#include "common/chunk_codec.h"
+
+#include <gtest/gtest.h>
+#include <snappy.h>
+
+#include <set>
+
+#include "common/crc32c.h"
+#include "common/severity.h"
+
+namespace logdex {
+namespace {
+
+constexpr int64_t kNow = 1'800'000'000'000;  // 2027-01-15
+constexpr int64_t kBase = kNow - 3'600'000;
+
+class ChunkCodecTest : public ::testing::Test {
+ protected:
+  ChunkCodecTest() { options_.clock = &clock_; }
+
+  static proto::RecordBatch Records(int n, Severity sev = Severity::kInfo) {
+    proto::RecordBatch b;
+    for (int i = 0; i < n; ++i) {
+      proto::LogRecord* r = b.add_records();
+      r->set_ts_ms(kBase + i);
+      r->set_severity(SeverityCode(sev));
+      r->set_message("record " + std::to_string(i) + " of a chunk, with some text to compress");
+      if (i % 3 == 0) {
+        proto::Tag* t = r->add_tags();
+        t->set_key("dc");
+        t->set_value(i % 2 ? "east" : "west");
+      }
+    }
+    return b;
+  }
+
+  proto::LogChunk Pack(const proto::RecordBatch& b) {
+    PackOptions po;
+    po.producer_id = 7;
+    po.sequence = 42;
+    return PackChunk("billing", "web-1", b, po);
+  }
+
+  // Re-signs the payload after a test changed it, so only the intended check fails.
+  static void Resign(proto::LogChunk& c) { c.set_payload_crc32c(Crc32c(c.payload())); }
+
+  ChunkErrc DecodeError(const std::string& bytes) {
+    auto r = DecodeChunk(bytes, options_);
+    EXPECT_FALSE(r.ok());
+    return r.ok() ? ChunkErrc::kMalformed : r.error().code;
+  }
+
+  ChunkErrc FullError(const proto::LogChunk& c) {
+    auto header = DecodeChunk(c.SerializeAsString(), options_);
+    if (!header.ok()) return header.error().code;
+    auto records = UnpackRecords(*header, options_);
+    EXPECT_FALSE(records.ok());
+    return records.ok() ? ChunkErrc::kMalformed : records.error().code;
+  }
+
+  void RoundTrip(int n) {
+    proto::RecordBatch in = Records(n);
+    std::string wire = Pack(in).SerializeAsString();
+    auto chunk = DecodeChunk(wire, options_);
+    ASSERT_TRUE(chunk.ok()) << chunk.error().ToString();
+    EXPECT_EQ(chunk->app(), "billing");
+    EXPECT_EQ(chunk->host(), "web-1");
+    EXPECT_EQ(chunk->record_count(), static_cast<uint32_t>(n));
+    EXPECT_EQ(chunk->producer_id(), 7u);
+    EXPECT_EQ(chunk->sequence(), 42u);
+    EXPECT_EQ(chunk->codec(), proto::CODEC_SNAPPY);
+    if (n > 0) {
+      EXPECT_EQ(chunk->first_ts_ms(), kBase);
+      EXPECT_EQ(chunk->last_ts_ms(), kBase + n - 1);
+      EXPECT_EQ(chunk->severity(), SeverityCode(Severity::kInfo));
+    }
+    auto out = UnpackRecords(*chunk, options_);
+    ASSERT_TRUE(out.ok()) << out.error().ToString();
+    ASSERT_EQ(out->records_size(), n);
+    EXPECT_EQ(out->SerializeAsString(), in.SerializeAsString());
+  }
+
+  ManualClock clock_{kNow};
+  DecodeOptions options_;
+};
+
+TEST_F(ChunkCodecTest, RoundTripsZeroRecords) { RoundTrip(0); }
+TEST_F(ChunkCodecTest, RoundTripsOneRecord) { RoundTrip(1); }
+TEST_F(ChunkCodecTest, RoundTrips100000Records) { RoundTrip(100000); }
+
+TEST_F(ChunkCodecTest, SummarizesDistinctTagsAndMarksMixedSeverity) {
+  proto::RecordBatch b = Records(10);
+  b.mutable_records(4)->set_severity(SeverityCode(Severity::kError));
+  proto::LogChunk c = Pack(b);
+  EXPECT_EQ(c.severity(), kMixedSeverity);
+  ASSERT_TRUE(c.has_tag_summary());
+  ASSERT_EQ(c.tag_summary().tags_size(), 2);  // dc=east, dc=west
+  EXPECT_EQ(c.tag_summary().tags(0).value(), "east");
+  EXPECT_EQ(c.tag_summary().tags(1).value(), "west");
+  EXPECT_TRUE(UnpackRecords(*DecodeChunk(c.SerializeAsString(), options_), options_).ok());
+}
+
+TEST_F(ChunkCodecTest, PacksUncompressedWhenAsked) {
+  PackOptions po;
+  po.codec = proto::CODEC_NONE;
+  proto::LogChunk c = PackChunk("a", "h", Records(5), po);
+  EXPECT_EQ(c.codec(), proto::CODEC_NONE);
+  auto out = UnpackRecords(*DecodeChunk(c.SerializeAsString(), options_), options_);
+  ASSERT_TRUE(out.ok());
+  EXPECT_EQ(out->records_size(), 5);
+}
+
+TEST_F(ChunkCodecTest, IgnoresUnknownFields) {
+  std::string wire = Pack(Records(3)).SerializeAsString();
+  wire += std::string("\xa0\x06\x2a", 3);  // field 100, varint 42: from a newer minor version
+  auto chunk = DecodeChunk(wire, options_);
+  ASSERT_TRUE(chunk.ok()) << chunk.error().ToString();
+  EXPECT_TRUE(UnpackRecords(*chunk, options_).ok());
+}
+
+TEST_F(ChunkCodecTest, RejectsCrcMismatch) {
+  proto::LogChunk c = Pack(Records(50));
+  (*c.mutable_payload())[c.payload().size() / 2] ^= 0x01;
+  EXPECT_EQ(DecodeError(c.SerializeAsString()), ChunkErrc::kCrcMismatch);
+}
+
+TEST_F(ChunkCodecTest, RejectsTruncatedProtobuf) {
+  std::string wire = Pack(Records(50)).SerializeAsString();
+  EXPECT_EQ(DecodeError(wire.substr(0, wire.size() - 17)), ChunkErrc::kMalformed);
+}
+
+TEST_F(ChunkCodecTest, RejectsGarbageBytes) {
+  EXPECT_EQ(DecodeError(std::string("\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff", 11)), ChunkErrc::kMalformed);
+  EXPECT_FALSE(DecodeChunk("hello, world", options_).ok());
+  // Bytes that parse as an (empty) protobuf still fail validation.
+  EXPECT_EQ(DecodeError(""), ChunkErrc::kUnsupportedVersion);
+}
+
+TEST_F(ChunkCodecTest, RejectsGarbagePayloadProtobuf) {
+  proto::LogChunk c = Pack(Records(2));
+  std::string garbage = "\x0a\xff\xff\xff\x0f";  // a length-delimited field claiming ~4 GiB
+  snappy::Compress(garbage.data(), garbage.size(), c.mutable_payload());
+  Resign(c);
+  EXPECT_EQ(FullError(c), ChunkErrc::kMalformed);
+}
+
+TEST_F(ChunkCodecTest, RejectsBadSnappy) {
+  proto::LogChunk c = Pack(Records(5));
+  c.set_payload("\x10this is not snappy at all");
+  Resign(c);
+  EXPECT_EQ(FullError(c), ChunkErrc::kBadSnappy);
+}
+
+TEST_F(ChunkCodecTest, RejectsDeclaredSizeOverLimit) {
+  options_.max_uncompressed_bytes = 1000;
+  proto::LogChunk c = Pack(Records(100));
+  EXPECT_EQ(DecodeError(c.SerializeAsString()), ChunkErrc::kTooLarge);
+}
+
+TEST_F(ChunkCodecTest, RejectsCompressionBombThatLiesAboutItsSize) {
+  options_.max_uncompressed_bytes = 64 * 1024;
+  proto::LogChunk c = Pack(Records(1));
+  std::string zeros(4 << 20, '\0');  // 4 MiB of zeros compress to ~200 KiB... of snappy
+  snappy::Compress(zeros.data(), zeros.size(), c.mutable_payload());
+  c.set_uncompressed_size(100);  // the header lies
+  Resign(c);
+  EXPECT_EQ(FullError(c), ChunkErrc::kTooLarge);
+}
+
+TEST_F(ChunkCodecTest, RejectsRecordCountMismatch) {
+  proto::LogChunk c = Pack(Records(5));
+  c.set_record_count(6);
+  EXPECT_EQ(FullError(c), ChunkErrc::kCountMismatch);
+}
+
+TEST_F(ChunkCodecTest, RejectsTimestampsOutsideSaneBounds) {
+  proto::LogChunk old = Pack(Records(5));
+  old.set_first_ts_ms(123);  // 1970
+  EXPECT_EQ(DecodeError(old.SerializeAsString()), ChunkErrc::kBadTimestamp);
+
+  proto::LogChunk future = Pack(Records(5));
+  future.set_last_ts_ms(kNow + 2 * 86'400'000);
+  EXPECT_EQ(DecodeError(future.SerializeAsString()), ChunkErrc::kBadTimestamp);
+
+  proto::LogChunk inverted = Pack(Records(5));
+  inverted.set_first_ts_ms(inverted.last_ts_ms() + 1);
+  EXPECT_EQ(DecodeError(inverted.SerializeAsString()), ChunkErrc::kBadTimestamp);
+
+  proto::LogChunk outside = Pack(Records(5));
+  outside.set_first_ts_ms(kBase + 2);  // records 0 and 1 fall before the header's range
+  EXPECT_EQ(FullError(outside), ChunkErrc::kBadTimestamp);
+}
+
+TEST_F(ChunkCodecTest, RejectsEmptyAppAndHost) {
+  proto::LogChunk c = Pack(Records(1));
+  c.clear_app();
+  EXPECT_EQ(DecodeError(c.SerializeAsString()), ChunkErrc::kEmptyApp);
+  c = Pack(Records(1));
+  c.clear_host();
+  EXPECT_EQ(DecodeError(c.SerializeAsString()), ChunkErrc::kEmptyHost);
+}
+
+TEST_F(ChunkCodecTest, RejectsUnsupportedVersion) {
+  proto::LogChunk c = Pack(Records(1));
+  c.set_format_major(kChunkFormatMajor + 1);
+  auto r = DecodeChunk(c.SerializeAsString(), options_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ChunkErrc::kUnsupportedVersion);
+  EXPECT_NE(r.error().ToString().find("newer"), std::string::npos) << r.error().ToString();
+  c.set_format_major(0);
+  EXPECT_EQ(DecodeError(c.SerializeAsString()), ChunkErrc::kUnsupportedVersion);
+}
+
+TEST_F(ChunkCodecTest, AcceptsNewerMinorVersion) {
+  proto::LogChunk c = Pack(Records(1));
+  c.set_format_minor(kChunkFormatMinor + 5);
+  EXPECT_TRUE(DecodeChunk(c.SerializeAsString(), options_).ok());
+}
+
+TEST_F(ChunkCodecTest, RejectsBadSeverities) {
+  proto::LogChunk c = Pack(Records(3));
+  c.set_severity(35);
+  EXPECT_EQ(DecodeError(c.SerializeAsString()), ChunkErrc::kBadSeverity);
+
+  proto::RecordBatch b = Records(3);
+  b.mutable_records(1)->set_severity(99);
+  EXPECT_EQ(FullError(Pack(b)), ChunkErrc::kBadSeverity);
+
+  proto::LogChunk lying = Pack(Records(3, Severity::kError));
+  lying.set_severity(SeverityCode(Severity::kInfo));  // header says INFO, records say ERROR
+  EXPECT_EQ(FullError(lying), ChunkErrc::kBadSeverity);
+}
+
+TEST_F(ChunkCodecTest, RejectsUnknownCodec) {
+  proto::LogChunk c = Pack(Records(3));
+  c.set_codec(static_cast<proto::Codec>(7));
+  EXPECT_EQ(DecodeError(c.SerializeAsString()), ChunkErrc::kBadCodec);
+}
+
+TEST_F(ChunkCodecTest, ErrorNamesAreStableAndDistinct) {
+  std::set<std::string_view> names;
+  for (int i = 0; i <= static_cast<int>(ChunkErrc::kBadSeverity); ++i) {
+    names.insert(ChunkErrcName(static_cast<ChunkErrc>(i)));
+  }
+  EXPECT_EQ(names.size(), static_cast<size_t>(ChunkErrc::kBadSeverity) + 1);
+  EXPECT_EQ(ChunkErrcName(ChunkErrc::kCrcMismatch), "crc_mismatch");
+}
+
+TEST(Crc32c, MatchesKnownVectors) {
+  EXPECT_EQ(Crc32c("123456789"), 0xE3069283u);  // the standard check value
+  EXPECT_EQ(Crc32c(std::string(32, '\0')), 0x8A9136AAu);  // RFC 3720 B.4
+  std::string s = "hello world, crc32c across word boundaries";
+  EXPECT_EQ(Crc32c(s.data() + 5, s.size() - 5, Crc32c(s.data(), 5)), Crc32c(s));
+}
+
+}  // namespace
+}  // namespace logdex

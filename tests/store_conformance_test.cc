@@ -1,0 +1,326 @@
+// The TableStore conformance suite: the semantics every backend must have.
+// Parameterized over backends; the HBase Thrift2 backend joins it later.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <functional>
+#include <map>
+#include <random>
+
+#include "common/row_keys.h"
+#include "store/rocksdb_store.h"
+#include "tests/test_util.h"
+
+namespace logdex {
+namespace {
+
+struct Backend {
+  std::string name;
+  // Opens (or reopens) a store in `dir` reading time from `clock`.
+  std::function<std::unique_ptr<TableStore>(const std::string& dir, const Clock* clock)> open;
+  // Makes the next writes fail at the entry with this index (-1 clears).
+  std::function<void(TableStore&, int)> fail_writes_at;
+};
+
+Backend RocksDbBackend() {
+  return Backend{
+      "rocksdb",
+      [](const std::string& dir, const Clock* clock) -> std::unique_ptr<TableStore> {
+        RocksDbOptions o;
+        o.path = dir;
+        o.clock = clock;
+        o.block_cache_bytes = 8 << 20;
+        auto s = RocksDbStore::Open(o);
+        EXPECT_TRUE(s.ok()) << s.error().ToString();
+        return s.ok() ? std::move(s.value()) : nullptr;
+      },
+      [](TableStore& store, int at) {
+        auto& rocks = static_cast<RocksDbStore&>(store);
+        if (at < 0) return rocks.SetWriteFaultHook(nullptr);
+        rocks.SetWriteFaultHook([at](const WriteBatch::Entry&, size_t i) {
+          return static_cast<int>(i) == at ? Status(Errc::kIOError, "injected write failure") : Status::Ok();
+        });
+      }};
+}
+
+void PrintTo(const Backend& b, std::ostream* os) { *os << b.name; }
+
+class StoreConformance : public ::testing::TestWithParam<Backend> {
+ protected:
+  void SetUp() override {
+    store_ = GetParam().open(dir_.path() + "/store", &clock_);
+    ASSERT_NE(store_, nullptr);
+  }
+
+  void Reopen() {
+    store_.reset();
+    store_ = GetParam().open(dir_.path() + "/store", &clock_);
+    ASSERT_NE(store_, nullptr);
+  }
+
+  std::vector<std::pair<std::string, std::string>> ScanAll(ScanSpec spec) {
+    std::vector<std::pair<std::string, std::string>> rows;
+    Status s = store_->Scan(spec, [&](std::string_view k, std::string_view v) {
+      rows.emplace_back(k, v);
+      return true;
+    });
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return rows;
+  }
+
+  void Put(std::string_view table, std::string key, std::string value) {
+    WriteBatch b;
+    b.Put(table, std::move(key), std::move(value));
+    ASSERT_TRUE(store_->Write(b).ok());
+  }
+
+  TempDir dir_;
+  ManualClock clock_{1'800'000'000'000};
+  std::unique_ptr<TableStore> store_;
+};
+
+TEST_P(StoreConformance, WritesGetsAndDeletes) {
+  ASSERT_TRUE(store_->CreateTable("t", TableOptions{}).ok());
+  EXPECT_TRUE(store_->HasTable("t"));
+  EXPECT_FALSE(store_->HasTable("nope"));
+  Put("t", "k1", "v1");
+  Put("t", "k1", "v2");  // one version per row: the newest wins
+  auto got = store_->Get("t", "k1");
+  ASSERT_TRUE(got.ok());
+  EXPECT_EQ(got->value_or("<none>"), "v2");
+  EXPECT_FALSE(store_->Get("t", "k0")->has_value());
+  WriteBatch del;
+  del.Delete("t", "k1");
+  ASSERT_TRUE(store_->Write(del).ok());
+  EXPECT_FALSE(store_->Get("t", "k1")->has_value());
+}
+
+TEST_P(StoreConformance, UnknownTableIsAnError) {
+  WriteBatch b;
+  b.Put("missing", "k", "v");
+  Status s = store_->Write(b);
+  EXPECT_EQ(s.code(), Errc::kNotFound) << s.ToString();
+  EXPECT_FALSE(store_->Get("missing", "k").ok());
+  EXPECT_FALSE(store_->Scan(ScanSpec{"missing", "", "", false, 0}, [](auto, auto) { return true; }).ok());
+}
+
+TEST_P(StoreConformance, RejectsUnsupportedVersions) {
+  TableOptions o;
+  o.versions = 3;
+  EXPECT_EQ(store_->CreateTable("t", o).code(), Errc::kInvalidArgument);
+}
+
+TEST_P(StoreConformance, ScansForwardAndReverseWithinBoundsAndLimits) {
+  ASSERT_TRUE(store_->CreateTable("t", TableOptions{}).ok());
+  WriteBatch b;
+  for (int i = 0; i < 100; ++i) {
+    char key[8];
+    std::snprintf(key, sizeof key, "k%03d", i);
+    b.Put("t", key, std::to_string(i));
+  }
+  ASSERT_TRUE(store_->Write(b).ok());
+
+  auto all = ScanAll({"t", "", "", false, 0});
+  ASSERT_EQ(all.size(), 100u);
+  EXPECT_EQ(all.front().first, "k000");
+  EXPECT_EQ(all.back().first, "k099");
+
+  auto range = ScanAll({"t", "k010", "k020", false, 0});  // [start, stop)
+  ASSERT_EQ(range.size(), 10u);
+  EXPECT_EQ(range.front().first, "k010");
+  EXPECT_EQ(range.back().first, "k019");
+
+  auto rev = ScanAll({"t", "k010", "k020", true, 0});  // same range, newest-first direction
+  ASSERT_EQ(rev.size(), 10u);
+  EXPECT_EQ(rev.front().first, "k019");
+  EXPECT_EQ(rev.back().first, "k010");
+
+  auto rev_all = ScanAll({"t", "", "", true, 5});
+  ASSERT_EQ(rev_all.size(), 5u);
+  EXPECT_EQ(rev_all.front().first, "k099");
+
+  auto limited = ScanAll({"t", "k050", "", false, 3});
+  ASSERT_EQ(limited.size(), 3u);
+  EXPECT_EQ(limited.back().first, "k052");
+
+  // Stopping from the visitor.
+  int seen = 0;
+  ASSERT_TRUE(store_->Scan({"t", "", "", false, 0}, [&](auto, auto) { return ++seen < 7; }).ok());
+  EXPECT_EQ(seen, 7);
+}
+
+TEST_P(StoreConformance, WriteBatchAcrossTablesIsAllOrNothing) {
+  for (const char* t : {"a", "b", "c"}) ASSERT_TRUE(store_->CreateTable(t, TableOptions{}).ok());
+  WriteBatch b;
+  for (int i = 0; i < 3; ++i) {
+    for (const char* t : {"a", "b", "c"}) b.Put(t, "row" + std::to_string(i), "v");
+  }
+  GetParam().fail_writes_at(*store_, 5);
+  Status s = store_->Write(b);
+  EXPECT_FALSE(s.ok());
+  for (const char* t : {"a", "b", "c"}) EXPECT_TRUE(ScanAll({t, "", "", false, 0}).empty()) << t;
+  EXPECT_EQ(store_->counters().write_failures, 1u);
+
+  GetParam().fail_writes_at(*store_, -1);
+  ASSERT_TRUE(store_->Write(b).ok());
+  for (const char* t : {"a", "b", "c"}) EXPECT_EQ(ScanAll({t, "", "", false, 0}).size(), 3u) << t;
+  EXPECT_EQ(store_->counters().rows_written, 9u);
+}
+
+TEST_P(StoreConformance, TtlHidesExpiredRowsAtOnce) {
+  TableOptions o;
+  o.ttl_seconds = 60;
+  ASSERT_TRUE(store_->CreateTable("ttl", o).ok());
+  ASSERT_TRUE(store_->CreateTable("forever", TableOptions{}).ok());
+  Put("ttl", "old", "1");
+  Put("forever", "old", "1");
+  clock_.AdvanceMs(59'000);
+  EXPECT_TRUE(store_->Get("ttl", "old")->has_value());
+  Put("ttl", "new", "2");
+  clock_.AdvanceMs(2'000);  // "old" is 61 s old, "new" 2 s
+  EXPECT_FALSE(store_->Get("ttl", "old")->has_value());
+  auto rows = ScanAll({"ttl", "", "", false, 0});
+  ASSERT_EQ(rows.size(), 1u);
+  EXPECT_EQ(rows[0].first, "new");
+  EXPECT_TRUE(store_->Get("forever", "old")->has_value());
+  // Rewriting an expired row makes it live again.
+  Put("ttl", "old", "3");
+  EXPECT_EQ(store_->Get("ttl", "old")->value_or(""), "3");
+}
+
+TEST_P(StoreConformance, TablesAndOptionsSurviveReopen) {
+  TableOptions o;
+  o.ttl_seconds = 10;
+  o.bloom_filter = true;
+  o.block_cache = false;
+  ASSERT_TRUE(store_->CreateTable("t", o).ok());
+  Put("t", "k", "v");
+  Reopen();
+  EXPECT_TRUE(store_->HasTable("t"));
+  EXPECT_EQ(store_->Get("t", "k")->value_or(""), "v");
+  clock_.AdvanceMs(11'000);
+  EXPECT_FALSE(store_->Get("t", "k")->has_value()) << "the TTL must survive a reopen";
+}
+
+// Random keys over a small alphabet, random masks: a fuzzy scan returns
+// exactly what a full scan plus filter returns, in both directions.
+TEST_P(StoreConformance, FuzzyScanEqualsFullScanWithFilterOnRandomData) {
+  ASSERT_TRUE(store_->CreateTable("f", TableOptions{}).ok());
+  std::mt19937 rng(7);
+  const size_t kLen = 6;
+  WriteBatch b;
+  for (int i = 0; i < 4000; ++i) {
+    size_t len = (i % 50 == 0) ? kLen - 1 + rng() % 3 : kLen;  // a few keys of other lengths
+    std::string k(len, '\0');
+    for (char& c : k) c = static_cast<char>("\x00\x01\x7f\x80\xfe\xff"[rng() % 6]);
+    b.Put("f", k, "v");
+  }
+  ASSERT_TRUE(store_->Write(b).ok());
+  auto all = ScanAll({"f", "", "", false, 0});
+
+  for (int q = 0; q < 200; ++q) {
+    FuzzyScanSpec spec;
+    spec.range.table = "f";
+    spec.range.reverse = q % 2;
+    spec.key.resize(kLen);
+    spec.mask.resize(kLen);
+    for (size_t i = 0; i < kLen; ++i) {
+      spec.key[i] = static_cast<char>("\x00\x01\x7f\x80\xfe\xff"[rng() % 6]);
+      spec.mask[i] = rng() % 3 == 0 ? 0 : 1;
+    }
+    if (q % 4 == 3) {
+      spec.range.start = std::string("\x01", 1);
+      spec.range.stop = std::string("\xfe\x80", 2);
+    }
+    std::vector<std::string> want;
+    for (const auto& [k, v] : all) {
+      bool in_range = (spec.range.start.empty() || k >= spec.range.start) &&
+                      (spec.range.stop.empty() || k < spec.range.stop);
+      if (in_range && FuzzyMatches(k, spec.key, spec.mask)) want.push_back(k);
+    }
+    if (spec.range.reverse) std::reverse(want.begin(), want.end());
+    std::vector<std::string> got;
+    Status s = store_->FuzzyScan(spec, [&](std::string_view k, std::string_view) {
+      got.emplace_back(k);
+      return true;
+    });
+    ASSERT_TRUE(s.ok()) << s.ToString();
+    ASSERT_EQ(got, want) << "query " << q;
+  }
+}
+
+// Main-table keys in 16 salt buckets: "app X, severity S" by a fuzzy scan
+// examines a small fraction of the rows a full scan does.
+TEST_P(StoreConformance, FuzzyScanSeeksAheadAcrossSaltBuckets) {
+  ASSERT_TRUE(store_->CreateTable(kMainTable, TableOptions{}).ok());
+  WriteBatch b;
+  uint64_t chunk = 0;
+  for (int a = 0; a < 10; ++a) {
+    for (int h = 0; h < 40; ++h) {
+      for (Severity s : {Severity::kInfo, Severity::kWarn, Severity::kError}) {
+        for (int t = 0; t < 5; ++t) {
+          AppId app = AppIdOf("app" + std::to_string(a));
+          HostId host = HostIdOf("h" + std::to_string(h));
+          b.Put(kMainTable, MainKey{SaltOf(app, host, 16), app, s, 1'700'000'000'000 + t, host, ++chunk}.Encode(),
+                "v");
+        }
+      }
+    }
+  }
+  ASSERT_TRUE(store_->Write(b).ok());
+  const uint64_t total = b.size();
+
+  FuzzyScanSpec spec;
+  spec.range.table = std::string(kMainTable);
+  spec.key = MainKey{0, AppIdOf("app3"), Severity::kWarn, 0, 0, 0}.Encode();
+  spec.mask = std::string(MainKey::kSize, '\1');
+  for (int i = 1; i <= 9; ++i) spec.mask[i] = 0;
+  uint64_t before = store_->counters().rows_examined, hits = 0;
+  ASSERT_TRUE(store_->FuzzyScan(spec, [&](std::string_view k, std::string_view) {
+    auto key = MainKey::Decode(k);
+    EXPECT_TRUE(key && key->app == AppIdOf("app3") && key->severity == Severity::kWarn);
+    return ++hits, true;
+  }).ok());
+  uint64_t examined = store_->counters().rows_examined - before;
+  EXPECT_EQ(hits, 40u * 5);
+  // Each bucket costs at most two extra rows: where a seek lands before its
+  // range, and the first row after it; plus the scan's first row.
+  EXPECT_LE(examined, hits + 2 * 16 + 1);
+  EXPECT_LT(examined * 20, total);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, StoreConformance, ::testing::Values(RocksDbBackend()),
+                         [](const auto& info) { return info.param.name; });
+
+// RocksDB-specific: compaction removes what TTL hides.
+TEST(RocksDbStore, CompactionDropsExpiredRows) {
+  TempDir dir;
+  ManualClock clock(1'800'000'000'000);
+  RocksDbOptions o;
+  o.path = dir.path();
+  o.clock = &clock;
+  auto store = RocksDbStore::Open(o);
+  ASSERT_TRUE(store.ok());
+  TableOptions t;
+  t.ttl_seconds = 1;
+  ASSERT_TRUE((*store)->CreateTable("t", t).ok());
+  WriteBatch b;
+  for (int i = 0; i < 10; ++i) b.Put("t", "k" + std::to_string(i), "v");
+  ASSERT_TRUE((*store)->Write(b).ok());
+  ASSERT_TRUE((*store)->Flush().ok());
+  EXPECT_EQ((*store)->CountRawRows("t").value(), 10u);
+  clock.AdvanceMs(2'000);
+  ASSERT_TRUE((*store)->CompactTable("t").ok());
+  EXPECT_EQ((*store)->CountRawRows("t").value(), 0u);
+}
+
+TEST(RocksDbStore, ReportsAClearErrorForAnUnusablePath) {
+  RocksDbOptions o;
+  o.path = "/proc/logdex-cannot-be-here";
+  auto store = RocksDbStore::Open(o);
+  ASSERT_FALSE(store.ok());
+  EXPECT_NE(store.error().message.find("/proc/logdex-cannot-be-here"), std::string::npos);
+}
+
+}  // namespace
+}  // namespace logdex
