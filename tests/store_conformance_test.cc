@@ -9,41 +9,11 @@
 
 #include "common/row_keys.h"
 #include "store/rocksdb_store.h"
+#include "tests/backends.h"
 #include "tests/test_util.h"
 
 namespace logdex {
 namespace {
-
-struct Backend {
-  std::string name;
-  // Opens (or reopens) a store in `dir` reading time from `clock`.
-  std::function<std::unique_ptr<TableStore>(const std::string& dir, const Clock* clock)> open;
-  // Makes the next writes fail at the entry with this index (-1 clears).
-  std::function<void(TableStore&, int)> fail_writes_at;
-};
-
-Backend RocksDbBackend() {
-  return Backend{
-      "rocksdb",
-      [](const std::string& dir, const Clock* clock) -> std::unique_ptr<TableStore> {
-        RocksDbOptions o;
-        o.path = dir;
-        o.clock = clock;
-        o.block_cache_bytes = 8 << 20;
-        auto s = RocksDbStore::Open(o);
-        EXPECT_TRUE(s.ok()) << s.error().ToString();
-        return s.ok() ? std::move(s.value()) : nullptr;
-      },
-      [](TableStore& store, int at) {
-        auto& rocks = static_cast<RocksDbStore&>(store);
-        if (at < 0) return rocks.SetWriteFaultHook(nullptr);
-        rocks.SetWriteFaultHook([at](const WriteBatch::Entry&, size_t i) {
-          return static_cast<int>(i) == at ? Status(Errc::kIOError, "injected write failure") : Status::Ok();
-        });
-      }};
-}
-
-void PrintTo(const Backend& b, std::ostream* os) { *os << b.name; }
 
 class StoreConformance : public ::testing::TestWithParam<Backend> {
  protected:
@@ -150,6 +120,7 @@ TEST_P(StoreConformance, ScansForwardAndReverseWithinBoundsAndLimits) {
 }
 
 TEST_P(StoreConformance, WriteBatchAcrossTablesIsAllOrNothing) {
+  if (!GetParam().atomic_batches) GTEST_SKIP() << GetParam().name << " does not promise atomic batches";
   for (const char* t : {"a", "b", "c"}) ASSERT_TRUE(store_->CreateTable(t, TableOptions{}).ok());
   WriteBatch b;
   for (int i = 0; i < 3; ++i) {
@@ -289,8 +260,7 @@ TEST_P(StoreConformance, FuzzyScanSeeksAheadAcrossSaltBuckets) {
   EXPECT_LT(examined * 20, total);
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, StoreConformance, ::testing::Values(RocksDbBackend()),
-                         [](const auto& info) { return info.param.name; });
+INSTANTIATE_TEST_SUITE_P(Backends, StoreConformance, ::testing::ValuesIn(AllBackends()), BackendName());
 
 // RocksDB-specific: compaction removes what TTL hides.
 TEST(RocksDbStore, CompactionDropsExpiredRows) {

@@ -1,0 +1,23 @@
+// Names and defaults that producers and consumers must agree on.
+#pragma once
+
+#include <string_view>
+
+namespace logdex {
+
+// The Kafka topic `logdex ship` produces to and `logdex serve` consumes by default.
+inline constexpr std::string_view kDefaultTopic = "logdex.chunks";
+// Dead-letter topic = source topic + this suffix (configurable in serve).
+inline constexpr std::string_view kDeadLetterSuffix = ".dlq";
+
+// Kafka message header naming the value's format: "chunk" (LogChunk protobuf,
+// the default when absent), "json" (JSON lines) or "text" (plain lines).
+inline constexpr std::string_view kFormatHeader = "logdex-format";
+
+// Dead-letter headers.
+inline constexpr std::string_view kDlqErrorHeader = "logdex-error";
+inline constexpr std::string_view kDlqTopicHeader = "logdex-source-topic";
+inline constexpr std::string_view kDlqPartitionHeader = "logdex-source-partition";
+inline constexpr std::string_view kDlqOffsetHeader = "logdex-source-offset";
+
+}  // namespace logdex

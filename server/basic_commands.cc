@@ -1,0 +1,37 @@
+// `logdex version` and `logdex bench`.
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <memory>
+
+#include "bench/bench.h"
+#include "common/chunk_codec.h"
+#include "server/commands.h"
+
+namespace logdex {
+
+void AddVersionCommand(CLI::App& app, CommandRun& run) {
+  CLI::App* cmd = app.add_subcommand("version", "Print the version and build information");
+  cmd->callback([&run] {
+    run = [] {
+      std::printf("logdex %s (chunk format %u.%u)\n", LOGDEX_VERSION, kChunkFormatMajor, kChunkFormatMinor);
+      return 0;
+    };
+  });
+}
+
+void AddBenchCommand(CLI::App& app, CommandRun& run) {
+  auto options = std::make_shared<BenchOptions>();
+  CLI::App* cmd = app.add_subcommand("bench", "Run a benchmark and print its figures as JSON");
+  cmd->add_option("name", options->name, "Benchmark: store | codec | fuzzy | all")
+      ->required()
+      ->check(CLI::IsMember({"store", "codec", "fuzzy", "all"}));
+  cmd->add_option("--dir", options->dir, "Scratch directory for store benchmarks (default: a temporary one)");
+  cmd->add_option("--data", options->data_dir, "Directory of loghub samples for the codec benchmark")
+      ->capture_default_str();
+  cmd->add_option("--scale", options->scale, "Multiply the workload sizes by this factor")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  cmd->callback([&run, options] { run = [options] { return RunBench(*options); }; });
+}
+
+}  // namespace logdex
