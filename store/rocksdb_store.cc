@@ -290,77 +290,15 @@ class RocksDbStore::Impl {
     return std::optional<std::string>(std::string(stored.substr(kStampSize)));
   }
 
-  // Walks the range in the spec's direction. `step` is called at each row
-  // the iterator lands on (counted as examined) with the row's key and
-  // unexpired value (or nullopt when expired); it returns the action.
-  enum class Action { kNext, kStop, kSeek };
-  template <class Step>
-  Status Walk(const ScanSpec& spec, Step&& step) {
-    Table* t = Find(spec.table);
-    if (!t) return NoTable(spec.table);
-    rocksdb::ReadOptions ro;
-    rocksdb::Slice lower(spec.start), upper(spec.stop);
-    if (!spec.start.empty()) ro.iterate_lower_bound = &lower;
-    if (!spec.stop.empty()) ro.iterate_upper_bound = &upper;
-    // A bounded scan that reads many blocks once should not evict hot ones.
-    ro.fill_cache = t->options.block_cache;
-    std::unique_ptr<rocksdb::Iterator> it(db_->NewIterator(ro, t->handle));
-    if (spec.reverse) {
-      it->SeekToLast();
-    } else {
-      it->SeekToFirst();
-    }
-    const int64_t ttl_ms = t->ttl_ms.load();
-    const int64_t now = options_.clock->NowMs();
-    uint64_t visited = 0, examined = 0;
-    std::string seek_to;
-    while (it->Valid()) {
-      ++examined;
-      std::string_view key(it->key().data(), it->key().size());
-      std::string_view stored(it->value().data(), it->value().size());
-      std::optional<std::string_view> value;
-      if (stored.size() >= kStampSize && !Expired(stored, ttl_ms, now)) value = stored.substr(kStampSize);
-      Action a = step(key, value, &visited, &seek_to);
-      if (a == Action::kStop || (spec.limit && visited >= spec.limit)) break;
-      if (a == Action::kSeek) {
-        if (spec.reverse) {
-          it->SeekForPrev(seek_to);
-        } else {
-          it->Seek(seek_to);
-        }
-      } else if (spec.reverse) {
-        it->Prev();
-      } else {
-        it->Next();
-      }
-    }
-    rows_examined_ += examined;
-    return FromRocks(it->status(), "scan " + t->name);
-  }
+  std::unique_ptr<RowIterator> NewIterator(const ScanSpec& spec);
 
   Status Scan(const ScanSpec& spec, const RowVisitor& visit) {
-    return Walk(spec, [&](std::string_view key, std::optional<std::string_view> value, uint64_t* visited,
-                          std::string*) {
-      if (!value) return Action::kNext;
-      ++*visited;
-      return visit(key, *value) ? Action::kNext : Action::kStop;
-    });
+    return ScanRows(*NewIterator(spec), spec.limit, visit);
   }
 
   Status FuzzyScan(const FuzzyScanSpec& spec, const RowVisitor& visit) {
     if (Status s = ValidateFuzzySpec(spec); !s.ok()) return s;
-    return Walk(spec.range, [&](std::string_view key, std::optional<std::string_view> value, uint64_t* visited,
-                                std::string* seek_to) {
-      if (FuzzyMatches(key, spec.key, spec.mask)) {
-        if (!value) return Action::kNext;
-        ++*visited;
-        return visit(key, *value) ? Action::kNext : Action::kStop;
-      }
-      std::optional<std::string> next = FuzzyNextKey(key, spec.key, spec.mask, spec.range.reverse);
-      if (!next) return Action::kStop;
-      *seek_to = std::move(*next);
-      return Action::kSeek;
-    });
+    return FuzzyScanRows(*NewIterator(spec.range), spec, visit);
   }
 
   StoreCounters counters() const {
@@ -399,6 +337,8 @@ class RocksDbStore::Impl {
     return n;
   }
 
+  std::atomic<uint64_t>& rows_examined() { return rows_examined_; }
+
   void SetHook(WriteFaultHook hook) {
     std::lock_guard lock(hook_mu_);
     hook_ = std::move(hook);
@@ -416,6 +356,85 @@ class RocksDbStore::Impl {
   std::atomic<uint64_t> rows_written_{0}, bytes_written_{0}, rows_examined_{0}, write_batches_{0},
       write_failures_{0};
 };
+
+namespace {
+
+// A RocksDB iterator over one table's range that hides expired rows and
+// strips the write stamp; counts every row it lands on as examined.
+class RocksRowIterator final : public RowIterator {
+ public:
+  RocksRowIterator(rocksdb::DB* db, Table* table, const ScanSpec& spec, const Clock* clock,
+                   std::atomic<uint64_t>* examined)
+      : spec_(spec), lower_(spec_.start), upper_(spec_.stop), examined_(examined) {
+    ttl_ms_ = table->ttl_ms.load();
+    now_ms_ = clock->NowMs();
+    rocksdb::ReadOptions ro;
+    if (!spec_.start.empty()) ro.iterate_lower_bound = &lower_;
+    if (!spec_.stop.empty()) ro.iterate_upper_bound = &upper_;
+    ro.fill_cache = table->options.block_cache;
+    it_.reset(db->NewIterator(ro, table->handle));
+    if (spec_.reverse) {
+      it_->SeekToLast();
+    } else {
+      it_->SeekToFirst();
+    }
+    Settle();
+  }
+  ~RocksRowIterator() override { *examined_ += examined_local_; }
+
+  bool Valid() const override { return it_->Valid(); }
+  void Next() override {
+    Step();
+    Settle();
+  }
+  void Seek(std::string_view target) override {
+    rocksdb::Slice t(target.data(), target.size());
+    if (spec_.reverse) {
+      it_->SeekForPrev(t);
+    } else {
+      it_->Seek(t);
+    }
+    Settle();
+  }
+  std::string_view key() const override { return {it_->key().data(), it_->key().size()}; }
+  std::string_view value() const override {
+    return std::string_view(it_->value().data(), it_->value().size()).substr(kStampSize);
+  }
+  Status status() const override { return FromRocks(it_->status(), "scan"); }
+
+ private:
+  void Step() {
+    if (spec_.reverse) {
+      it_->Prev();
+    } else {
+      it_->Next();
+    }
+  }
+  // Counts the row landed on and moves past expired or stamp-less ones.
+  void Settle() {
+    while (it_->Valid()) {
+      ++examined_local_;
+      std::string_view stored(it_->value().data(), it_->value().size());
+      if (stored.size() >= kStampSize && !Expired(stored, ttl_ms_, now_ms_)) return;
+      Step();
+    }
+  }
+
+  ScanSpec spec_;
+  rocksdb::Slice lower_, upper_;
+  std::unique_ptr<rocksdb::Iterator> it_;
+  int64_t ttl_ms_ = 0, now_ms_ = 0;
+  std::atomic<uint64_t>* examined_;
+  uint64_t examined_local_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<RowIterator> RocksDbStore::Impl::NewIterator(const ScanSpec& spec) {
+  Table* t = Find(spec.table);
+  if (!t) return ErrorIterator(NoTable(spec.table));
+  return std::make_unique<RocksRowIterator>(db_.get(), t, spec, options_.clock, &rows_examined_);
+}
 
 Result<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const RocksDbOptions& options) {
   if (options.path.empty()) return Error{Errc::kInvalidArgument, "store path is empty"};
@@ -440,6 +459,7 @@ Status RocksDbStore::Scan(const ScanSpec& spec, const RowVisitor& visit) { retur
 Status RocksDbStore::FuzzyScan(const FuzzyScanSpec& spec, const RowVisitor& visit) {
   return impl_->FuzzyScan(spec, visit);
 }
+std::unique_ptr<RowIterator> RocksDbStore::NewIterator(const ScanSpec& spec) { return impl_->NewIterator(spec); }
 StoreCounters RocksDbStore::counters() const { return impl_->counters(); }
 Status RocksDbStore::Flush() { return impl_->Flush(); }
 Status RocksDbStore::CompactTable(std::string_view name) { return impl_->Compact(name); }

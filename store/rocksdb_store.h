@@ -47,6 +47,7 @@ class RocksDbStore final : public TableStore {
   Result<std::optional<std::string>> Get(std::string_view table, std::string_view key) override;
   Status Scan(const ScanSpec& spec, const RowVisitor& visit) override;
   Status FuzzyScan(const FuzzyScanSpec& spec, const RowVisitor& visit) override;
+  std::unique_ptr<RowIterator> NewIterator(const ScanSpec& spec) override;
   StoreCounters counters() const override;
 
   // Flushes every memtable to disk.

@@ -12,6 +12,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -117,6 +118,23 @@ struct StoreCounters {
   uint64_t write_failures = 0;
 };
 
+// A pull-style cursor over one ScanSpec's range, in the spec's direction.
+// Not thread-safe; it must not outlive its store. Expired rows are skipped.
+class RowIterator {
+ public:
+  virtual ~RowIterator() = default;
+  // True while positioned on a row; false at the end or on error (see status()).
+  virtual bool Valid() const = 0;
+  virtual void Next() = 0;
+  // Forward: moves to the first row >= target; reverse: the last row <= target
+  // (always within the spec's range).
+  virtual void Seek(std::string_view target) = 0;
+  // The current row; valid until the next move.
+  virtual std::string_view key() const = 0;
+  virtual std::string_view value() const = 0;
+  virtual Status status() const = 0;
+};
+
 class TableStore {
  public:
   virtual ~TableStore() = default;
@@ -137,8 +155,20 @@ class TableStore {
   // Visits the rows of the range that match the fuzzy key (see FuzzyScanSpec).
   virtual Status FuzzyScan(const FuzzyScanSpec& spec, const RowVisitor& visit) = 0;
 
+  // A cursor over the spec's range (the spec's limit is ignored). The default
+  // implementation pages through Scan(); backends override it with a native one.
+  virtual std::unique_ptr<RowIterator> NewIterator(const ScanSpec& spec);
+
   virtual StoreCounters counters() const = 0;
 };
+
+// Scan() in terms of an iterator: visits up to `limit` rows (0 = all).
+Status ScanRows(RowIterator& it, uint64_t limit, const RowVisitor& visit);
+// FuzzyScan() in terms of an iterator over spec.range: visits matching rows
+// and seeks ahead past the rest. The spec must be valid (ValidateFuzzySpec).
+Status FuzzyScanRows(RowIterator& it, const FuzzyScanSpec& spec, const RowVisitor& visit);
+// An iterator that is at its end and reports `status`.
+std::unique_ptr<RowIterator> ErrorIterator(Status status);
 
 // Computes where a fuzzy scan must seek next from a row key `row` that does
 // not match. Forward: the smallest key > row that can match. Reverse: the

@@ -5,6 +5,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <optional>
 #include <random>
 
 #include "common/row_keys.h"
@@ -171,6 +172,57 @@ TEST_P(StoreConformance, TablesAndOptionsSurviveReopen) {
   EXPECT_EQ(store_->Get("t", "k")->value_or(""), "v");
   clock_.AdvanceMs(11'000);
   EXPECT_FALSE(store_->Get("t", "k")->has_value()) << "the TTL must survive a reopen";
+}
+
+// Walks an iterator, seeking to `seek` (when set) after `seek_after` rows.
+std::vector<std::string> Walk(RowIterator& it, size_t seek_after = 0, std::optional<std::string> seek = {}) {
+  std::vector<std::string> keys;
+  for (; it.Valid(); it.Next()) {
+    keys.emplace_back(it.key());
+    if (seek && keys.size() == seek_after) {
+      it.Seek(*seek);
+      seek.reset();
+      if (!it.Valid()) break;
+      keys.emplace_back(it.key());
+    }
+  }
+  EXPECT_TRUE(it.status().ok()) << it.status().ToString();
+  return keys;
+}
+
+// The backend's iterator and the default paged one (TableStore::NewIterator)
+// agree with Scan(), in both directions, across page boundaries and seeks.
+TEST_P(StoreConformance, IteratorsMatchScanAndSeekWithinRange) {
+  ASSERT_TRUE(store_->CreateTable("t", TableOptions{}).ok());
+  WriteBatch b;
+  for (int i = 0; i < 1000; ++i) {
+    char key[8];
+    std::snprintf(key, sizeof key, "k%04d", i);
+    b.Put("t", key, std::to_string(i));
+  }
+  ASSERT_TRUE(store_->Write(b).ok());
+  for (bool reverse : {false, true}) {
+    ScanSpec spec{"t", "k0100", "k0900", reverse, 0};
+    std::vector<std::string> want;
+    for (auto& [k, v] : ScanAll(spec)) want.push_back(k);
+    ASSERT_EQ(want.size(), 800u);
+    auto native = store_->NewIterator(spec);
+    auto paged = store_->TableStore::NewIterator(spec);
+    EXPECT_EQ(Walk(*native), want);
+    EXPECT_EQ(Walk(*paged), want);
+
+    // Seek: forward to the first row >= target, reverse to the last row <= target.
+    std::string target = reverse ? "k0500x" : "k0600x";
+    std::vector<std::string> with_seek = Walk(*store_->NewIterator(spec), 10, target);
+    EXPECT_EQ(with_seek, Walk(*store_->TableStore::NewIterator(spec), 10, target));
+    ASSERT_EQ(with_seek.size(), 10u + (reverse ? 401u : 299u));
+    EXPECT_EQ(with_seek[10], reverse ? "k0500" : "k0601");
+    // A seek outside the range stays inside it.
+    auto clamped = store_->NewIterator(spec);
+    clamped->Seek(reverse ? "k9999" : "k0000");
+    ASSERT_TRUE(clamped->Valid());
+    EXPECT_EQ(clamped->key(), reverse ? "k0899" : "k0100");
+  }
 }
 
 // Random keys over a small alphabet, random masks: a fuzzy scan returns
