@@ -1,0 +1,342 @@
+#include "indexer/indexer.h"
+
+#include <algorithm>
+#include <map>
+#include <unordered_map>
+
+#include "common/bytes.h"
+#include "indexer/tables.h"
+
+namespace logdex {
+namespace {
+
+// Encodes MainRow{chunk, source} from the chunk's bytes as received, without
+// re-serializing the payload (protobuf: field 1 and 2, length-delimited).
+void AppendLengthDelimited(std::string& out, uint8_t tag, std::string_view bytes) {
+  out.push_back(static_cast<char>(tag));
+  uint64_t n = bytes.size();
+  while (n >= 0x80) {
+    out.push_back(static_cast<char>((n & 0x7f) | 0x80));
+    n >>= 7;
+  }
+  out.push_back(static_cast<char>(n));
+  out.append(bytes);
+}
+
+std::string MainRowValue(std::string_view chunk_bytes, const proto::ChunkSource& source) {
+  std::string src = source.SerializeAsString();
+  std::string out;
+  out.reserve(chunk_bytes.size() + src.size() + 12);
+  AppendLengthDelimited(out, 0x0a, chunk_bytes);
+  AppendLengthDelimited(out, 0x12, src);
+  return out;
+}
+
+IndexValue ValueOf(const StreamChunk& c) { return IndexValue{c.main_key, c.chunk->record_count()}; }
+
+class MainRowObserver final : public ChunkObserver {
+ public:
+  void Observe(const StreamChunk& c, WriteBatch& batch) override {
+    batch.Put(kMainTable, c.main_key.Encode(), MainRowValue(c.chunk_bytes, *c.source));
+  }
+};
+
+class LevelIndexObserver final : public ChunkObserver {
+ public:
+  LevelIndexObserver() {
+    for (Severity s : kAllSeverities) tables_[SeverityCode(s)] = LevelIndexTable(s);
+  }
+  void Observe(const StreamChunk& c, WriteBatch& batch) override {
+    LevelIndexKey k{c.app, c.chunk->last_ts_ms(), c.host, c.id};
+    batch.Put(tables_[SeverityCode(c.severity)], k.Encode(), ValueOf(c).Encode());
+  }
+
+ private:
+  std::map<uint8_t, std::string> tables_;
+};
+
+class HostIndexObserver final : public ChunkObserver {
+ public:
+  void Observe(const StreamChunk& c, WriteBatch& batch) override {
+    HostIndexKey k{c.host, c.app, c.chunk->last_ts_ms(), c.severity, c.id};
+    batch.Put(kHostIndexTable, k.Encode(), ValueOf(c).Encode());
+  }
+};
+
+class TagIndexObserver final : public ChunkObserver {
+ public:
+  void Observe(const StreamChunk& c, WriteBatch& batch) override {
+    const std::string value = ValueOf(c).Encode();
+    for (const auto& [key, val] : c.tags) {
+      TagIndexKey k{TagIdOf(key, val), c.chunk->last_ts_ms(), c.app, c.host, c.severity, c.id};
+      batch.Put(kTagIndexTable, k.Encode(), value);
+    }
+  }
+};
+
+// Names of apps, hosts and tag keys, and the extent of each stream
+// (host, app, severity) in whole minutes. Writes a row only when it changes,
+// remembering what was written once the batch is known to be durable.
+class MetaObserver final : public ChunkObserver {
+ public:
+  explicit MetaObserver(TableStore& store) : store_(store) {}
+
+  void Observe(const StreamChunk& c, WriteBatch& batch) override {
+    Name(batch, MetaKind::kAppName, c.app, c.chunk->app());
+    Name(batch, MetaKind::kHostName, c.host, c.chunk->host());
+    for (const auto& [key, value] : c.tags) Name(batch, MetaKind::kTagKeyName, TagKeyIdOf(key), key);
+
+    constexpr int64_t kMinute = 60'000;
+    const int64_t first = c.chunk->first_ts_ms() / kMinute * kMinute;
+    const int64_t last = (c.chunk->last_ts_ms() / kMinute + 1) * kMinute;
+    std::string key = MetaKey{MetaKind::kStream, c.host, c.app, c.severity}.Encode();
+    auto [lo, hi] = Extent(key);
+    if (lo <= first && hi >= last) return;
+    lo = std::min(lo, first);
+    hi = std::max(hi, last);
+    pending_[key] = EncodeExtent(lo, hi);
+    batch.Put(kMetaTable, key, pending_[key]);
+  }
+
+  void Settle(bool written) override {
+    if (written) {
+      for (auto& [k, v] : pending_) known_[k] = std::move(v);
+    }
+    pending_.clear();
+  }
+
+  static std::string EncodeExtent(int64_t first, int64_t last) {
+    std::string v;
+    AppendBigEndian64(v, static_cast<uint64_t>(first));
+    AppendBigEndian64(v, static_cast<uint64_t>(last));
+    return v;
+  }
+
+ private:
+  void Name(WriteBatch& batch, MetaKind kind, uint64_t id, std::string_view name) {
+    std::string key = MetaKey{kind, id, 0, Severity::kInfo}.Encode();
+    if (Lookup(key)) return;
+    pending_[key] = std::string(name);
+    batch.Put(kMetaTable, std::move(key), std::string(name));
+  }
+
+  // The value staged or written for `key`, reading the store on first use.
+  const std::string* Lookup(const std::string& key) {
+    if (auto it = pending_.find(key); it != pending_.end()) return &it->second;
+    if (auto it = known_.find(key); it != known_.end()) return &it->second;
+    auto stored = store_.Get(kMetaTable, key);
+    if (stored.ok() && stored->has_value()) {
+      std::string& slot = known_[key];
+      slot = std::move(**stored);
+      return &slot;
+    }
+    return nullptr;  // absent, or unreadable: rewriting it is harmless
+  }
+
+  std::pair<int64_t, int64_t> Extent(const std::string& key) {
+    const std::string* v = Lookup(key);
+    if (!v || v->size() != 16) return {INT64_MAX, INT64_MIN};
+    return {static_cast<int64_t>(GetBigEndian64(v->data())), static_cast<int64_t>(GetBigEndian64(v->data() + 8))};
+  }
+
+  TableStore& store_;
+  std::unordered_map<std::string, std::string> known_, pending_;
+};
+
+struct Group {
+  Severity severity;
+  int64_t window;
+  proto::RecordBatch records;
+};
+
+}  // namespace
+
+std::string IndexValue::Encode() const {
+  std::string v = main_key.Encode();
+  char count[4] = {static_cast<char>(record_count >> 24), static_cast<char>(record_count >> 16),
+                   static_cast<char>(record_count >> 8), static_cast<char>(record_count)};
+  v.append(count, 4);
+  return v;
+}
+
+std::optional<IndexValue> IndexValue::Decode(std::string_view value) {
+  if (value.size() != MainKey::kSize + 4) return std::nullopt;
+  auto key = MainKey::Decode(value.substr(0, MainKey::kSize));
+  if (!key) return std::nullopt;
+  const auto* p = reinterpret_cast<const uint8_t*>(value.data() + MainKey::kSize);
+  return IndexValue{*key, (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3]};
+}
+
+ChunkId StoredChunkId(const proto::LogChunk& chunk, const proto::ChunkSource& source) {
+  if (chunk.producer_id() != 0 || chunk.sequence() != 0) return ChunkIdOf(chunk.producer_id(), chunk.sequence());
+  return ChunkIdOf(Hash64(source.topic()) ^ static_cast<uint64_t>(source.partition()),
+                   static_cast<uint64_t>(source.offset()));
+}
+
+Indexer::Indexer(TableStore& store, IndexerOptions options)
+    : store_(store), options_(std::move(options)), tag_guard_(options_.tags) {
+  LOGDEX_CHECK(options_.max_chunk_span_ms > 0);
+  observers_.push_back(std::make_unique<MainRowObserver>());
+  observers_.push_back(std::make_unique<LevelIndexObserver>());
+  observers_.push_back(std::make_unique<HostIndexObserver>());
+  observers_.push_back(std::make_unique<TagIndexObserver>());
+  observers_.push_back(std::make_unique<MetaObserver>(store_));
+}
+
+Indexer::~Indexer() = default;
+
+void Indexer::AddObserver(std::unique_ptr<ChunkObserver> observer) { observers_.push_back(std::move(observer)); }
+
+void Indexer::Settle(bool written) {
+  for (auto& o : observers_) o->Settle(written);
+}
+
+void Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view bytes, const proto::ChunkSource& source,
+                            ChunkId id, const proto::RecordBatch* records, WriteBatch& batch, bool index_only) {
+  StreamChunk c;
+  c.chunk = &chunk;
+  c.chunk_bytes = bytes;
+  c.source = &source;
+  c.severity = *SeverityFromCode(chunk.severity());
+  c.app = AppIdOf(chunk.app());
+  c.host = HostIdOf(chunk.host());
+  c.id = id;
+  c.main_key = MainKey{SaltOf(c.app, c.host, options_.salt_buckets), c.app, c.severity, chunk.first_ts_ms(), c.host, id};
+  c.records = records;
+
+  std::vector<std::pair<std::string_view, std::string_view>> tags;
+  if (chunk.has_tag_summary()) {
+    for (const proto::Tag& t : chunk.tag_summary().tags()) tags.emplace_back(t.key(), t.value());
+  } else if (records) {
+    for (const proto::LogRecord& r : records->records()) {
+      for (const proto::Tag& t : r.tags()) tags.emplace_back(t.key(), t.value());
+    }
+    std::sort(tags.begin(), tags.end());
+    tags.erase(std::unique(tags.begin(), tags.end()), tags.end());
+  }
+  for (const auto& tag : tags) {
+    switch (tag_guard_.Check(tag.first, tag.second, chunk.first_ts_ms())) {
+      case TagGuard::Verdict::kIndex: c.tags.push_back(tag); break;
+      case TagGuard::Verdict::kDenied: ++counters_.tag_keys_denied; break;
+      case TagGuard::Verdict::kOverCap: ++counters_.tag_values_over_cap; break;
+    }
+  }
+  for (size_t i = index_only ? 1 : 0; i < observers_.size(); ++i) observers_[i]->Observe(c, batch);
+  ++counters_.stored_chunks;
+}
+
+ChunkResult<StagedChunk> Indexer::Stage(const proto::LogChunk& chunk, std::string_view chunk_bytes,
+                                        const proto::ChunkSource& source, WriteBatch& batch) {
+  ++counters_.chunks;
+  counters_.records += chunk.record_count();
+  StagedChunk staged;
+  staged.records = chunk.record_count();
+  if (chunk.record_count() == 0) return staged;  // nothing to store or find
+
+  const bool mixed = chunk.severity() == kMixedSeverity;
+  const bool too_long = chunk.last_ts_ms() - chunk.first_ts_ms() >= options_.max_chunk_span_ms;
+  const bool alert_level = !mixed && IsAlertLevel(*SeverityFromCode(chunk.severity()));
+  const bool need_records = mixed || too_long || !chunk.has_tag_summary() || options_.verify_full ||
+                            (alert_level && options_.decode_alert_levels);
+  const ChunkId id = StoredChunkId(chunk, source);
+
+  if (!need_records) {
+    ObserveStream(chunk, chunk_bytes, source, id, nullptr, batch, false);
+    staged.stored_chunks = 1;
+    return staged;
+  }
+
+  auto records = UnpackRecords(chunk, options_.decode);
+  if (!records.ok()) return records.error();
+  staged.decompressed = true;
+  ++counters_.decompressed;
+
+  if (!mixed && !too_long) {
+    ObserveStream(chunk, chunk_bytes, source, id, &*records, batch, false);
+    staged.stored_chunks = 1;
+    if (alert_level && options_.decode_alert_levels) {
+      staged.alertable.push_back(AlertableChunk{id, chunk, std::move(*records)});
+    }
+    return staged;
+  }
+
+  // Split by (severity, time window); each group becomes a stored chunk.
+  std::map<std::pair<uint8_t, int64_t>, proto::RecordBatch> groups;
+  for (const proto::LogRecord& r : records->records()) {
+    const int64_t window = too_long ? r.ts_ms() / options_.max_chunk_span_ms : 0;
+    *groups[{static_cast<uint8_t>(r.severity()), window}].add_records() = r;
+  }
+  if (mixed) ++counters_.split_by_severity;
+  if (too_long) ++counters_.split_by_time;
+  for (auto& [group, part] : groups) {
+    PackOptions po;
+    po.codec = proto::CODEC_SNAPPY;
+    po.producer_id = chunk.producer_id();
+    po.sequence = chunk.sequence();
+    proto::LogChunk sub = PackChunk(chunk.app(), chunk.host(), part, po);
+    const ChunkId sub_id = ChunkIdOf(id ^ group.first, static_cast<uint64_t>(group.second));
+    const std::string bytes = sub.SerializeAsString();
+    ObserveStream(sub, bytes, source, sub_id, &part, batch, false);
+    ++staged.stored_chunks;
+    if (IsAlertLevel(*SeverityFromCode(group.first)) && options_.decode_alert_levels) {
+      staged.alertable.push_back(AlertableChunk{sub_id, std::move(sub), std::move(part)});
+    }
+  }
+  return staged;
+}
+
+Status Indexer::IngestSerialized(const std::vector<std::string>& chunks, const proto::ChunkSource& source) {
+  WriteBatch batch;
+  for (const std::string& bytes : chunks) {
+    auto chunk = DecodeChunk(bytes, options_.decode);
+    if (!chunk.ok()) return Status(Errc::kCorruption, chunk.error().ToString());
+    auto staged = Stage(*chunk, bytes, source, batch);
+    if (!staged.ok()) return Status(Errc::kCorruption, staged.error().ToString());
+  }
+  Status s = store_.Write(batch);
+  Settle(s.ok());
+  return s;
+}
+
+Status Indexer::RebuildIndexes(TableStore& store, const IndexerOptions& options, uint64_t batch_rows) {
+  Indexer indexer(store, options);
+  WriteBatch batch;
+  uint64_t rows = 0;
+  Status failed;
+  Status scan = store.Scan(ScanSpec{std::string(kMainTable), "", "", false, 0},
+                           [&](std::string_view key, std::string_view value) {
+                             proto::MainRow row;
+                             auto main_key = MainKey::Decode(key);
+                             if (!main_key || !row.ParseFromArray(value.data(), static_cast<int>(value.size()))) {
+                               failed = Status(Errc::kCorruption, "unreadable main row");
+                               return false;
+                             }
+                             const proto::LogChunk& chunk = row.chunk();
+                             std::optional<proto::RecordBatch> records;
+                             if (!chunk.has_tag_summary()) {
+                               auto r = UnpackRecords(chunk, options.decode);
+                               if (!r.ok()) {
+                                 failed = Status(Errc::kCorruption, r.error().ToString());
+                                 return false;
+                               }
+                               records = std::move(*r);
+                             }
+                             const std::string bytes = chunk.SerializeAsString();
+                             indexer.ObserveStream(chunk, bytes, row.source(), main_key->chunk,
+                                                   records ? &*records : nullptr, batch, /*index_only=*/true);
+                             if (++rows % batch_rows == 0) {
+                               failed = store.Write(batch);
+                               indexer.Settle(failed.ok());
+                               batch.Clear();
+                               return failed.ok();
+                             }
+                             return true;
+                           });
+  if (!scan.ok()) return scan;
+  if (!failed.ok()) return failed;
+  Status s = store.Write(batch);
+  indexer.Settle(s.ok());
+  return s;
+}
+
+}  // namespace logdex

@@ -1,0 +1,155 @@
+// The incremental indexer: derives every row of a chunk (main row, severity,
+// host and tag index rows, meta rows) as the chunk arrives, through a chain of
+// observers, into the caller's write batch. This replaces the old system's
+// full-table index rebuilds (kept as a baseline: RebuildIndexes()).
+//
+// Per chunk, the indexer:
+// - names it: chunk id = hash(producer id, sequence), or, for producers that
+//   set neither, hash(topic, partition, offset); replays rewrite the same rows;
+// - splits it when it must: by severity when its records mix severities, and
+//   into time windows of `max_chunk_span_ms` when it spans more, so that every
+//   stored chunk has one severity and a bounded span (sub-chunk ids derive
+//   from the chunk id, so splitting is deterministic too);
+// - decompresses only when it must: mixed severity, no tag summary, too long a
+//   span, ERROR/FATAL records (returned for alerting), or verify_full.
+//
+// Index rows are keyed by the chunk's LAST record time, so that a newest-first
+// scan can emit records as soon as it passes their time (see query.h).
+//
+// Thread-safety: an Indexer is used by one thread at a time.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/chunk_codec.h"
+#include "common/ids.h"
+#include "common/row_keys.h"
+#include "common/severity.h"
+#include "indexer/tag_guard.h"
+#include "store/table_store.h"
+
+namespace logdex {
+
+struct IndexerOptions {
+  // Salt buckets of the main table. Default 16. Must match the query side.
+  uint32_t salt_buckets = kDefaultSaltBuckets;
+  // Longest time span of a stored chunk; longer chunks are split. Default 60 s.
+  // Must match the query side (it bounds how far a scan looks past a range).
+  int64_t max_chunk_span_ms = 60'000;
+  // Decompress and check every chunk's records, not only those that need it.
+  bool verify_full = false;
+  // Decompress ERROR/FATAL chunks and return their records for alerting.
+  bool decode_alert_levels = true;
+  TagGuardOptions tags;
+  DecodeOptions decode;
+};
+
+// One stored chunk (one stream: app, host, severity) as the observers see it.
+struct StreamChunk {
+  const proto::LogChunk* chunk = nullptr;  // as stored in the main row
+  std::string_view chunk_bytes;            // `chunk` serialized
+  const proto::ChunkSource* source = nullptr;
+  Severity severity = Severity::kInfo;
+  AppId app = 0;
+  HostId host = 0;
+  ChunkId id = 0;
+  MainKey main_key;
+  // Distinct tags of the chunk's records.
+  std::vector<std::pair<std::string_view, std::string_view>> tags;
+  // The chunk's records when they were decompressed; otherwise null.
+  const proto::RecordBatch* records = nullptr;
+};
+
+// One link of the chain: derives rows from a stream chunk.
+class ChunkObserver {
+ public:
+  virtual ~ChunkObserver() = default;
+  virtual void Observe(const StreamChunk& chunk, WriteBatch& batch) = 0;
+  // The rows staged since the last call were written (true) or dropped.
+  virtual void Settle(bool /*written*/) {}
+};
+
+// The value of every index row: the main row key and the chunk's record count.
+struct IndexValue {
+  MainKey main_key;
+  uint32_t record_count = 0;
+  std::string Encode() const;
+  static std::optional<IndexValue> Decode(std::string_view value);
+};
+
+// An ERROR/FATAL stream chunk with its records, for the alert detector.
+struct AlertableChunk {
+  ChunkId id = 0;
+  proto::LogChunk chunk;  // header and payload as stored
+  proto::RecordBatch records;
+};
+
+struct StagedChunk {
+  uint32_t stored_chunks = 0;  // 1, or more when split
+  uint32_t records = 0;
+  bool decompressed = false;
+  std::vector<AlertableChunk> alertable;
+};
+
+// Monotonic counters since construction.
+struct IndexerCounters {
+  uint64_t chunks = 0;
+  uint64_t stored_chunks = 0;
+  uint64_t records = 0;
+  uint64_t decompressed = 0;
+  uint64_t split_by_severity = 0;
+  uint64_t split_by_time = 0;
+  uint64_t tag_values_over_cap = 0;
+  uint64_t tag_keys_denied = 0;
+};
+
+class Indexer {
+ public:
+  // `store` must outlive the indexer and hold the tables of CreateTables().
+  Indexer(TableStore& store, IndexerOptions options);
+  ~Indexer();
+
+  // Appends an observer to the chain (after the default ones).
+  void AddObserver(std::unique_ptr<ChunkObserver> observer);
+
+  // Derives every row of a decoded, validated chunk into `batch`.
+  // `chunk_bytes` is the chunk as received (DecodeChunk's input), stored as is.
+  // Errors are the chunk's (its records fail validation on decompression).
+  ChunkResult<StagedChunk> Stage(const proto::LogChunk& chunk, std::string_view chunk_bytes,
+                                 const proto::ChunkSource& source, WriteBatch& batch);
+
+  // Tells the observers whether the batch holding everything staged since the
+  // last call was written. Call after every Write() of a staged batch.
+  void Settle(bool written);
+
+  // Stage + Write + Settle for a list of serialized chunks (tests, benchmarks).
+  Status IngestSerialized(const std::vector<std::string>& chunks, const proto::ChunkSource& source);
+
+  const IndexerCounters& counters() const { return counters_; }
+  const IndexerOptions& options() const { return options_; }
+
+  // The old system's way, kept as a baseline: derives every index and meta
+  // row by a full scan of the main table, writing in batches of `batch_rows`.
+  // Produces the same rows as the incremental path (for data under the tag cap).
+  static Status RebuildIndexes(TableStore& store, const IndexerOptions& options, uint64_t batch_rows = 1000);
+
+ private:
+  void ObserveStream(const proto::LogChunk& chunk, std::string_view bytes, const proto::ChunkSource& source,
+                     ChunkId id, const proto::RecordBatch* records, WriteBatch& batch, bool index_only);
+
+  TableStore& store_;
+  IndexerOptions options_;
+  TagGuard tag_guard_;
+  std::vector<std::unique_ptr<ChunkObserver>> observers_;
+  IndexerCounters counters_;
+};
+
+// The id of a stored chunk: hash(producer id, sequence), or hash of the Kafka
+// source when the producer set neither.
+ChunkId StoredChunkId(const proto::LogChunk& chunk, const proto::ChunkSource& source);
+
+}  // namespace logdex

@@ -1,0 +1,586 @@
+#include "indexer/query.h"
+
+#include <algorithm>
+#include <memory>
+#include <queue>
+#include <set>
+#include <tuple>
+
+#include "common/bytes.h"
+#include "common/ids.h"
+#include "common/row_keys.h"
+#include "indexer/indexer.h"
+
+namespace logdex {
+namespace {
+
+// A record's place in the result order (all fields descending).
+struct Pos {
+  int64_t ts = 0;
+  uint64_t app = 0, host = 0;
+  uint8_t sev = 0;
+  uint64_t chunk = 0;
+  uint32_t index = 0;
+  auto Tie() const { return std::tie(ts, app, host, sev, chunk, index); }
+  bool operator<(const Pos& o) const { return Tie() < o.Tie(); }
+};
+
+uint64_t QueryFingerprint(const Query& q) {
+  std::string s = q.app + '\x1f' + q.host + '\x1f' + std::to_string(q.from_ms) + '\x1f' +
+                  std::to_string(q.to_ms) + '\x1f' + q.contains + '\x1f' + (q.scan ? "1" : "0");
+  std::vector<uint8_t> sevs;
+  for (Severity v : q.severities) sevs.push_back(SeverityCode(v));
+  std::sort(sevs.begin(), sevs.end());
+  for (uint8_t v : sevs) s += '\x1e' + std::to_string(v);
+  auto tags = q.tags;
+  std::sort(tags.begin(), tags.end());
+  for (auto& [k, v] : tags) s += '\x1d' + k + '=' + v;
+  return Hash64(s);
+}
+
+// Where a page ended. A stateful cursor also carries, per index range, the
+// next unread row, and the chunks that still hold unreturned records, so the
+// next page reads nothing twice. When too many chunks are pending, the cursor
+// carries only the position and the next page re-reads up to one chunk span.
+struct Cursor {
+  Pos last;
+  struct Range {
+    std::string table;
+    std::string prefix;
+    std::string next_key;  // empty: the range is exhausted
+  };
+  bool stateful = false;
+  std::vector<Range> ranges;
+  std::vector<std::string> pending_chunks;  // main keys
+};
+
+constexpr size_t kMaxCursorChunks = 64;
+
+class Writer {
+ public:
+  void U8(uint8_t v) { raw_.push_back(static_cast<char>(v)); }
+  void U16(uint16_t v) {
+    U8(static_cast<uint8_t>(v >> 8));
+    U8(static_cast<uint8_t>(v));
+  }
+  void U64(uint64_t v) { AppendBigEndian64(raw_, v); }
+  void Bytes(std::string_view b) {
+    U16(static_cast<uint16_t>(b.size()));
+    raw_.append(b);
+  }
+  std::string Base64Url() const {
+    static const char* abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+    std::string out;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (unsigned char c : raw_) {
+      acc = (acc << 8) | c;
+      bits += 8;
+      while (bits >= 6) {
+        bits -= 6;
+        out.push_back(abc[(acc >> bits) & 63]);
+      }
+    }
+    if (bits > 0) out.push_back(abc[(acc << (6 - bits)) & 63]);
+    return out;
+  }
+
+ private:
+  std::string raw_;
+};
+
+class Reader {
+ public:
+  static std::optional<Reader> FromBase64Url(std::string_view text) {
+    std::string raw;
+    uint32_t acc = 0;
+    int bits = 0;
+    for (char c : text) {
+      int v = c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? c - 'a' + 26 : c >= '0' && c <= '9' ? c - '0' + 52
+              : c == '-' ? 62 : c == '_' ? 63 : -1;
+      if (v < 0) return std::nullopt;
+      acc = (acc << 6) | static_cast<uint32_t>(v);
+      bits += 6;
+      if (bits >= 8) {
+        bits -= 8;
+        raw.push_back(static_cast<char>((acc >> bits) & 0xff));
+      }
+    }
+    return Reader(std::move(raw));
+  }
+  bool ok() const { return ok_; }
+  bool done() const { return pos_ == raw_.size(); }
+  uint8_t U8() {
+    if (pos_ + 1 > raw_.size()) return Fail();
+    return static_cast<uint8_t>(raw_[pos_++]);
+  }
+  uint16_t U16() {
+    uint16_t hi = U8();
+    return static_cast<uint16_t>(hi << 8 | U8());
+  }
+  uint64_t U64() {
+    if (pos_ + 8 > raw_.size()) return Fail();
+    uint64_t v = GetBigEndian64(raw_.data() + pos_);
+    pos_ += 8;
+    return v;
+  }
+  std::string Bytes() {
+    size_t n = U16();
+    if (!ok_ || pos_ + n > raw_.size()) return Fail(), std::string();
+    std::string b = raw_.substr(pos_, n);
+    pos_ += n;
+    return b;
+  }
+
+ private:
+  explicit Reader(std::string raw) : raw_(std::move(raw)) {}
+  uint8_t Fail() {
+    ok_ = false;
+    pos_ = raw_.size();
+    return 0;
+  }
+  std::string raw_;
+  size_t pos_ = 0;
+  bool ok_ = true;
+};
+
+constexpr uint8_t kCursorVersion = 1;
+
+std::string EncodeCursor(uint64_t fingerprint, const Cursor& c) {
+  Writer w;
+  w.U8(kCursorVersion);
+  w.U64(fingerprint);
+  w.U64(static_cast<uint64_t>(c.last.ts));
+  w.U64(c.last.app);
+  w.U64(c.last.host);
+  w.U8(c.last.sev);
+  w.U64(c.last.chunk);
+  w.U64(c.last.index);
+  w.U8(c.stateful);
+  if (c.stateful) {
+    w.U16(static_cast<uint16_t>(c.ranges.size()));
+    for (const auto& r : c.ranges) {
+      w.Bytes(r.table);
+      w.Bytes(r.prefix);
+      w.Bytes(r.next_key);
+    }
+    w.U16(static_cast<uint16_t>(c.pending_chunks.size()));
+    for (const auto& k : c.pending_chunks) w.Bytes(k);
+  }
+  return w.Base64Url();
+}
+
+Result<Cursor> DecodeCursor(const std::string& text, uint64_t fingerprint) {
+  auto bad = [](std::string why) { return Error{Errc::kInvalidArgument, "cursor: " + std::move(why)}; };
+  auto r = Reader::FromBase64Url(text);
+  if (!r || r->U8() != kCursorVersion) return bad("not a cursor from this server");
+  if (r->U64() != fingerprint) return bad(r->ok() ? "it belongs to a different query" : "not a cursor from this server");
+  Cursor c;
+  c.last.ts = static_cast<int64_t>(r->U64());
+  c.last.app = r->U64();
+  c.last.host = r->U64();
+  c.last.sev = r->U8();
+  c.last.chunk = r->U64();
+  c.last.index = static_cast<uint32_t>(r->U64());
+  c.stateful = r->U8() != 0;
+  if (c.stateful) {
+    for (uint16_t n = r->U16(); n > 0 && r->ok(); --n) {
+      Cursor::Range range;
+      range.table = r->Bytes();
+      range.prefix = r->Bytes();
+      range.next_key = r->Bytes();
+      c.ranges.push_back(std::move(range));
+    }
+    for (uint16_t n = r->U16(); n > 0 && r->ok(); --n) c.pending_chunks.push_back(r->Bytes());
+  }
+  if (!r->ok() || !r->done()) return bad("not a cursor from this server");
+  return c;
+}
+
+std::string PrefixSuccessor(std::string prefix) {
+  while (!prefix.empty() && static_cast<unsigned char>(prefix.back()) == 0xff) prefix.pop_back();
+  if (!prefix.empty()) prefix.back() = static_cast<char>(static_cast<unsigned char>(prefix.back()) + 1);
+  return prefix;
+}
+
+// An index row, decoded to what the executor needs before fetching the chunk.
+struct Candidate {
+  int64_t last_ts = 0;
+  AppId app = 0;
+  HostId host = 0;
+  Severity severity = Severity::kInfo;
+  IndexValue value;
+};
+
+// One index range, read newest first.
+struct Source {
+  std::string table;
+  std::string prefix;  // the range's fixed leading key bytes (app, host+app or tag)
+  std::unique_ptr<RowIterator> it;
+  std::function<std::optional<Candidate>(std::string_view key, std::string_view value)> decode;
+};
+
+class Execution {
+ public:
+  Execution(TableStore& store, const QueryOptions& options, const Query& q, QueryAnswer& answer)
+      : store_(store), options_(options), q_(q), answer_(answer), stats_(answer.stats) {
+    for (Severity s : q.severities) sevs_.insert(s);
+    app_ = q.app.empty() ? 0 : AppIdOf(q.app);
+    host_ = q.host.empty() ? 0 : HostIdOf(q.host);
+  }
+
+  Status Validate() {
+    auto bad = [](std::string why) { return Status(Errc::kInvalidArgument, std::move(why)); };
+    if (q_.to_ms <= q_.from_ms) return bad("the time range is empty: 'to' must be after 'from'");
+    if (q_.to_ms - q_.from_ms > options_.max_range_ms) {
+      return bad("the time range spans " + std::to_string((q_.to_ms - q_.from_ms) / 1000) + " s, over the maximum of " +
+                 std::to_string(options_.max_range_ms / 1000) + " s");
+    }
+    if (q_.limit == 0) return bad("limit must be at least 1");
+    if (q_.limit > options_.max_limit) return bad("limit is over the maximum of " + std::to_string(options_.max_limit));
+    for (auto& [k, v] : q_.tags) {
+      if (k.empty()) return bad("a tag filter needs a key (k=v)");
+    }
+    if (!q_.scan && q_.app.empty() && q_.host.empty() && q_.tags.empty()) {
+      return bad("a query needs app, host or tag; set scan=true to scan the whole table");
+    }
+    if (!q_.cursor.empty()) {
+      auto c = DecodeCursor(q_.cursor, QueryFingerprint(q_));
+      if (!c.ok()) return Status(c.error());
+      cursor_ = *c;
+    }
+    return Status::Ok();
+  }
+
+  Status Run() {
+    if (Status s = Validate(); !s.ok()) return s;
+    if (q_.scan) return RunScan();
+    if (Status s = Plan(); !s.ok()) return s;
+    return Merge();
+  }
+
+ private:
+  // Index ts range [from, upper): chunks ending there may hold records in range.
+  int64_t Upper() const {
+    int64_t top = q_.to_ms;
+    if (cursor_) top = std::min(top, cursor_->last.ts + 1);
+    return top + options_.max_chunk_span_ms;
+  }
+
+  // Opens one index range [start, stop), newest first; `prefix_len` leading
+  // bytes of `start` name the range (for resuming from a stateful cursor).
+  void AddSource(std::string table, std::string start, std::string stop, size_t prefix_len,
+                 std::function<std::optional<Candidate>(std::string_view, std::string_view)> decode) {
+    std::string prefix = start.substr(0, prefix_len);
+    if (cursor_ && cursor_->stateful) {
+      for (const Cursor::Range& r : cursor_->ranges) {
+        if (r.table != table || r.prefix != prefix) continue;
+        if (r.next_key.empty()) {  // finished on an earlier page
+          finished_.push_back(r);
+          return;
+        }
+        stop = r.next_key + '\0';       // resume at the first unread row
+      }
+    }
+    stats_.plan += (sources_.empty() ? "" : ", ") + table;
+    auto it = store_.NewIterator(ScanSpec{table, std::move(start), std::move(stop), true, 0});
+    sources_.push_back(Source{std::move(table), std::move(prefix), std::move(it), std::move(decode)});
+    ++stats_.seeks;
+  }
+
+  static std::optional<Candidate> WithValue(Candidate c, std::string_view value) {
+    auto v = IndexValue::Decode(value);
+    if (!v) return std::nullopt;
+    c.value = *v;
+    return c;
+  }
+
+  void AddLevelSource(AppId app, Severity s) {
+    AddSource(LevelIndexTable(s), LevelIndexKey{app, q_.from_ms, 0, 0}.Encode(), LevelIndexKey{app, Upper(), 0, 0}.Encode(), 8,
+              [s](std::string_view k, std::string_view v) -> std::optional<Candidate> {
+                auto key = LevelIndexKey::Decode(k);
+                if (!key) return std::nullopt;
+                return WithValue(Candidate{key->ts_ms, key->app, key->host, s, {}}, v);
+              });
+  }
+
+  void AddHostSource(HostId host, AppId app) {
+    AddSource(std::string(kHostIndexTable), HostIndexKey{host, app, q_.from_ms, Severity::kTrace, 0}.Encode(),
+              HostIndexKey{host, app, Upper(), Severity::kTrace, 0}.Encode(), 16,
+              [](std::string_view k, std::string_view v) -> std::optional<Candidate> {
+                auto key = HostIndexKey::Decode(k);
+                if (!key) return std::nullopt;
+                return WithValue(Candidate{key->ts_ms, key->app, key->host, key->severity, {}}, v);
+              });
+  }
+
+  Status Plan() {
+    if (!q_.tags.empty()) {
+      const TagId tag = TagIdOf(q_.tags[0].first, q_.tags[0].second);
+      stats_.plan = "tag index " + q_.tags[0].first + "=" + q_.tags[0].second + ": ";
+      AddSource(std::string(kTagIndexTable), TagIndexKey{tag, q_.from_ms, 0, 0, Severity::kTrace, 0}.Encode(),
+                TagIndexKey{tag, Upper(), 0, 0, Severity::kTrace, 0}.Encode(), 8,
+                [](std::string_view k, std::string_view v) -> std::optional<Candidate> {
+                  auto key = TagIndexKey::Decode(k);
+                  if (!key) return std::nullopt;
+                  return WithValue(Candidate{key->ts_ms, key->app, key->host, key->severity, {}}, v);
+                });
+      return Status::Ok();
+    }
+    if (app_ && host_) {
+      stats_.plan = "host index, app + host: ";
+      AddHostSource(host_, app_);
+      return Status::Ok();
+    }
+    if (app_) {
+      stats_.plan = "severity indexes, app: ";
+      for (Severity s : kAllSeverities) {
+        if (sevs_.empty() || sevs_.count(s)) AddLevelSource(app_, s);
+      }
+      return Status::Ok();
+    }
+    // Host only: one range per app the host has logged for (meta streams).
+    std::string prefix = MetaKey{MetaKind::kStream, host_, 0, Severity::kTrace}.Encode().substr(0, 9);
+    std::set<AppId> apps;
+    Status s = store_.Scan(ScanSpec{std::string(kMetaTable), prefix, PrefixSuccessor(prefix), false, 0},
+                           [&](std::string_view k, std::string_view v) {
+                             ++stats_.meta_rows;
+                             auto key = MetaKey::Decode(k);
+                             if (!key || v.size() != 16) return true;
+                             const int64_t lo = static_cast<int64_t>(GetBigEndian64(v.data()));
+                             const int64_t hi = static_cast<int64_t>(GetBigEndian64(v.data() + 8));
+                             bool overlaps = hi > q_.from_ms && lo < q_.to_ms;
+                             if (overlaps && (sevs_.empty() || sevs_.count(key->severity))) apps.insert(key->app);
+                             return true;
+                           });
+    if (!s.ok()) return s;
+    stats_.plan = "host index, host only (" + std::to_string(apps.size()) + " apps): ";
+    for (AppId app : apps) AddHostSource(host_, app);
+    return Status::Ok();
+  }
+
+  // Key-level filters: what the index row tells without reading the chunk.
+  bool KeyMatches(const Candidate& c) const {
+    if (!sevs_.empty() && !sevs_.count(c.severity)) return false;
+    if (app_ && c.app != app_) return false;
+    if (host_ && c.host != host_) return false;
+    const int64_t first = c.value.main_key.first_ts_ms;
+    if (first >= q_.to_ms) return false;
+    if (cursor_ && first > cursor_->last.ts) return false;
+    return true;
+  }
+
+  bool RecordMatches(const proto::LogRecord& r) const {
+    if (r.ts_ms() < q_.from_ms || r.ts_ms() >= q_.to_ms) return false;
+    if (!sevs_.empty() && !sevs_.count(static_cast<Severity>(r.severity()))) return false;
+    for (const auto& [k, v] : q_.tags) {
+      bool found = false;
+      for (const proto::Tag& t : r.tags()) {
+        if (t.key() == k && t.value() == v) {
+          found = true;
+          break;
+        }
+      }
+      if (!found) return false;
+    }
+    return q_.contains.empty() || r.message().find(q_.contains) != std::string::npos;
+  }
+
+  // Decompresses one stored chunk and keeps its matching records.
+  Status Collect(const MainKey& key, std::string_view main_value) {
+    proto::MainRow row;
+    if (!row.ParseFromArray(main_value.data(), static_cast<int>(main_value.size()))) {
+      return Status(Errc::kCorruption, "unreadable main row");
+    }
+    ++stats_.chunks_read;
+    auto records = UnpackRecords(row.chunk(), options_.decode, &scratch_);
+    if (!records.ok()) return Status(Errc::kCorruption, "stored chunk: " + records.error().ToString());
+    stats_.bytes_decompressed += row.chunk().uncompressed_size();
+    auto chunk = std::make_shared<proto::MainRow>(std::move(row));
+    for (int i = 0; i < records->records_size(); ++i) {
+      proto::LogRecord& r = *records->mutable_records(i);
+      if (!RecordMatches(r)) continue;
+      Pos p{r.ts_ms(), key.app, key.host, static_cast<uint8_t>(r.severity()), key.chunk, static_cast<uint32_t>(i)};
+      if (cursor_ && !(p < cursor_->last)) continue;
+      ResultRecord out;
+      out.ts_ms = r.ts_ms();
+      out.severity = static_cast<Severity>(r.severity());
+      out.app = chunk->chunk().app();
+      out.host = chunk->chunk().host();
+      out.message = std::move(*r.mutable_message());
+      for (proto::Tag& t : *r.mutable_tags()) out.tags.emplace_back(std::move(*t.mutable_key()), std::move(*t.mutable_value()));
+      pending_.push_back(Pending{p, key, std::move(out)});
+      std::push_heap(pending_.begin(), pending_.end());
+    }
+    return Status::Ok();
+  }
+
+  // Moves pending records newer than `bound` to the answer, newest first.
+  void Emit(int64_t bound) {
+    while (!pending_.empty() && pending_.front().pos.ts > bound && answer_.records.size() < q_.limit) {
+      std::pop_heap(pending_.begin(), pending_.end());
+      Pending& top = pending_.back();
+      last_ = top.pos;
+      if (returned_.insert(last_.chunk).second) ++stats_.chunks_returned;
+      answer_.records.push_back(std::move(top.record));
+      pending_.pop_back();
+    }
+  }
+
+  Status Merge() {
+    auto cmp = [this](size_t a, size_t b) { return heads_[a].last_ts < heads_[b].last_ts; };
+    std::priority_queue<size_t, std::vector<size_t>, decltype(cmp)> heap(cmp);
+    heads_.resize(sources_.size());
+    head_keys_.assign(sources_.size(), std::string());
+    auto advance = [&](size_t i) -> Status {
+      Source& src = sources_[i];
+      head_keys_[i].clear();
+      while (src.it->Valid()) {
+        auto c = src.decode(src.it->key(), src.it->value());
+        if (c) head_keys_[i] = std::string(src.it->key());
+        src.it->Next();
+        if (c) {
+          heads_[i] = *c;
+          heap.push(i);
+          return Status::Ok();
+        }
+        ++stats_.rows_scanned;  // an undecodable index row: counted, skipped
+      }
+      return src.it->status();
+    };
+    // Chunks an earlier page left records of.
+    if (cursor_ && cursor_->stateful) {
+      for (const std::string& k : cursor_->pending_chunks) {
+        auto key = MainKey::Decode(k);
+        if (!key) return Status(Errc::kInvalidArgument, "cursor: not a cursor from this server");
+        auto row = store_.Get(kMainTable, k);
+        if (!row.ok()) return Status(row.error());
+        if (!row->has_value()) continue;  // expired since
+        if (Status s = Collect(*key, **row); !s.ok()) return s;
+      }
+    }
+    for (size_t i = 0; i < sources_.size(); ++i) {
+      if (Status s = advance(i); !s.ok()) return s;
+    }
+    while (answer_.records.size() < q_.limit) {
+      if (heap.empty()) {
+        Emit(INT64_MIN);
+        break;
+      }
+      const size_t i = heap.top();
+      Emit(heads_[i].last_ts);  // nothing unread is newer than this chunk's end
+      if (answer_.records.size() >= q_.limit) break;
+      heap.pop();
+      const Candidate c = heads_[i];
+      ++stats_.rows_scanned;
+      if (Status s = advance(i); !s.ok()) return s;
+      if (!KeyMatches(c)) continue;
+      auto row = store_.Get(kMainTable, c.value.main_key.Encode());
+      if (!row.ok()) return Status(row.error());
+      if (!row->has_value()) {
+        ++stats_.index_rows_without_main;
+        continue;
+      }
+      if (Status s = Collect(c.value.main_key, **row); !s.ok()) return s;
+    }
+    if (answer_.records.size() >= q_.limit && (!pending_.empty() || !heap.empty())) {
+      Cursor next;
+      next.last = last_;
+      std::set<std::string> chunks;
+      for (const Pending& p : pending_) chunks.insert(p.key.Encode());
+      if (chunks.size() <= kMaxCursorChunks) {
+        next.stateful = true;
+        next.pending_chunks.assign(chunks.begin(), chunks.end());
+        for (size_t i = 0; i < sources_.size(); ++i) {
+          next.ranges.push_back(Cursor::Range{sources_[i].table, sources_[i].prefix, head_keys_[i]});
+        }
+        next.ranges.insert(next.ranges.end(), finished_.begin(), finished_.end());
+      }
+      answer_.next_cursor = EncodeCursor(QueryFingerprint(q_), next);
+    }
+    return Status::Ok();
+  }
+
+  // The explicit scan: every main row (of the app, and severity, when given),
+  // every filter applied to records, then sorted.
+  Status RunScan() {
+    ScanSpec range{std::string(kMainTable), "", "", false, 0};
+    const uint64_t examined_before = store_.counters().rows_examined;
+    Status failed;
+    RowVisitor visit = [&](std::string_view k, std::string_view v) {
+      ++stats_.rows_scanned;
+      auto key = MainKey::Decode(k);
+      if (!key) return true;
+      if (!sevs_.empty() && !sevs_.count(key->severity)) return true;
+      if (app_ && key->app != app_) return true;
+      if (host_ && key->host != host_) return true;
+      if (key->first_ts_ms >= q_.to_ms || key->first_ts_ms < q_.from_ms - options_.max_chunk_span_ms) return true;
+      failed = Collect(*key, v);
+      if (failed.ok() && pending_.size() > options_.max_scan_records) {
+        failed = Status(Errc::kResourceExhausted, "the scan matched over " + std::to_string(options_.max_scan_records) +
+                                                      " records; narrow the time range or add filters");
+      }
+      return failed.ok();
+    };
+    Status s;
+    if (app_) {
+      FuzzyScanSpec fuzzy;
+      fuzzy.range = range;
+      fuzzy.key = MainKey{0, app_, sevs_.size() == 1 ? *sevs_.begin() : Severity::kTrace, 0, 0, 0}.Encode();
+      fuzzy.mask = std::string(MainKey::kSize, '\1');
+      for (size_t i = 1; i <= 8; ++i) fuzzy.mask[i] = 0;  // app
+      if (sevs_.size() == 1) fuzzy.mask[9] = 0;             // severity
+      stats_.plan = "main table, fuzzy scan on app" + std::string(sevs_.size() == 1 ? " + severity" : "");
+      s = store_.FuzzyScan(fuzzy, visit);
+    } else {
+      stats_.plan = "main table, full scan";
+      s = store_.Scan(range, visit);
+    }
+    stats_.seeks = store_.counters().rows_examined - examined_before - stats_.rows_scanned;
+    if (!s.ok()) return s;
+    if (!failed.ok()) return failed;
+    Emit(INT64_MIN);
+    if (answer_.records.size() >= q_.limit && !pending_.empty()) {
+      Cursor next;
+      next.last = last_;
+      answer_.next_cursor = EncodeCursor(QueryFingerprint(q_), next);
+    }
+    return Status::Ok();
+  }
+
+  struct Pending {
+    Pos pos;
+    MainKey key;
+    ResultRecord record;
+    bool operator<(const Pending& o) const { return pos < o.pos; }
+  };
+
+  TableStore& store_;
+  const QueryOptions& options_;
+  const Query& q_;
+  QueryAnswer& answer_;
+  QueryStats& stats_;
+  std::set<Severity> sevs_;
+  AppId app_ = 0;
+  HostId host_ = 0;
+  std::optional<Cursor> cursor_;
+  std::vector<Source> sources_;
+  std::vector<Cursor::Range> finished_;  // ranges an earlier page exhausted
+  std::vector<Candidate> heads_;
+  std::vector<std::string> head_keys_;  // raw key of each source's head; empty when exhausted
+  std::vector<Pending> pending_;  // a max-heap by pos
+  Pos last_;
+  std::set<ChunkId> returned_;
+  std::string scratch_;
+};
+
+}  // namespace
+
+Result<QueryAnswer> QueryEngine::Run(const Query& query) const {
+  QueryAnswer answer;
+  Execution exec(store_, options_, query, answer);
+  if (Status s = exec.Run(); !s.ok()) return s.error();
+  return answer;
+}
+
+}  // namespace logdex

@@ -1,0 +1,41 @@
+#include "indexer/tables.h"
+
+#include "common/row_keys.h"
+
+namespace logdex {
+
+std::vector<std::string> IndexTableNames() {
+  std::vector<std::string> names;
+  for (Severity s : kAllSeverities) names.push_back(LevelIndexTable(s));
+  names.emplace_back(kHostIndexTable);
+  names.emplace_back(kTagIndexTable);
+  names.emplace_back(kMetaTable);
+  return names;
+}
+
+Status CreateTables(TableStore& store, const TableLayout& layout) {
+  TableOptions main;
+  main.ttl_seconds = layout.ttl_seconds;
+  main.block_size = layout.main_block_size;
+  main.block_cache = false;
+  main.compression = Compression::kNone;
+  if (Status s = store.CreateTable(kMainTable, main); !s.ok()) return s;
+
+  TableOptions index;
+  index.ttl_seconds = layout.ttl_seconds;
+  index.block_size = layout.index_block_size;
+  index.bloom_filter = true;
+  index.compression = Compression::kSnappy;
+  for (const std::string& name : IndexTableNames()) {
+    // meta holds names and stream extents: tiny, and needed as long as any data lives.
+    TableOptions o = index;
+    if (name == kMetaTable) o.ttl_seconds = 0;
+    if (Status s = store.CreateTable(name, o); !s.ok()) return s;
+  }
+
+  TableOptions outbox;  // pending notifications: small, hot, kept until delivered
+  outbox.bloom_filter = true;
+  return store.CreateTable(kOutboxTable, outbox);
+}
+
+}  // namespace logdex

@@ -1,0 +1,31 @@
+// The tables logdex keeps (DESIGN.md, "Row keys") and their options, which
+// mirror the HBase tuning of the original system: VERSIONS 1, a TTL, no
+// store-side compression and no block cache for the main table (its payload
+// is already snappy and it is read sequentially), row bloom filters on
+// index tables.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "common/result.h"
+#include "store/table_store.h"
+
+namespace logdex {
+
+struct TableLayout {
+  // Retention of every table. Default 7 days.
+  int64_t ttl_seconds = 7 * 24 * 3600;
+  // Block size of the main table (large rows, sequential reads). Default 64 KiB.
+  uint32_t main_block_size = 64 * 1024;
+  // Block size of index and meta tables. Default 16 KiB.
+  uint32_t index_block_size = 16 * 1024;
+};
+
+// Every index table (idx_<level> for each level, idx_host, idx_tag) and meta.
+std::vector<std::string> IndexTableNames();
+
+// Creates (or opens) logs, the index tables, meta and alert_outbox.
+Status CreateTables(TableStore& store, const TableLayout& layout);
+
+}  // namespace logdex

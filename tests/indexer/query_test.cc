@@ -1,0 +1,450 @@
+// The indexer and query engine, on every backend: randomized queries against
+// a brute-force filter, the cost of each plan, idempotence, the rebuild
+// baseline, the tag cap, splitting and read repair.
+#include <gtest/gtest.h>
+
+#include <map>
+#include <set>
+
+#include "common/row_keys.h"
+#include "indexer/indexer.h"
+#include "indexer/query.h"
+#include "indexer/tables.h"
+#include "tests/backends.h"
+#include "tests/indexer/workload.h"
+#include "tests/test_util.h"
+
+namespace logdex {
+namespace {
+
+using testing::Matches;
+using testing::MakeWorkload;
+using testing::Rec;
+using testing::Workload;
+using testing::WorkloadSpec;
+
+class IndexerQuery : public ::testing::TestWithParam<Backend> {
+ public:
+  void SetUp() override {
+    store_ = Open("a");
+    ASSERT_NE(store_, nullptr);
+  }
+
+  std::unique_ptr<TableStore> Open(const std::string& name) {
+    auto s = GetParam().open(dir_.path() + "/" + name, &clock_);
+    if (s) {
+      EXPECT_TRUE(CreateTables(*s, TableLayout{}).ok());
+    }
+    return s;
+  }
+
+  IndexerOptions Options() {
+    IndexerOptions o;
+    o.decode.clock = &clock_;
+    return o;
+  }
+
+  QueryOptions QOptions() {
+    QueryOptions o;
+    o.decode.clock = &clock_;
+    return o;
+  }
+
+  void Ingest(const std::vector<std::string>& chunks, Indexer& indexer) {
+    proto::ChunkSource src;
+    src.set_topic("t");
+    for (size_t i = 0; i < chunks.size(); i += 500) {
+      std::vector<std::string> part(chunks.begin() + i, chunks.begin() + std::min(chunks.size(), i + 500));
+      ASSERT_TRUE(indexer.IngestSerialized(part, src).ok());
+    }
+  }
+
+  // Every row of every table, for byte-for-byte comparisons.
+  std::map<std::string, std::vector<std::pair<std::string, std::string>>> Dump(TableStore& store,
+                                                                               bool with_main = true) {
+    std::map<std::string, std::vector<std::pair<std::string, std::string>>> out;
+    std::vector<std::string> tables = IndexTableNames();
+    if (with_main) tables.emplace_back(kMainTable);
+    for (const std::string& t : tables) {
+      EXPECT_TRUE(store.Scan(ScanSpec{t, "", "", false, 0}, [&](std::string_view k, std::string_view v) {
+        out[t].emplace_back(k, v);
+        return true;
+      }).ok());
+    }
+    return out;
+  }
+
+  // Runs a query to exhaustion through its cursors.
+  struct Paged {
+    std::vector<ResultRecord> records;
+    QueryStats total;
+    uint64_t pages = 0;
+    uint64_t max_page_seeks = 0;
+  };
+  Paged RunAll(const QueryEngine& engine, Query q) {
+    Paged p;
+    for (;;) {
+      auto a = engine.Run(q);
+      EXPECT_TRUE(a.ok()) << a.error().ToString();
+      if (!a.ok()) break;
+      ++p.pages;
+      p.total.seeks += a->stats.seeks;
+      p.total.rows_scanned += a->stats.rows_scanned;
+      p.total.chunks_read += a->stats.chunks_read;
+      p.total.chunks_returned += a->stats.chunks_returned;
+      p.total.bytes_decompressed += a->stats.bytes_decompressed;
+      p.max_page_seeks = std::max(p.max_page_seeks, a->stats.seeks);
+      p.total.plan = a->stats.plan;
+      EXPECT_LE(a->records.size(), q.limit);
+      for (auto& r : a->records) p.records.push_back(std::move(r));
+      if (a->next_cursor.empty()) break;
+      q.cursor = a->next_cursor;
+      EXPECT_LT(p.pages, 100000u) << "runaway paging";
+    }
+    return p;
+  }
+
+  static std::vector<const Rec*> BruteForce(const Workload& w, const Query& q) {
+    std::vector<const Rec*> out;
+    for (const Rec& r : w.records) {
+      if (Matches(r, q)) out.push_back(&r);
+    }
+    std::sort(out.begin(), out.end(), [](const Rec* a, const Rec* b) { return a->ts > b->ts; });
+    return out;
+  }
+
+  static void ExpectSame(const std::vector<ResultRecord>& got, const std::vector<const Rec*>& want,
+                         const std::string& what) {
+    ASSERT_EQ(got.size(), want.size()) << what;
+    for (size_t i = 0; i < got.size(); ++i) {
+      ASSERT_EQ(got[i].ts_ms, want[i]->ts) << what << " record " << i;
+      ASSERT_EQ(got[i].message, want[i]->message) << what << " record " << i;
+      ASSERT_EQ(got[i].app, want[i]->app) << what;
+      ASSERT_EQ(got[i].host, want[i]->host) << what;
+      ASSERT_EQ(got[i].severity, want[i]->sev) << what;
+      ASSERT_EQ(got[i].tags, want[i]->tags) << what;
+    }
+  }
+
+  void PageThroughTiesImpl(int hosts, int chunks_per_host);
+
+  TempDir dir_;
+  ManualClock clock_{1'790'000'000'000 + 7 * 3'600'000};
+  std::unique_ptr<TableStore> store_;
+};
+
+TEST_P(IndexerQuery, RandomQueriesOfEveryShapeMatchBruteForceAndMeetTheirCost) {
+  WorkloadSpec spec;
+  Workload w = MakeWorkload(spec);
+  Indexer indexer(*store_, Options());
+  Ingest(w.chunks, indexer);
+  EXPECT_GT(indexer.counters().split_by_severity, 0u);
+  QueryEngine engine(*store_, QOptions());
+
+  // Apps each host has logged for, for the host-only seek bound.
+  std::map<std::string, std::set<std::string>> apps_of_host;
+  for (const Rec& r : w.records) apps_of_host[r.host].insert(r.app);
+
+  std::mt19937_64 rng(99);
+  enum Shape { kApp, kAppHost, kHost, kTag, kShapes };
+  const char* names[] = {"app", "app+host", "host", "tag"};
+  uint64_t nonempty = 0;
+  for (int shape = 0; shape < kShapes; ++shape) {
+    for (int with_contains = 0; with_contains < 2; ++with_contains) {
+      for (int n = 0; n < 50; ++n) {
+        Query q;
+        const int64_t len = 600'000 + static_cast<int64_t>(rng() % (spec.duration_ms - 600'000));
+        q.from_ms = w.start_ms + static_cast<int64_t>(rng() % (spec.duration_ms - len + 1));
+        q.to_ms = q.from_ms + len;
+        q.limit = 1 + static_cast<uint32_t>(rng() % 400);
+        const std::string app = "app" + std::to_string(rng() % spec.apps);
+        const std::string host = "host" + std::to_string(rng() % spec.hosts);
+        if (shape == kApp || shape == kAppHost) q.app = app;
+        if (shape == kAppHost || shape == kHost) q.host = host;
+        if (shape == kTag) q.tags.emplace_back("k", "v" + std::to_string(rng() % spec.tag_values));
+        if (shape == kApp && rng() % 2) {
+          for (int i = 0, k = 1 + static_cast<int>(rng() % 2); i < k; ++i) {
+            q.severities.push_back(spec.severities[rng() % spec.severities.size()]);
+          }
+        }
+        if (with_contains) q.contains = testing::kWords[rng() % 16];
+        const std::string what = std::string(names[shape]) + (with_contains ? "+contains" : "") + " #" +
+                                 std::to_string(n);
+
+        Paged got = RunAll(engine, q);
+        std::vector<const Rec*> want = BruteForce(w, q);
+        ExpectSame(got.records, want, what);
+        nonempty += !want.empty();
+
+        // Cost: index rows read stay within 20% of the chunks they yield, plus one per range opened.
+        const uint64_t yielded = with_contains ? got.total.chunks_read : got.total.chunks_returned;
+        EXPECT_LE(got.total.rows_scanned, 1.2 * yielded + got.total.seeks)
+            << what << " plan " << got.total.plan << " chunks read " << got.total.chunks_read;
+        if (shape == kHost) {
+          EXPECT_LE(got.max_page_seeks, apps_of_host[host].size()) << what;
+        }
+      }
+    }
+  }
+  EXPECT_GT(nonempty, 300u) << "the random queries should mostly find something";
+}
+
+// hosts × chunks_per_host chunks of 25 records, all at the same millisecond,
+// paged 7 at a time: every record exactly once.
+void PageThroughTies(IndexerQuery& t, int hosts, int chunks_per_host);
+
+TEST_P(IndexerQuery, PagesThroughTiedTimestampsExactlyOnce) { PageThroughTies(*this, 3, 4); }
+
+// More pending chunks than a cursor carries: the cursor falls back to
+// re-reading one chunk span, still returning every record once.
+TEST_P(IndexerQuery, PagesThroughTiesWithTooManyPendingChunksForTheCursor) { PageThroughTies(*this, 10, 10); }
+
+void PageThroughTies(IndexerQuery& t, int hosts, int chunks_per_host) { t.PageThroughTiesImpl(hosts, chunks_per_host); }
+
+void IndexerQuery::PageThroughTiesImpl(int hosts, int chunks_per_host) {
+  std::vector<std::string> chunks;
+  std::vector<std::tuple<std::string, uint64_t, int>> ids;  // host, sequence, index
+  uint64_t seq = 0;
+  const int64_t ts = 1'790'000'100'000;
+  for (int h = 0; h < hosts; ++h) {
+    for (int c = 0; c < chunks_per_host; ++c) {
+      proto::RecordBatch b;
+      for (int i = 0; i < 25; ++i) {
+        proto::LogRecord* r = b.add_records();
+        r->set_ts_ms(ts);
+        r->set_severity(SeverityCode(Severity::kInfo));
+        r->set_message("h" + std::to_string(h) + " c" + std::to_string(c) + " i" + std::to_string(i));
+      }
+      PackOptions po;
+      po.producer_id = 5;
+      po.sequence = ++seq;
+      chunks.push_back(PackChunk("tied", "host" + std::to_string(h), b, po).SerializeAsString());
+    }
+  }
+  Indexer indexer(*store_, Options());
+  Ingest(chunks, indexer);
+  QueryEngine engine(*store_, QOptions());
+  Query q;
+  q.app = "tied";
+  q.from_ms = ts - 1000;
+  q.to_ms = ts + 1000;
+  q.limit = 7;
+  Paged got = RunAll(engine, q);
+  const size_t total = static_cast<size_t>(hosts * chunks_per_host * 25);
+  ASSERT_EQ(got.records.size(), total);
+  std::set<std::string> seen;
+  for (auto& r : got.records) EXPECT_TRUE(seen.insert(r.message).second) << "duplicate " << r.message;
+  EXPECT_EQ(got.pages, (total + 6) / 7 + (total % 7 == 0));
+}
+
+TEST_P(IndexerQuery, IngestingEverythingTwiceChangesNothing) {
+  WorkloadSpec spec;
+  spec.records = 5000;
+  Workload w = MakeWorkload(spec);
+  Indexer indexer(*store_, Options());
+  Ingest(w.chunks, indexer);
+  auto once = Dump(*store_);
+  Ingest(w.chunks, indexer);
+  EXPECT_EQ(Dump(*store_), once);
+  Indexer fresh(*store_, Options());  // a restarted process: no caches
+  Ingest(w.chunks, fresh);
+  EXPECT_EQ(Dump(*store_), once);
+}
+
+TEST_P(IndexerQuery, RebuildFromTheMainTableMatchesTheIncrementalIndexes) {
+  WorkloadSpec spec;
+  spec.records = 5000;
+  Workload w = MakeWorkload(spec);
+  Indexer indexer(*store_, Options());
+  Ingest(w.chunks, indexer);
+
+  std::unique_ptr<TableStore> b = Open("b");
+  WriteBatch copy;
+  ASSERT_TRUE(store_->Scan(ScanSpec{std::string(kMainTable), "", "", false, 0}, [&](auto k, auto v) {
+    copy.Put(kMainTable, std::string(k), std::string(v));
+    return true;
+  }).ok());
+  ASSERT_TRUE(b->Write(copy).ok());
+  ASSERT_TRUE(Indexer::RebuildIndexes(*b, Options(), 300).ok());
+  auto incremental = Dump(*store_);
+  auto rebuilt = Dump(*b);
+  for (const std::string& t : IndexTableNames()) {
+    if (t != LevelIndexTable(Severity::kTrace)) {  // the workload has no TRACE
+      EXPECT_FALSE(incremental[t].empty()) << t;
+    }
+    EXPECT_EQ(rebuilt[t], incremental[t]) << t;
+  }
+}
+
+TEST_P(IndexerQuery, TagCapLimitsIndexedValuesAndScanStillFindsThem) {
+  WorkloadSpec spec;
+  spec.records = 4000;
+  spec.duration_ms = 3'600'000;  // one hour: one cap window... or two when not aligned
+  Workload w = MakeWorkload(spec);
+  IndexerOptions o = Options();
+  o.tags.max_values_per_hour = 5;
+  o.tags.deny = {"dc"};
+  Indexer indexer(*store_, o);
+  Ingest(w.chunks, indexer);
+  EXPECT_GT(indexer.counters().tag_values_over_cap, 0u);
+  EXPECT_GT(indexer.counters().tag_keys_denied, 0u);
+
+  // Distinct k values in the tag index, per hour: at most the cap.
+  std::map<int64_t, std::set<TagId>> per_hour;
+  ASSERT_TRUE(store_->Scan(ScanSpec{std::string(kTagIndexTable), "", "", false, 0}, [&](auto k, auto v) {
+    auto key = TagIndexKey::Decode(k);
+    auto val = IndexValue::Decode(v);
+    EXPECT_TRUE(key && val);
+    per_hour[val->main_key.first_ts_ms / 3'600'000].insert(key->tag);
+    EXPECT_NE(key->tag, TagIdOf("dc", "east"));
+    EXPECT_NE(key->tag, TagIdOf("dc", "west"));
+    return true;
+  }).ok());
+  for (auto& [hour, tags] : per_hour) EXPECT_LE(tags.size(), 5u) << "hour " << hour;
+
+  QueryEngine engine(*store_, QOptions());
+  int capped_found_by_scan = 0;
+  for (int v = 0; v < spec.tag_values; ++v) {
+    Query q;
+    q.tags.emplace_back("k", "v" + std::to_string(v));
+    q.from_ms = w.start_ms;
+    q.to_ms = w.end_ms + 1;
+    q.limit = 10000;
+    std::vector<const Rec*> want = BruteForce(w, q);
+    Paged indexed = RunAll(engine, q);
+    EXPECT_LE(indexed.records.size(), want.size());
+    q.scan = true;
+    Paged scanned = RunAll(engine, q);
+    ExpectSame(scanned.records, want, "scan for k=v" + std::to_string(v));
+    capped_found_by_scan += indexed.records.size() < want.size();
+  }
+  EXPECT_GT(capped_found_by_scan, 0) << "some values must have been over the cap";
+}
+
+TEST_P(IndexerQuery, SplitsMixedSeveritiesAndLongSpans) {
+  proto::RecordBatch b;
+  for (int i = 0; i < 30; ++i) {
+    proto::LogRecord* r = b.add_records();
+    r->set_ts_ms(1'790'000'000'000 + i * 10'000);  // 290 s: several 60 s windows
+    r->set_severity(SeverityCode(i % 3 == 0 ? Severity::kError : Severity::kInfo));
+    r->set_message("m" + std::to_string(i));
+  }
+  PackOptions po;
+  po.producer_id = 9;
+  po.sequence = 1;
+  po.summarize_tags = false;
+  std::string bytes = PackChunk("mix", "h", b, po).SerializeAsString();
+  Indexer indexer(*store_, Options());
+  auto chunk = DecodeChunk(bytes, Options().decode);
+  ASSERT_TRUE(chunk.ok());
+  WriteBatch batch;
+  auto staged = indexer.Stage(*chunk, bytes, proto::ChunkSource{}, batch);
+  ASSERT_TRUE(staged.ok());
+  ASSERT_TRUE(store_->Write(batch).ok());
+  indexer.Settle(true);
+  EXPECT_GE(staged->stored_chunks, 10u);  // 2 severities × 5 windows
+  EXPECT_FALSE(staged->alertable.empty());
+  for (auto& a : staged->alertable) {
+    for (auto& r : a.records.records()) EXPECT_EQ(r.severity(), SeverityCode(Severity::kError));
+  }
+  // Every stored chunk has one severity and a span under the limit.
+  ASSERT_TRUE(store_->Scan(ScanSpec{std::string(kMainTable), "", "", false, 0}, [&](auto, auto v) {
+    proto::MainRow row;
+    EXPECT_TRUE(row.ParseFromArray(v.data(), static_cast<int>(v.size())));
+    EXPECT_NE(row.chunk().severity(), kMixedSeverity);
+    EXPECT_LT(row.chunk().last_ts_ms() - row.chunk().first_ts_ms(), 60'000);
+    return true;
+  }).ok());
+  QueryEngine engine(*store_, QOptions());
+  Query q;
+  q.app = "mix";
+  q.severities = {Severity::kError};
+  q.from_ms = 1'790'000'000'000;
+  q.to_ms = q.from_ms + 3'600'000;
+  auto a = engine.Run(q);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->records.size(), 10u);
+}
+
+TEST_P(IndexerQuery, SkipsAndCountsIndexRowsWhoseMainRowIsMissing) {
+  WorkloadSpec spec;
+  spec.records = 500;
+  spec.apps = 1;
+  spec.mixed_every = 0;
+  Workload w = MakeWorkload(spec);
+  Indexer indexer(*store_, Options());
+  Ingest(w.chunks, indexer);
+  // Remove one main row, as an HBase write that failed after its index rows would leave it.
+  std::string victim;
+  ASSERT_TRUE(store_->Scan(ScanSpec{std::string(kMainTable), "", "", false, 1}, [&](auto k, auto) {
+    victim = std::string(k);
+    return false;
+  }).ok());
+  WriteBatch del;
+  del.Delete(kMainTable, victim);
+  ASSERT_TRUE(store_->Write(del).ok());
+  QueryEngine engine(*store_, QOptions());
+  Query q;
+  q.app = "app0";
+  q.from_ms = w.start_ms;
+  q.to_ms = w.end_ms;
+  q.limit = 10000;
+  auto a = engine.Run(q);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->stats.index_rows_without_main, 1u);
+  EXPECT_LT(a->records.size(), w.records.size());
+}
+
+TEST_P(IndexerQuery, RefusesQueriesThatAreWrong) {
+  QueryEngine engine(*store_, QOptions());
+  auto expect_bad = [&](Query q, const std::string& says) {
+    auto a = engine.Run(q);
+    ASSERT_FALSE(a.ok()) << says;
+    EXPECT_EQ(a.error().code, Errc::kInvalidArgument);
+    EXPECT_NE(a.error().message.find(says), std::string::npos) << a.error().message;
+  };
+  Query q;
+  q.app = "a";
+  q.from_ms = 1000;
+  q.to_ms = 1000;
+  expect_bad(q, "time range is empty");
+  q.to_ms = q.from_ms + 40ll * 24 * 3600 * 1000;
+  expect_bad(q, "over the maximum");
+  q.to_ms = q.from_ms + 1000;
+  q.app.clear();
+  expect_bad(q, "scan=true");
+  q.app = "a";
+  q.cursor = "zz";
+  expect_bad(q, "cursor");
+  q.cursor.clear();
+  q.limit = 0;
+  expect_bad(q, "limit");
+}
+
+TEST_P(IndexerQuery, ACursorOnlyFitsItsOwnQuery) {
+  WorkloadSpec spec;
+  spec.records = 300;
+  spec.apps = 1;
+  Workload w = MakeWorkload(spec);
+  Indexer indexer(*store_, Options());
+  Ingest(w.chunks, indexer);
+  QueryEngine engine(*store_, QOptions());
+  Query q;
+  q.app = "app0";
+  q.from_ms = w.start_ms;
+  q.to_ms = w.end_ms;
+  q.limit = 10;
+  auto a = engine.Run(q);
+  ASSERT_TRUE(a.ok());
+  ASSERT_FALSE(a->next_cursor.empty());
+  q.cursor = a->next_cursor;
+  q.contains = "alpha";
+  auto b = engine.Run(q);
+  ASSERT_FALSE(b.ok());
+  EXPECT_NE(b.error().message.find("different query"), std::string::npos);
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, IndexerQuery, ::testing::ValuesIn(AllBackends()), BackendName());
+
+}  // namespace
+}  // namespace logdex
