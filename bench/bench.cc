@@ -284,6 +284,8 @@ json BenchFuzzy(const BenchOptions& o) {
 
 }  // namespace
 
+json BenchIndex(const BenchOptions& o, const std::vector<std::string>& lines);  // index_bench.cc
+
 int RunBench(const BenchOptions& o) {
   const bool all = o.name == "all";
   if (all || o.name == "store") std::printf("%s\n", BenchStore(o).dump().c_str());
@@ -293,6 +295,14 @@ int RunBench(const BenchOptions& o) {
     if (j.contains("error")) return 1;
   }
   if (all || o.name == "fuzzy") std::printf("%s\n", BenchFuzzy(o).dump().c_str());
+  if (all || o.name == "index") {
+    std::vector<std::string> lines = LoadLines(o.data_dir);
+    if (lines.empty()) {
+      std::fprintf(stderr, "bench index: no loghub samples in %s\n", o.data_dir.c_str());
+      return 1;
+    }
+    for (const json& j : BenchIndex(o, lines)) std::printf("%s\n", j.dump().c_str());
+  }
   return 0;
 }
 
