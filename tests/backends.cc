@@ -3,6 +3,9 @@
 #include <gtest/gtest.h>
 
 #include "store/rocksdb_store.h"
+#ifdef LOGDEX_WITH_HBASE_TEST_SERVER
+#include "tests/hbase/served_store.h"
+#endif
 
 namespace logdex {
 namespace {
@@ -30,8 +33,35 @@ Backend RocksDbBackend() {
   return b;
 }
 
+#ifdef LOGDEX_WITH_HBASE_TEST_SERVER
+// HBaseTableStore through the Thrift2 test gateway (tests/hbase/) on a free
+// loopback port, with its data under `dir`. Writes are not atomic across
+// rows: index rows go first, the main row last.
+Backend HBaseBackend() {
+  Backend b;
+  b.name = "hbase";
+  b.open = [](const std::string& dir, const Clock* clock) -> std::unique_ptr<TableStore> {
+    auto s = ServedHBaseStore::Open(dir, clock);
+    EXPECT_TRUE(s.ok()) << s.error().ToString();
+    return s.ok() ? std::move(s.value()) : nullptr;
+  };
+  b.fail_writes_at = [](TableStore& store, int at) {
+    // Mutations from the at-th one the gateway receives (in write order) fail.
+    static_cast<ServedHBaseStore&>(store).server().FailMutationsFrom(at, /*can_retry=*/false);
+  };
+  b.atomic_batches = false;
+  return b;
+}
+#endif
+
 }  // namespace
 
-std::vector<Backend> AllBackends() { return {RocksDbBackend()}; }
+std::vector<Backend> AllBackends() {
+#ifdef LOGDEX_WITH_HBASE_TEST_SERVER
+  return {RocksDbBackend(), HBaseBackend()};
+#else
+  return {RocksDbBackend()};
+#endif
+}
 
 }  // namespace logdex

@@ -1,0 +1,842 @@
+#include "store/hbase/hbase_store.h"
+
+#include <thrift/TApplicationException.h>
+#include <thrift/TConfiguration.h>
+#include <thrift/protocol/TBinaryProtocol.h>
+#include <thrift/protocol/TCompactProtocol.h>
+#include <thrift/transport/TBufferTransports.h>
+#include <thrift/transport/TSocket.h>
+#include <thrift/transport/TTransportException.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <climits>
+#include <condition_variable>
+#include <deque>
+#include <mutex>
+#include <set>
+#include <thread>
+#include <vector>
+
+#include "THBaseService.h"
+#include "common/row_keys.h"
+
+namespace logdex {
+
+namespace tt = ::apache::thrift;
+namespace h2 = ::logdex::hbase::thrift2;
+
+namespace {
+
+constexpr char kFamily[] = "d";
+constexpr char kQualifier[] = "v";
+// Per-cell overhead of a TPut on the wire (struct/list headers, family,
+// qualifier, durability), rounded up, for sizing putMultiple calls.
+constexpr uint32_t kPutOverheadBytes = 64;
+// Largest response the client accepts (scanner pages of big rows).
+constexpr int kMaxResponseBytes = 1 << 30;
+// HBase's HConstants.FOREVER.
+constexpr int64_t kForeverSeconds = INT32_MAX;
+
+// ---- protobuf (proto2) writing, just what hbase.pb.Filter needs ----
+
+void PutVarint(std::string& out, uint64_t v) {
+  while (v >= 0x80) {
+    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
+    v >>= 7;
+  }
+  out.push_back(static_cast<char>(v));
+}
+
+// A length-delimited field (wire type 2).
+void PutBytesField(std::string& out, uint32_t field, std::string_view bytes) {
+  PutVarint(out, (static_cast<uint64_t>(field) << 3) | 2);
+  PutVarint(out, bytes.size());
+  out.append(bytes);
+}
+
+// ---- key helpers ----
+
+// The exclusive lower bound HBase's reversed scan needs so that `start`
+// (inclusive) is the last row returned: a key X < start such that every key
+// in (X, start) has X as a proper prefix. Exact when start ends in 0x00.
+// Empty = no bound.
+std::string ReverseStopRow(const std::string& start) {
+  if (start.empty()) return {};
+  if (start.back() == '\0') return start.substr(0, start.size() - 1);
+  std::string x = start;
+  x.back() = static_cast<char>(static_cast<unsigned char>(x.back()) - 1);
+  x.append(8, '\xff');
+  return x;
+}
+
+h2::TDurability::type ToThrift(Durability d) {
+  switch (d) {
+    case Durability::kSkipWal: return h2::TDurability::SKIP_WAL;
+    case Durability::kAsync: return h2::TDurability::ASYNC_WAL;
+    case Durability::kSync: return h2::TDurability::SYNC_WAL;
+  }
+  return h2::TDurability::ASYNC_WAL;
+}
+
+h2::TCompressionAlgorithm::type ToThrift(Compression c) {
+  switch (c) {
+    case Compression::kNone: return h2::TCompressionAlgorithm::NONE;
+    case Compression::kSnappy: return h2::TCompressionAlgorithm::SNAPPY;
+    case Compression::kLz4: return h2::TCompressionAlgorithm::LZ4;
+    case Compression::kZstd: return h2::TCompressionAlgorithm::ZSTD;
+  }
+  return h2::TCompressionAlgorithm::NONE;
+}
+
+h2::TColumnFamilyDescriptor FamilyFor(const TableOptions& o) {
+  h2::TColumnFamilyDescriptor f;
+  f.name = kFamily;
+  f.__set_maxVersions(1);
+  f.__set_timeToLive(static_cast<int32_t>(o.ttl_seconds > 0 ? o.ttl_seconds : kForeverSeconds));
+  f.__set_bloomnFilterType(o.bloom_filter ? h2::TBloomFilterType::ROW : h2::TBloomFilterType::NONE);
+  f.__set_blockSize(static_cast<int32_t>(o.block_size));
+  f.__set_blockCacheEnabled(o.block_cache);
+  f.__set_compressionType(ToThrift(o.compression));
+  return f;
+}
+
+// True when the gateway's family already has what `want` asks for.
+bool SameFamily(const h2::TColumnFamilyDescriptor& have, const h2::TColumnFamilyDescriptor& want) {
+  return have.__isset.maxVersions && have.maxVersions == want.maxVersions && have.__isset.timeToLive &&
+         have.timeToLive == want.timeToLive && have.__isset.bloomnFilterType &&
+         have.bloomnFilterType == want.bloomnFilterType && have.__isset.blockSize &&
+         have.blockSize == want.blockSize && have.__isset.blockCacheEnabled &&
+         have.blockCacheEnabled == want.blockCacheEnabled && have.__isset.compressionType &&
+         have.compressionType == want.compressionType;
+}
+
+std::vector<h2::TColumn> ValueColumn() {
+  h2::TColumn c;
+  c.family = kFamily;
+  c.__set_qualifier(kQualifier);
+  return {c};
+}
+
+// The d:v cell of a result, or nullptr.
+template <class R>
+auto ValueOf(R& r) -> decltype(&r.columnValues[0].value) {
+  for (auto& cv : r.columnValues) {
+    if (cv.family == kFamily && cv.qualifier == kQualifier) return &cv.value;
+  }
+  return nullptr;
+}
+
+// The outcome of one RPC attempt.
+struct Attempt {
+  Status status;
+  bool retryable = false;
+};
+
+}  // namespace
+
+std::string EncodeFuzzyRowFilter(std::string_view key, std::string_view mask) {
+  // hbase.pb.BytesBytesPair { required bytes first = 1; required bytes second = 2; }
+  std::string pair;
+  PutBytesField(pair, 1, key);
+  PutBytesField(pair, 2, mask);
+  // hbase.pb.FuzzyRowFilter { repeated BytesBytesPair fuzzy_keys_data = 1; }
+  std::string fuzzy;
+  PutBytesField(fuzzy, 1, pair);
+  // hbase.pb.Filter { required string name = 1; optional bytes serialized_filter = 2; }
+  std::string filter;
+  PutBytesField(filter, 1, "org.apache.hadoop.hbase.filter.FuzzyRowFilter");
+  PutBytesField(filter, 2, fuzzy);
+  return filter;
+}
+
+// ---- connection pool ----
+
+namespace {
+
+struct Connection {
+  std::shared_ptr<tt::transport::TTransport> transport;
+  std::unique_ptr<h2::THBaseServiceClient> client;
+};
+
+class Pool {
+ public:
+  explicit Pool(const HBaseOptions& o) : options_(o) {
+    for (int i = 0; i < std::max(1, o.pool_size); ++i) idle_.push_back(std::make_unique<Connection>());
+  }
+
+  ~Pool() {
+    for (auto& c : idle_) Close(*c);
+  }
+
+  // A borrowed connection, returned to the pool on destruction.
+  class Lease {
+   public:
+    Lease(Pool* pool, std::unique_ptr<Connection> conn) : pool_(pool), conn_(std::move(conn)) {}
+    Lease(Lease&&) = default;
+    ~Lease() {
+      if (conn_) pool_->Return(std::move(conn_), broken_);
+    }
+    h2::THBaseServiceClient& client() { return *conn_->client; }
+    // The connection is out of sync or dead: rebuild it before the next use.
+    void MarkBroken() { broken_ = true; }
+
+   private:
+    Pool* pool_;
+    std::unique_ptr<Connection> conn_;
+    bool broken_ = false;
+  };
+
+  Result<Lease> Borrow() {
+    std::unique_ptr<Connection> conn;
+    {
+      std::unique_lock lock(mu_);
+      if (!cv_.wait_for(lock, std::chrono::milliseconds(options_.pool_wait_ms), [&] { return !idle_.empty(); })) {
+        return Error{Errc::kResourceExhausted, "no free HBase connection within " +
+                                                   std::to_string(options_.pool_wait_ms) + " ms"};
+      }
+      conn = std::move(idle_.back());
+      idle_.pop_back();
+    }
+    if (!conn->client) {
+      if (Status s = Connect(*conn); !s.ok()) {
+        Return(std::move(conn), true);
+        return s.error();
+      }
+    }
+    return Lease(this, std::move(conn));
+  }
+
+ private:
+  Status Connect(Connection& c) {
+    auto config = std::make_shared<tt::TConfiguration>(kMaxResponseBytes, kMaxResponseBytes);
+    auto socket = std::make_shared<tt::transport::TSocket>(options_.host, options_.port, config);
+    socket->setConnTimeout(options_.connect_timeout_ms);
+    socket->setRecvTimeout(options_.rpc_timeout_ms);
+    socket->setSendTimeout(options_.rpc_timeout_ms);
+    socket->setNoDelay(true);
+    std::shared_ptr<tt::transport::TTransport> transport;
+    if (options_.transport == HBaseOptions::Transport::kFramed) {
+      transport = std::make_shared<tt::transport::TFramedTransport>(socket, config);
+    } else {
+      transport = std::make_shared<tt::transport::TBufferedTransport>(socket, config);
+    }
+    std::shared_ptr<tt::protocol::TProtocol> protocol;
+    if (options_.protocol == HBaseOptions::Protocol::kCompact) {
+      protocol = std::make_shared<tt::protocol::TCompactProtocol>(transport);
+    } else {
+      protocol = std::make_shared<tt::protocol::TBinaryProtocol>(transport);
+    }
+    try {
+      transport->open();
+    } catch (const tt::TException& e) {
+      return Status(Errc::kUnavailable, "cannot connect to HBase Thrift2 gateway " + options_.host + ":" +
+                                            std::to_string(options_.port) + ": " + e.what());
+    }
+    c.transport = std::move(transport);
+    c.client = std::make_unique<h2::THBaseServiceClient>(protocol);
+    return Status::Ok();
+  }
+
+  static void Close(Connection& c) {
+    if (!c.transport) return;
+    try {
+      c.transport->close();
+    } catch (const tt::TException&) {
+      // Closing a dead socket: nothing to do.
+    }
+    c.client.reset();
+    c.transport.reset();
+  }
+
+  void Return(std::unique_ptr<Connection> conn, bool broken) {
+    if (broken) Close(*conn);
+    {
+      std::lock_guard lock(mu_);
+      idle_.push_back(std::move(conn));
+    }
+    cv_.notify_one();
+  }
+
+  const HBaseOptions& options_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<std::unique_ptr<Connection>> idle_;
+};
+
+}  // namespace
+
+// ---- the store ----
+
+class HBaseTableStore::Impl {
+ public:
+  explicit Impl(const HBaseOptions& o) : options_(o), pool_(options_) {
+    if (!options_.sleep) {
+      options_.sleep = [](int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
+    }
+  }
+
+  Status Ping() {
+    auto lease = pool_.Borrow();
+    return lease.ok() ? Status::Ok() : Status(lease.error());
+  }
+
+  std::string HBaseName(std::string_view name) const { return options_.ns + ":" + std::string(name); }
+
+  h2::TTableName ThriftName(std::string_view name) const {
+    h2::TTableName t;
+    t.__set_ns(options_.ns);
+    t.qualifier = std::string(name);
+    return t;
+  }
+
+  // One attempt of `fn(client)`, Thrift exceptions turned into a Status.
+  template <class Fn>
+  Attempt Once(std::string_view what, Fn&& fn) {
+    auto lease = pool_.Borrow();
+    if (!lease.ok()) return {Status(lease.error()), lease.error().code == Errc::kUnavailable};
+    try {
+      fn(lease->client());
+      return {};
+    } catch (const h2::TIOError& e) {
+      const bool retry = e.__isset.canRetry && e.canRetry;
+      Errc code = e.message.find("TableNotFoundException") != std::string::npos ? Errc::kNotFound
+                  : retry                                                        ? Errc::kUnavailable
+                                                                                 : Errc::kIOError;
+      return {Status(code, std::string(what) + ": HBase TIOError: " + e.message), retry};
+    } catch (const h2::TIllegalArgument& e) {
+      return {Status(Errc::kInvalidArgument, std::string(what) + ": HBase TIllegalArgument: " + e.message), false};
+    } catch (const tt::transport::TTransportException& e) {
+      lease->MarkBroken();
+      return {Status(Errc::kUnavailable, std::string(what) + ": Thrift transport: " + e.what()), true};
+    } catch (const tt::TApplicationException& e) {
+      // The gateway answered but could not run the call (e.g. unknown method).
+      return {Status(Errc::kFailedPrecondition, std::string(what) + ": gateway: " + e.what()), false};
+    } catch (const tt::TException& e) {
+      lease->MarkBroken();
+      return {Status(Errc::kCorruption, std::string(what) + ": Thrift: " + e.what()), false};
+    } catch (const std::exception& e) {
+      lease->MarkBroken();
+      return {Status(Errc::kInternal, std::string(what) + ": " + e.what()), false};
+    }
+  }
+
+  // `fn` with retries on retryable failures.
+  template <class Fn>
+  Status Rpc(std::string_view what, Fn&& fn) {
+    int backoff = options_.retry_backoff_ms;
+    for (int attempt = 0;; ++attempt) {
+      Attempt a = Once(what, fn);
+      if (a.status.ok() || !a.retryable || attempt >= options_.retries) return a.status;
+      ++retries_;
+      options_.sleep(backoff);
+      backoff = std::min(backoff * 2, 10'000);
+    }
+  }
+
+  void Sleep(int attempt) {
+    int ms = options_.retry_backoff_ms;
+    for (int i = 0; i < attempt && ms < 10'000; ++i) ms *= 2;
+    options_.sleep(std::min(ms, 10'000));
+  }
+
+  // ---- tables ----
+
+  Status EnsureNamespace() {
+    if (namespace_ready_) return Status::Ok();
+    std::vector<std::string> names;
+    if (Status s = Rpc("list namespaces", [&](auto& c) { c.listNamespaces(names); }); !s.ok()) return s;
+    if (std::find(names.begin(), names.end(), options_.ns) == names.end()) {
+      h2::TNamespaceDescriptor d;
+      d.name = options_.ns;
+      Status s = Rpc("create namespace " + options_.ns, [&](auto& c) { c.createNamespace(d); });
+      // Another writer may have created it meanwhile.
+      if (!s.ok() && s.message().find("NamespaceExistException") == std::string::npos) return s;
+    }
+    namespace_ready_ = true;
+    return Status::Ok();
+  }
+
+  Status CreateTable(std::string_view name, const TableOptions& o) {
+    if (name.empty() || name.find(':') != std::string_view::npos) {
+      return Status(Errc::kInvalidArgument, "invalid table name '" + std::string(name) + "'");
+    }
+    if (o.versions != 1) {
+      return Status(Errc::kInvalidArgument, "table " + std::string(name) + ": only versions = 1 is supported");
+    }
+    if (o.ttl_seconds < 0 || o.ttl_seconds >= kForeverSeconds) {
+      return Status(Errc::kInvalidArgument, "table " + std::string(name) + ": ttl must be in [0, 2^31-1) s");
+    }
+    if (o.block_size == 0 || o.block_size > INT32_MAX) {
+      return Status(Errc::kInvalidArgument, "table " + std::string(name) + ": invalid block size");
+    }
+    if (Status s = EnsureNamespace(); !s.ok()) return s;
+    const h2::TTableName tname = ThriftName(name);
+    const h2::TColumnFamilyDescriptor family = FamilyFor(o);
+    bool exists = false;
+    if (Status s = Rpc("table exists " + HBaseName(name), [&](auto& c) { exists = c.tableExists(tname); }); !s.ok()) {
+      return s;
+    }
+    if (exists) {
+      h2::TTableDescriptor have;
+      Status s = Rpc("describe " + HBaseName(name), [&](auto& c) { c.getTableDescriptor(have, tname); });
+      if (!s.ok()) return s;
+      const h2::TColumnFamilyDescriptor* current = nullptr;
+      for (const auto& f : have.columns) {
+        if (f.name == kFamily) current = &f;
+      }
+      if (!current) {
+        return Status(Errc::kFailedPrecondition,
+                      "HBase table " + HBaseName(name) + " exists without column family '" + kFamily + "'");
+      }
+      if (!SameFamily(*current, family)) {
+        s = Rpc("modify family of " + HBaseName(name), [&](auto& c) { c.modifyColumnFamily(tname, family); });
+        if (!s.ok()) return s;
+      }
+      Remember(name);
+      return Status::Ok();
+    }
+    h2::TTableDescriptor desc;
+    desc.tableName = tname;
+    desc.__set_columns({family});
+    std::vector<std::string> splits;
+    if (name == kMainTable) {
+      for (int b = 1; b < std::min(options_.salt_buckets, 256); ++b) splits.emplace_back(1, static_cast<char>(b));
+    }
+    Status s = Rpc("create table " + HBaseName(name), [&](auto& c) { c.createTable(desc, splits); });
+    if (!s.ok() && s.message().find("TableExistsException") == std::string::npos) return s;
+    Remember(name);
+    return Status::Ok();
+  }
+
+  void Remember(std::string_view name) {
+    std::lock_guard lock(tables_mu_);
+    tables_.emplace(name);
+  }
+
+  bool Known(std::string_view name) const {
+    std::lock_guard lock(tables_mu_);
+    return tables_.count(std::string(name)) > 0;
+  }
+
+  Result<bool> Exists(std::string_view name) {
+    if (Known(name)) return true;
+    bool exists = false;
+    const h2::TTableName tname = ThriftName(name);
+    if (Status s = Rpc("table exists " + HBaseName(name), [&](auto& c) { exists = c.tableExists(tname); }); !s.ok()) {
+      return s.error();
+    }
+    if (exists) Remember(name);
+    return exists;
+  }
+
+  Status NoTable(std::string_view name) const {
+    return Status(Errc::kNotFound, "no table '" + std::string(name) + "' (HBase " + HBaseName(name) + ")");
+  }
+
+  // ---- writes ----
+
+  Status Write(const WriteBatch& batch) {
+    Status s = WriteOrdered(batch);
+    if (s.ok()) {
+      ++write_batches_;
+    } else {
+      ++write_failures_;
+    }
+    return s;
+  }
+
+  Status WriteOrdered(const WriteBatch& batch) {
+    if (batch.empty()) return Status::Ok();
+    // Tables in order of first appearance; every one must exist before
+    // anything is sent.
+    std::vector<std::string> order;
+    for (const WriteBatch::Entry& e : batch.entries()) {
+      if (std::find(order.begin(), order.end(), e.table) == order.end()) order.push_back(e.table);
+      const uint64_t size = e.key.size() + e.value.size() + kPutOverheadBytes;
+      if (size > options_.max_call_bytes) {
+        return Status(Errc::kInvalidArgument, "row of " + std::to_string(size) + " bytes in " + e.table +
+                                                  " exceeds max_call_bytes " +
+                                                  std::to_string(options_.max_call_bytes));
+      }
+      if (e.key.empty()) return Status(Errc::kInvalidArgument, "empty row key in " + e.table);
+    }
+    for (const std::string& t : order) {
+      auto exists = Exists(t);
+      if (!exists.ok()) return exists.error();
+      if (!*exists) return NoTable(t);
+    }
+    // The main table last (index rows first), or first when it only deletes.
+    auto main = std::find(order.begin(), order.end(), kMainTable);
+    if (main != order.end()) {
+      bool only_deletes = true;
+      for (const WriteBatch::Entry& e : batch.entries()) {
+        if (e.table == kMainTable && e.op == WriteBatch::Op::kPut) only_deletes = false;
+      }
+      std::string m = *main;
+      order.erase(main);
+      if (only_deletes) {
+        order.insert(order.begin(), m);
+      } else {
+        order.push_back(m);
+      }
+    }
+    for (const std::string& t : order) {
+      if (Status s = WriteTable(batch, t); !s.ok()) return s;
+    }
+    return Status::Ok();
+  }
+
+  // Sends the batch's entries for one table, in order: runs of puts as
+  // putMultiple calls, runs of deletes as deleteMultiple calls, each under
+  // max_call_bytes.
+  Status WriteTable(const WriteBatch& batch, const std::string& table) {
+    const std::string hname = HBaseName(table);
+    const h2::TDurability::type durability = ToThrift(options_.durability);
+    std::vector<h2::TPut> puts;
+    std::vector<h2::TDelete> deletes;
+    uint64_t call_bytes = 0, call_payload = 0;
+    auto flush = [&]() -> Status {
+      if (puts.empty() && deletes.empty()) return Status::Ok();
+      Status s;
+      const uint64_t rows = puts.size() + deletes.size();
+      if (!puts.empty()) {
+        s = Rpc("putMultiple " + hname, [&](auto& c) { c.putMultiple(hname, puts); });
+      } else {
+        s = Rpc("deleteMultiple " + hname, [&](auto& c) {
+          std::vector<h2::TDelete> failed;
+          c.deleteMultiple(failed, hname, deletes);
+        });
+      }
+      puts.clear();
+      deletes.clear();
+      if (s.ok()) {
+        rows_written_ += rows;
+        bytes_written_ += call_payload;
+      }
+      call_bytes = call_payload = 0;
+      return s;
+    };
+    for (const WriteBatch::Entry& e : batch.entries()) {
+      if (e.table != table) continue;
+      const bool put = e.op == WriteBatch::Op::kPut;
+      const uint64_t size = e.key.size() + e.value.size() + kPutOverheadBytes;
+      if ((put && !deletes.empty()) || (!put && !puts.empty()) || call_bytes + size > options_.max_call_bytes) {
+        if (Status s = flush(); !s.ok()) return s;
+      }
+      call_bytes += size;
+      call_payload += e.key.size() + e.value.size();
+      if (put) {
+        h2::TPut p;
+        p.row = e.key;
+        h2::TColumnValue cv;
+        cv.family = kFamily;
+        cv.qualifier = kQualifier;
+        cv.value = e.value;
+        p.columnValues.push_back(std::move(cv));
+        p.__set_durability(durability);
+        puts.push_back(std::move(p));
+      } else {
+        h2::TDelete d;
+        d.row = e.key;
+        d.__set_durability(durability);
+        deletes.push_back(std::move(d));
+      }
+    }
+    return flush();
+  }
+
+  // ---- reads ----
+
+  Result<std::optional<std::string>> Get(std::string_view table, std::string_view key) {
+    if (key.empty()) return std::optional<std::string>();  // HBase has no empty row key
+    h2::TGet g;
+    g.row = std::string(key);
+    g.__set_columns(ValueColumn());
+    g.__set_maxVersions(1);
+    h2::TResult r;
+    const std::string hname = HBaseName(table);
+    Status s = Rpc("get from " + hname, [&](auto& c) { c.get(r, hname, g); });
+    if (!s.ok()) return s.error();
+    const std::string* v = ValueOf(r);
+    if (!v) return std::optional<std::string>();
+    return std::optional<std::string>(*v);
+  }
+
+  std::atomic<uint64_t> rows_written_{0}, bytes_written_{0}, rows_examined_{0}, write_batches_{0},
+      write_failures_{0}, retries_{0};
+  HBaseOptions options_;
+
+ private:
+  Pool pool_;
+  std::atomic<bool> namespace_ready_{false};
+  mutable std::mutex tables_mu_;
+  std::set<std::string, std::less<>> tables_;
+};
+
+// ---- scanners ----
+
+namespace {
+
+// A cursor over a gateway scanner. Pages rows with getScannerRows; after a
+// failure it reopens the scanner just past the last row it saw (forward:
+// last + "\0"; reverse: startRow = last, dropping the row equal to it).
+class ScannerIterator final : public RowIterator {
+ public:
+  ScannerIterator(HBaseTableStore::Impl& store, ScanSpec spec, std::string filter_bytes)
+      : store_(store),
+        spec_(std::move(spec)),
+        hname_(store.HBaseName(spec_.table)),
+        filter_bytes_(std::move(filter_bytes)) {
+    if (spec_.reverse) {
+      upper_ = spec_.stop;
+      skip_equal_ = !spec_.stop.empty();
+    } else {
+      from_ = spec_.start;
+    }
+  }
+
+  ~ScannerIterator() override { CloseScanner(); }
+
+  // At most this many rows will be consumed (sizes the pages); 0 = unknown.
+  void SetWanted(uint64_t rows) { wanted_ = rows; }
+  // Fetches the first page (the constructor does not, so that SetWanted applies).
+  void Start() { Fill(); }
+
+  bool Valid() const override { return !rows_.empty(); }
+
+  void Next() override {
+    if (rows_.empty()) return;
+    rows_.pop_front();
+    ++consumed_;
+    if (rows_.empty()) Fill();
+  }
+
+  void Seek(std::string_view target) override {
+    CloseScanner();
+    rows_.clear();
+    done_ = false;
+    if (!status_.ok()) return;
+    if (spec_.reverse) {
+      if (!spec_.stop.empty() && target >= spec_.stop) {
+        upper_ = spec_.stop;
+        skip_equal_ = true;
+      } else {
+        upper_ = std::string(target);
+        skip_equal_ = false;
+      }
+    } else {
+      from_ = std::max(std::string(target), spec_.start);
+    }
+    Fill();
+  }
+
+  std::string_view key() const override { return rows_.front().first; }
+  std::string_view value() const override { return rows_.front().second; }
+  Status status() const override { return status_; }
+
+ private:
+  // True when the remaining range is empty (no RPC needed).
+  bool RangeEmpty() const {
+    if (spec_.reverse) {
+      return !upper_.empty() && !spec_.start.empty() && (upper_ < spec_.start || (skip_equal_ && upper_ == spec_.start));
+    }
+    return !spec_.stop.empty() && from_ >= spec_.stop;
+  }
+
+  int32_t PageRows() const {
+    uint64_t n = static_cast<uint64_t>(std::max(1, store_.options_.scanner_caching));
+    if (wanted_) {
+      uint64_t left = wanted_ > consumed_ ? wanted_ - consumed_ : 1;
+      n = std::min(n, left + (skip_equal_ ? 1 : 0));
+    }
+    return static_cast<int32_t>(n);
+  }
+
+  h2::TScan MakeScan() const {
+    h2::TScan s;
+    if (spec_.reverse) {
+      if (!upper_.empty()) s.__set_startRow(upper_);
+      std::string lower = ReverseStopRow(spec_.start);
+      if (!lower.empty()) s.__set_stopRow(lower);
+      s.__set_reversed(true);
+    } else {
+      if (!from_.empty()) s.__set_startRow(from_);
+      if (!spec_.stop.empty()) s.__set_stopRow(spec_.stop);
+    }
+    s.__set_columns(ValueColumn());
+    s.__set_caching(PageRows());
+    s.__set_maxVersions(1);
+    if (!filter_bytes_.empty()) s.__set_filterBytes(filter_bytes_);
+    return s;
+  }
+
+  void CloseScanner() {
+    if (!scanner_) return;
+    const int32_t id = *scanner_;
+    scanner_.reset();
+    // Best effort: the gateway expires idle scanners anyway.
+    (void)store_.Once("closeScanner", [&](auto& c) { c.closeScanner(id); });
+  }
+
+  // Fetches pages until a row is buffered or the range is exhausted.
+  void Fill() {
+    int failures = 0;
+    while (rows_.empty() && !done_ && status_.ok()) {
+      if (RangeEmpty()) {
+        done_ = true;
+        break;
+      }
+      Attempt a;
+      if (!scanner_) {
+        const h2::TScan scan = MakeScan();
+        int32_t id = 0;
+        a = store_.Once("openScanner " + hname_, [&](auto& c) { id = c.openScanner(hname_, scan); });
+        if (a.status.ok()) scanner_ = id;
+      }
+      std::vector<h2::TResult> page;
+      if (a.status.ok()) {
+        const int32_t n = PageRows();
+        const int32_t id = *scanner_;
+        a = store_.Once("getScannerRows " + hname_, [&](auto& c) { c.getScannerRows(page, id, n); });
+        // An unknown scanner id (gateway restarted, lease expired): reopen.
+        if (a.status.code() == Errc::kInvalidArgument) a.retryable = true;
+      }
+      if (!a.status.ok()) {
+        scanner_.reset();  // its state is unknown: reopen past the last row seen
+        if (!a.retryable || failures >= store_.options_.retries) {
+          status_ = a.status;
+          break;
+        }
+        store_.Sleep(failures++);
+        ++store_.retries_;
+        continue;
+      }
+      if (page.empty()) {
+        CloseScanner();
+        done_ = true;
+        break;
+      }
+      Accept(page);
+    }
+  }
+
+  void Accept(std::vector<h2::TResult>& page) {
+    store_.rows_examined_ += page.size();
+    for (h2::TResult& r : page) {
+      if (!r.__isset.row) continue;
+      std::string& key = r.row;
+      if (spec_.reverse) {
+        if (skip_equal_ && key == upper_) continue;
+        if (!spec_.start.empty() && key < spec_.start) {
+          done_ = true;
+          break;
+        }
+        upper_ = key;
+        skip_equal_ = true;
+      } else {
+        if (!spec_.stop.empty() && key >= spec_.stop) {
+          done_ = true;
+          break;
+        }
+        from_ = key;
+        from_.push_back('\0');
+      }
+      std::string* v = ValueOf(r);
+      if (!v) continue;
+      rows_.emplace_back(std::move(key), std::move(*v));
+    }
+    if (done_) CloseScanner();
+  }
+
+  HBaseTableStore::Impl& store_;
+  const ScanSpec spec_;
+  const std::string hname_;
+  const std::string filter_bytes_;
+  // Resume position. Forward: the next scan starts at from_ (inclusive).
+  // Reverse: at upper_ (inclusive; empty = the end), skipping a row equal to
+  // upper_ when skip_equal_.
+  std::string from_, upper_;
+  bool skip_equal_ = false;
+  std::optional<int32_t> scanner_;
+  std::deque<std::pair<std::string, std::string>> rows_;
+  bool done_ = false;
+  uint64_t wanted_ = 0, consumed_ = 0;
+  Status status_;
+};
+
+}  // namespace
+
+// ---- public surface ----
+
+Result<std::unique_ptr<HBaseTableStore>> HBaseTableStore::Open(const HBaseOptions& options) {
+  if (options.host.empty()) return Error{Errc::kInvalidArgument, "HBase gateway host is empty"};
+  if (options.port <= 0 || options.port > 65535) return Error{Errc::kInvalidArgument, "HBase gateway port is invalid"};
+  if (options.ns.empty()) return Error{Errc::kInvalidArgument, "HBase namespace is empty"};
+  if (options.max_call_bytes < 4096) return Error{Errc::kInvalidArgument, "max_call_bytes is below 4096"};
+  auto impl = std::make_unique<Impl>(options);
+  if (Status s = impl->Ping(); !s.ok()) return s.error();
+  return std::unique_ptr<HBaseTableStore>(new HBaseTableStore(std::move(impl)));
+}
+
+HBaseTableStore::HBaseTableStore(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+HBaseTableStore::~HBaseTableStore() = default;
+
+std::string HBaseTableStore::HBaseName(std::string_view name) const { return impl_->HBaseName(name); }
+
+Status HBaseTableStore::CreateTable(std::string_view name, const TableOptions& options) {
+  return impl_->CreateTable(name, options);
+}
+
+bool HBaseTableStore::HasTable(std::string_view name) const {
+  auto exists = impl_->Exists(name);
+  return exists.ok() && *exists;
+}
+
+Status HBaseTableStore::Write(const WriteBatch& batch) { return impl_->Write(batch); }
+
+Result<std::optional<std::string>> HBaseTableStore::Get(std::string_view table, std::string_view key) {
+  return impl_->Get(table, key);
+}
+
+std::unique_ptr<RowIterator> HBaseTableStore::NewIterator(const ScanSpec& spec) {
+  auto it = std::make_unique<ScannerIterator>(*impl_, spec, std::string());
+  it->Start();
+  return it;
+}
+
+Status HBaseTableStore::Scan(const ScanSpec& spec, const RowVisitor& visit) {
+  ScannerIterator it(*impl_, spec, std::string());
+  it.SetWanted(spec.limit);
+  it.Start();
+  return ScanRows(it, spec.limit, visit);
+}
+
+Status HBaseTableStore::FuzzyScan(const FuzzyScanSpec& spec, const RowVisitor& visit) {
+  if (Status s = ValidateFuzzySpec(spec); !s.ok()) return s;
+  ScannerIterator it(*impl_, spec.range, EncodeFuzzyRowFilter(spec.key, spec.mask));
+  it.SetWanted(spec.range.limit);
+  it.Start();
+  // The gateway filters and seeks; rows it lets through that FuzzyMatches
+  // rejects (other lengths) are dropped here.
+  uint64_t visited = 0;
+  for (; it.Valid(); it.Next()) {
+    if (!FuzzyMatches(it.key(), spec.key, spec.mask)) continue;
+    if (!visit(it.key(), it.value())) break;
+    if (spec.range.limit && ++visited >= spec.range.limit) break;
+  }
+  return it.status();
+}
+
+StoreCounters HBaseTableStore::counters() const {
+  StoreCounters c;
+  c.rows_written = impl_->rows_written_;
+  c.bytes_written = impl_->bytes_written_;
+  c.rows_examined = impl_->rows_examined_;
+  c.write_batches = impl_->write_batches_;
+  c.write_failures = impl_->write_failures_;
+  return c;
+}
+
+}  // namespace logdex

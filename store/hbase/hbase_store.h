@@ -1,0 +1,133 @@
+// HBaseTableStore: the TableStore on HBase, through the Thrift2 gateway
+// (THBaseService, store/hbase/hbase.thrift).
+//
+// Mapping:
+// - A logdex table `t` is the HBase table `<namespace>:t` with one column
+//   family "d"; a row's value is the cell d:v. CreateTable creates the
+//   namespace when missing and maps TableOptions to the family descriptor:
+//   VERSIONS 1, TTL (seconds; 0 = HBase's FOREVER), ROW bloom filter when
+//   bloom_filter is set (NONE otherwise), block size, block cache flag,
+//   compression. The main table (`logs`) is pre-split on its salt byte
+//   (split keys 0x01 .. buckets-1). CreateTable on an existing table applies
+//   changed family settings (modifyColumnFamily).
+// - Write() is NOT atomic across rows (HBase has no cross-row transactions).
+//   It sends index tables first, in the order the batch first names them,
+//   and the main table last (DESIGN.md "Delivery and consistency"), so a
+//   failed Write() can leave index rows without their main row, never a main
+//   row without its index rows. Exception: a batch whose main-table entries
+//   are all deletes sends them first (the same invariant for deletions).
+//   Within a table the batch's order is kept; puts go out with putMultiple,
+//   deletes with deleteMultiple, split so that each call stays under
+//   `max_call_bytes` (the gateway's framed transport rejects frames over
+//   2 MB by default). Every table the batch names is checked to exist before
+//   anything is sent. Durability maps to TDurability SKIP_WAL / ASYNC_WAL /
+//   SYNC_WAL on every mutation. SKIP_WAL through HBase is at-most-once on a
+//   region server crash: HBase gives no flush signal through Thrift.
+// - Reads: Get() is a TGet; Scan/NewIterator open gateway scanners and page
+//   with getScannerRows(`scanner_caching` rows). Reverse scans map the
+//   interface's [start, stop) onto HBase's reversed scan (startRow = the
+//   inclusive upper end, stopRow = the exclusive lower end) and drop the row
+//   equal to `stop`. FuzzyScan sends a protobuf-encoded FuzzyRowFilter in
+//   TScan.filterBytes and re-checks every row with FuzzyMatches (HBase also
+//   matches rows longer or shorter than the fuzzy key by prefix).
+// - Errors: Thrift exceptions never leave this class; they become Status.
+//   TIOError with canRetry = true and transport failures (the connection is
+//   rebuilt) are retried up to `retries` times with exponential backoff;
+//   TIOError naming TableNotFoundException becomes kNotFound.
+// - Counters: rows_examined counts rows the gateway's scanners returned
+//   (before the fuzzy re-check); rows_written/bytes_written count entries
+//   of successful Write() calls.
+//
+// Thread-safety: all methods may be called concurrently; each call borrows a
+// connection from a pool of `pool_size` connections for the duration of one
+// RPC. An iterator is used by one thread at a time and must not outlive the
+// store.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/ids.h"
+#include "store/table_store.h"
+
+namespace logdex {
+
+struct HBaseOptions {
+  // The Thrift2 gateway (hbase thrift -threadpool ...). Default port 9090.
+  std::string host = "127.0.0.1";
+  int port = 9090;
+  // HBase namespace that holds every logdex table; created when missing.
+  std::string ns = "logdex";
+
+  // Must match the gateway: framed when it runs with -f (deploy/hbase does),
+  // buffered otherwise (the gateway's default). Default framed.
+  enum class Transport { kFramed, kBuffered };
+  Transport transport = Transport::kFramed;
+  // Must match the gateway: binary (default) or compact (-c).
+  enum class Protocol { kBinary, kCompact };
+  Protocol protocol = Protocol::kBinary;
+
+  // Connections kept open to the gateway. Default 4.
+  int pool_size = 4;
+  // TCP connect timeout and per-RPC send/receive timeout, in ms.
+  int connect_timeout_ms = 5'000;
+  int rpc_timeout_ms = 60'000;
+  // Longest wait for a free pooled connection, in ms.
+  int pool_wait_ms = 60'000;
+  // Retries of one RPC after a retryable failure (TIOError with canRetry,
+  // or a broken connection). Default 3.
+  int retries = 3;
+  // First backoff between retries, doubled each time, in ms. Default 100.
+  int retry_backoff_ms = 100;
+  // Sleeps between retries (a seam for tests); default sleeps the thread.
+  std::function<void(int ms)> sleep;
+
+  Durability durability = Durability::kAsync;
+
+  // Upper bound of one putMultiple/deleteMultiple request body (row keys,
+  // values and per-cell overhead). Default 1.5 MiB, under the gateway's
+  // default 2 MB frame. A single row larger than this fails the Write()
+  // before anything is sent (kInvalidArgument).
+  uint32_t max_call_bytes = 1536u * 1024;
+  // Rows per getScannerRows call and TScan.caching. Default 256.
+  int scanner_caching = 256;
+  // Salt buckets of the main table: it is pre-split at 0x01 .. buckets-1.
+  // Default kDefaultSaltBuckets (16); 1 = no pre-split.
+  int salt_buckets = kDefaultSaltBuckets;
+};
+
+class HBaseTableStore final : public TableStore {
+ public:
+  // Connects one connection (fails fast when the gateway is unreachable).
+  static Result<std::unique_ptr<HBaseTableStore>> Open(const HBaseOptions& options);
+  ~HBaseTableStore() override;
+
+  Status CreateTable(std::string_view name, const TableOptions& options) override;
+  // True when the table exists (cached once seen); false also when the
+  // gateway cannot be asked.
+  bool HasTable(std::string_view name) const override;
+  Status Write(const WriteBatch& batch) override;
+  Result<std::optional<std::string>> Get(std::string_view table, std::string_view key) override;
+  Status Scan(const ScanSpec& spec, const RowVisitor& visit) override;
+  Status FuzzyScan(const FuzzyScanSpec& spec, const RowVisitor& visit) override;
+  std::unique_ptr<RowIterator> NewIterator(const ScanSpec& spec) override;
+  StoreCounters counters() const override;
+
+  // "<namespace>:<name>", the HBase table name of a logdex table.
+  std::string HBaseName(std::string_view name) const;
+
+  class Impl;
+
+ private:
+  explicit HBaseTableStore(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// The protobuf bytes of an hbase.pb.Filter holding a FuzzyRowFilter with one
+// (key, mask) pair, for TScan.filterBytes. `mask` uses the interface's (and
+// the wire's) convention: 0 = fixed byte, 1 = any byte.
+std::string EncodeFuzzyRowFilter(std::string_view key, std::string_view mask);
+
+}  // namespace logdex
