@@ -1,0 +1,416 @@
+#include "alerting/stager.h"
+
+#include <nlohmann/json.hpp>
+#include <spdlog/spdlog.h>
+
+#include "common/bytes.h"
+#include "common/row_keys.h"
+
+namespace logdex::alerting {
+
+using nlohmann::json;
+
+namespace {
+
+constexpr size_t kMaxMessageBytes = 4096;
+constexpr size_t kMaxTagBytes = 256;
+constexpr size_t kRecentChunks = 4096;
+constexpr size_t kCacheEvictAbove = 100'000;
+
+enum StateKind : uint8_t { kGroupState = 1, kAppState = 2, kGlobalState = 3 };
+
+std::string GroupKey(uint64_t fp) {
+  std::string k(1, static_cast<char>(kGroupState));
+  AppendBigEndian64(k, fp);
+  return k;
+}
+std::string AppKey(AppId app, int64_t slot) {
+  std::string k(1, static_cast<char>(kAppState));
+  AppendBigEndian64(k, app);
+  AppendBigEndian64(k, static_cast<uint64_t>(slot));
+  return k;
+}
+std::string GlobalKey(int64_t slot) {
+  std::string k(1, static_cast<char>(kGlobalState));
+  AppendBigEndian64(k, static_cast<uint64_t>(slot));
+  return k;
+}
+std::string SeenKey(ChunkId id) {
+  std::string k;
+  AppendBigEndian64(k, id);
+  return k;
+}
+
+std::string UrlEncode(std::string_view s) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(hex[c >> 4]);
+      out.push_back(hex[c & 15]);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+// The latest record folded into a state: what its digest shows.
+struct AlertStager::Sample {
+  std::string app, host, rule, message_template, message;
+  Severity severity = Severity::kError;
+  uint64_t group = 0;
+  int64_t ts_ms = 0;
+  std::vector<std::pair<std::string, std::string>> tags;
+};
+
+// A group window or a limit window (see stager.h).
+struct AlertStager::State {
+  NotificationKind digest_kind = NotificationKind::kGroupDigest;
+  std::string idempotency_key;  // of the digest
+  int64_t start_ms = 0, end_ms = 0;
+  uint32_t sent = 0;            // immediate events sent in this window
+  uint64_t suppressed = 0;      // records folded into the digest
+  int64_t since_ms = 0;         // ts of the first folded record
+  std::set<std::string> sinks;  // union of the folded records' sinks
+  Sample sample;
+  bool digest_staged = false;  // its outbox rows were written at least once (metrics only)
+  bool dirty = false;
+
+  std::string Encode() const {
+    json tags = json::array();
+    for (const auto& [k, v] : sample.tags) tags.push_back(json::array({k, v}));
+    json j = {{"kind", KindName(digest_kind)}, {"key", idempotency_key}, {"start", start_ms}, {"end", end_ms},
+              {"sent", sent}, {"suppressed", suppressed}, {"since", since_ms}, {"sinks", sinks}, {"digest_staged", digest_staged},
+              {"app", sample.app}, {"host", sample.host}, {"rule", sample.rule},
+              {"template", sample.message_template}, {"message", sample.message},
+              {"severity", SeverityCode(sample.severity)}, {"group", sample.group}, {"ts", sample.ts_ms},
+              {"tags", std::move(tags)}};
+    return j.dump(-1, ' ', false, json::error_handler_t::replace);
+  }
+
+  static std::optional<State> Decode(std::string_view v) {
+    try {
+      const json j = json::parse(v);
+      State s;
+      const std::string kind = j.at("kind").get<std::string>();
+      s.digest_kind = kind == "app_digest"      ? NotificationKind::kAppDigest
+                      : kind == "storm_summary" ? NotificationKind::kStormSummary
+                                                : NotificationKind::kGroupDigest;
+      s.idempotency_key = j.at("key").get<std::string>();
+      s.start_ms = j.at("start").get<int64_t>();
+      s.end_ms = j.at("end").get<int64_t>();
+      s.sent = j.at("sent").get<uint32_t>();
+      s.suppressed = j.at("suppressed").get<uint64_t>();
+      s.since_ms = j.at("since").get<int64_t>();
+      s.sinks = j.at("sinks").get<std::set<std::string>>();
+      s.digest_staged = j.value("digest_staged", false);
+      s.sample.app = j.at("app").get<std::string>();
+      s.sample.host = j.at("host").get<std::string>();
+      s.sample.rule = j.at("rule").get<std::string>();
+      s.sample.message_template = j.at("template").get<std::string>();
+      s.sample.message = j.at("message").get<std::string>();
+      s.sample.severity = SeverityFromCode(j.at("severity").get<uint32_t>()).value_or(Severity::kError);
+      s.sample.group = j.at("group").get<uint64_t>();
+      s.sample.ts_ms = j.at("ts").get<int64_t>();
+      for (const auto& t : j.at("tags")) s.sample.tags.emplace_back(t.at(0).get<std::string>(), t.at(1).get<std::string>());
+      return s;
+    } catch (const std::exception&) {
+      return std::nullopt;
+    }
+  }
+};
+
+Status CreateAlertingTables(TableStore& store, const AlertingConfig& config) {
+  TableOptions outbox;  // no TTL: rows leave when delivered or given up
+  outbox.block_size = 16 * 1024;
+  TableOptions state;
+  state.ttl_seconds = config.state_ttl_s;
+  state.bloom_filter = true;
+  TableOptions seen;
+  seen.ttl_seconds = config.dedup_ttl_s;
+  seen.bloom_filter = true;
+  if (Status s = store.CreateTable(kOutboxTable, outbox); !s.ok()) return s;
+  if (Status s = store.CreateTable(kStateTable, state); !s.ok()) return s;
+  return store.CreateTable(kSeenTable, seen);
+}
+
+AlertStager::AlertStager(AlertingConfig config, TableStore& store, const Clock& clock, prometheus::Registry& registry)
+    : config_(std::move(config)), store_(store), clock_(clock), metrics_(registry), detector_(config_) {
+  for (const auto& s : config_.sinks) all_sinks_.push_back(s.name);
+  if (config_.enabled && all_sinks_.empty())
+    spdlog::warn("alerting: no sinks configured; alerts are detected and counted but nobody is notified");
+}
+
+AlertStager::~AlertStager() = default;
+
+bool AlertStager::Wants(const proto::LogChunk& chunk) const {
+  if (!config_.enabled) return false;
+  return chunk.severity() == 0 || chunk.severity() >= SeverityCode(detector_.MinSeverity());
+}
+
+void AlertStager::DiscardCache() {
+  std::lock_guard lock(mu_);
+  cache_.clear();
+  recent_chunks_.clear();
+  recent_order_.clear();
+}
+
+std::string AlertStager::QueryUrl(std::string_view app, std::string_view host, Severity s, int64_t ts_ms) const {
+  if (config_.query_base_url.empty()) return {};
+  return config_.query_base_url + "/query?app=" + UrlEncode(app) + "&host=" + UrlEncode(host) +
+         "&severity=" + std::string(SeverityName(s)) + "&from=" + std::to_string(ts_ms - 60'000) +
+         "&to=" + std::to_string(ts_ms + 60'000);
+}
+
+AlertStager::State* AlertStager::Load(const std::string& key, bool* found, Status* error) {
+  *found = false;
+  if (auto it = cache_.find(key); it != cache_.end()) {
+    *found = true;
+    return it->second.get();
+  }
+  auto got = store_.Get(kStateTable, key);
+  if (!got.ok()) {
+    *error = got.error();
+    return nullptr;
+  }
+  auto state = std::make_unique<State>();
+  if (got->has_value()) {
+    if (auto decoded = State::Decode(**got)) {
+      *state = std::move(*decoded);
+      *found = true;
+    } else {
+      spdlog::warn("alerting: unreadable state row in {}; starting that window afresh", kStateTable);
+    }
+  }
+  State* raw = state.get();
+  cache_[key] = std::move(state);
+  return raw;
+}
+
+void AlertStager::PutState(const std::string& key, const State& s, WriteBatch& batch) {
+  batch.Put(kStateTable, key, s.Encode());
+}
+
+size_t AlertStager::PutDigest(State& s, WriteBatch& batch) {
+  if (s.suppressed == 0) return 0;
+  if (!s.digest_staged) {
+    metrics_.Staged(KindName(s.digest_kind)).Increment(static_cast<double>(s.sinks.size()));
+    s.digest_staged = true;
+  }
+  OutboxEntry e;
+  Notification& n = e.n;
+  n.kind = s.digest_kind;
+  n.idempotency_key = s.idempotency_key;
+  n.rule = s.sample.rule;
+  n.app = s.sample.app;
+  n.host = s.sample.host;
+  n.severity = s.sample.severity;
+  n.group = s.digest_kind == NotificationKind::kGroupDigest ? s.sample.group : 0;
+  n.message_template = s.sample.message_template;
+  n.message = s.sample.message;
+  n.tags = s.sample.tags;
+  n.ts_ms = s.sample.ts_ms;
+  n.count = s.suppressed;
+  n.since_ms = s.since_ms;
+  n.window_end_ms = s.end_ms;
+  n.staged_ms = s.start_ms;
+  n.query_url = QueryUrl(n.app, s.digest_kind == NotificationKind::kGroupDigest ? n.host : "", n.severity, n.ts_ms);
+  const int64_t due = s.end_ms + config_.limits.digest_delay_ms;
+  for (const auto& sink : s.sinks) {
+    e.sink = sink;
+    batch.Put(kOutboxTable, OutboxKey{due, OutboxAlertId(n.idempotency_key, sink)}.Encode(), EncodeOutboxEntry(e));
+  }
+  return s.sinks.size();
+}
+
+size_t AlertStager::PutEvent(const Notification& n, const std::vector<std::string>& sinks, WriteBatch& batch) {
+  OutboxEntry e;
+  e.n = n;
+  for (const auto& sink : sinks) {
+    e.sink = sink;
+    batch.Put(kOutboxTable, OutboxKey{n.staged_ms, OutboxAlertId(n.idempotency_key, sink)}.Encode(),
+              EncodeOutboxEntry(e));
+  }
+  metrics_.Staged(KindName(NotificationKind::kEvent)).Increment(static_cast<double>(sinks.size()));
+  return sinks.size();
+}
+
+void AlertStager::MaybeEvict(int64_t now_ms) {
+  if (cache_.size() <= kCacheEvictAbove) return;
+  for (auto it = cache_.begin(); it != cache_.end();) {
+    if (!it->second->dirty && it->second->end_ms + config_.limits.digest_delay_ms < now_ms) {
+      it = cache_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+Result<size_t> AlertStager::Stage(const proto::LogChunk& chunk, ChunkId chunk_id, const proto::RecordBatch& records,
+                                  int64_t kafka_ts_ms, WriteBatch& batch) {
+  if (!config_.enabled) return size_t{0};
+  std::lock_guard lock(mu_);
+  const int64_t now = clock_.NowMs();
+  const auto& lim = config_.limits;
+  const std::string& app = chunk.app();
+  const std::string& host = chunk.host();
+
+  // Replay: the chunk was staged before (durably, or in a batch not yet written).
+  bool seen = recent_chunks_.count(chunk_id) > 0;
+  if (!seen) {
+    auto got = store_.Get(kSeenTable, SeenKey(chunk_id));
+    if (!got.ok()) return got.error();
+    seen = got->has_value();
+  }
+  if (seen) {
+    size_t matched = 0;
+    for (const auto& rec : records.records()) {
+      auto sev = SeverityFromCode(rec.severity() ? rec.severity() : chunk.severity());
+      if (sev && detector_.Match(app, host, *sev, rec)) ++matched;
+    }
+    if (matched) metrics_.Suppressed("replay").Increment(static_cast<double>(matched));
+    return size_t{0};
+  }
+
+  MaybeEvict(now);
+  size_t rows = 0;
+  std::vector<std::pair<std::string, State*>> dirty;
+  auto touch = [&](const std::string& key, State* s) {
+    if (!s->dirty) {
+      s->dirty = true;
+      dirty.emplace_back(key, s);
+    }
+  };
+  auto fold = [&](State* s, const Sample& sample, const std::vector<std::string>& sinks) {
+    s->since_ms = s->suppressed == 0 ? sample.ts_ms : std::min(s->since_ms, sample.ts_ms);
+    ++s->suppressed;
+    s->sample = sample;
+    s->sinks.insert(sinks.begin(), sinks.end());
+  };
+  // Clears dirty flags even on an early error return.
+  struct Undirty {
+    std::vector<std::pair<std::string, State*>>* d;
+    ~Undirty() {
+      for (auto& [k, s] : *d) s->dirty = false;
+    }
+  } undirty{&dirty};
+
+  const int64_t slot = now - now % lim.limit_window_ms;
+  const AppId app_id = AppIdOf(app);
+  const std::string app_key = AppKey(app_id, slot), global_key = GlobalKey(slot);
+
+  for (int i = 0; i < records.records_size(); ++i) {
+    const proto::LogRecord& rec = records.records(i);
+    auto sev = SeverityFromCode(rec.severity() ? rec.severity() : chunk.severity());
+    if (!sev) continue;
+    const CompiledRule* rule = detector_.Match(app, host, *sev, rec);
+    if (!rule) continue;
+    metrics_.Detected(*sev).Increment();
+    if (rule->config.suppress) {
+      metrics_.Suppressed("rule").Increment();
+      continue;
+    }
+    Sample sample;
+    sample.app = SanitizeUtf8(app, kMaxTagBytes);
+    sample.host = SanitizeUtf8(host, kMaxTagBytes);
+    sample.rule = rule->config.name;
+    sample.severity = *sev;
+    sample.message = SanitizeUtf8(rec.message(), kMaxMessageBytes);
+    sample.message_template = MessageTemplate(sample.message);
+    sample.group = GroupFingerprint(app, *sev, sample.message_template, host, rule->config.group_by_host);
+    sample.ts_ms = rec.ts_ms();
+    for (const auto& t : rec.tags())
+      sample.tags.emplace_back(SanitizeUtf8(t.key(), kMaxTagBytes), SanitizeUtf8(t.value(), kMaxTagBytes));
+    const std::vector<std::string>& sinks = rule->config.sinks.empty() ? all_sinks_ : rule->config.sinks;
+
+    const std::string group_key = GroupKey(sample.group);
+    bool found = false;
+    Status err;
+    State* g = Load(group_key, &found, &err);
+    if (!g) return err.error();
+    if (!found || now >= g->end_ms) {
+      // A new window for this group; a dirty old window's digest is written first.
+      if (g->dirty) rows += PutDigest(*g, batch);
+      const bool was_dirty = g->dirty;
+      *g = State{};
+      g->dirty = was_dirty;
+      g->digest_kind = NotificationKind::kGroupDigest;
+      g->start_ms = now;
+      g->end_ms = now + lim.group_window_ms;
+      g->idempotency_key = "gd:" + Hex16(sample.group) + ":" + std::to_string(now);
+    }
+    touch(group_key, g);
+    if (g->sent >= lim.per_group) {
+      fold(g, sample, sinks);
+      metrics_.Suppressed("group_window").Increment();
+      continue;
+    }
+    State* glob = Load(global_key, &found, &err);
+    if (!glob) return err.error();
+    if (!found) {
+      glob->digest_kind = NotificationKind::kStormSummary;
+      glob->start_ms = slot;
+      glob->end_ms = slot + lim.limit_window_ms;
+      glob->idempotency_key = "st:" + std::to_string(slot);
+    }
+    State* a = Load(app_key, &found, &err);
+    if (!a) return err.error();
+    if (!found) {
+      a->digest_kind = NotificationKind::kAppDigest;
+      a->start_ms = slot;
+      a->end_ms = slot + lim.limit_window_ms;
+      a->idempotency_key = "ad:" + Hex16(app_id) + ":" + std::to_string(slot);
+    }
+    touch(global_key, glob);
+    touch(app_key, a);
+    if (lim.global > 0 && glob->sent >= lim.global) {
+      fold(glob, sample, sinks);
+      metrics_.Suppressed("global_cap").Increment();
+      continue;
+    }
+    if (lim.per_app > 0 && a->sent >= lim.per_app) {
+      fold(a, sample, sinks);
+      metrics_.Suppressed("app_limit").Increment();
+      continue;
+    }
+    ++g->sent;
+    ++a->sent;
+    ++glob->sent;
+    Notification n;
+    n.kind = NotificationKind::kEvent;
+    n.idempotency_key = "ev:" + Hex16(chunk_id) + ":" + std::to_string(i);
+    n.rule = sample.rule;
+    n.app = sample.app;
+    n.host = sample.host;
+    n.severity = sample.severity;
+    n.group = sample.group;
+    n.message_template = sample.message_template;
+    n.message = sample.message;
+    n.tags = sample.tags;
+    n.ts_ms = sample.ts_ms;
+    n.kafka_ts_ms = kafka_ts_ms;
+    n.count = 1;
+    n.staged_ms = now;
+    n.query_url = QueryUrl(app, host, *sev, sample.ts_ms);
+    rows += PutEvent(n, sinks, batch);
+  }
+
+  for (auto& [key, s] : dirty) {
+    rows += PutDigest(*s, batch);
+    PutState(key, *s, batch);
+  }
+  batch.Put(kSeenTable, SeenKey(chunk_id), std::to_string(now));
+  recent_chunks_.insert(chunk_id);
+  recent_order_.push_back(chunk_id);
+  if (recent_order_.size() > kRecentChunks) {
+    recent_chunks_.erase(recent_order_.front());
+    recent_order_.pop_front();
+  }
+  return rows;
+}
+
+}  // namespace logdex::alerting

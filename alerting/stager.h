@@ -1,0 +1,118 @@
+// AlertStager: the ingest-path half of alerting. For each decoded chunk it
+// runs detection, grouping and storm control, and appends outbox rows (and
+// its own state rows) to the caller's WriteBatch, the same batch that holds
+// the chunk's rows, so alerts become durable exactly when the chunk does,
+// before the Kafka offset commit.
+//
+// What Stage() writes into the batch:
+//   alert_outbox  one row per (notification, sink): events due now; digests
+//                 and storm summaries due when their window closes + digest_delay
+//                 (rewritten in place while their count grows)
+//   alert_state   grouping and limit-window state (the stager's memory is a
+//                 cache of these rows, so a restarted serve continues the
+//                 same windows and counts)
+//   alert_seen    the chunk id: staging a chunk id that is already there
+//                 (a replay after a crash or a rebalance) notifies no one
+//
+// Storm control per record that a rule takes (rules: detector.h):
+//   1. its group (fingerprint) has sent < per_group in its window -> it is a
+//      candidate for an immediate event; otherwise it counts into the group
+//      digest ("N more since 12:00:03"), delivered when the window closes;
+//   2. a candidate beyond the global cap of the limit window counts into the
+//      window's storm summary; beyond its app's limit, into the app digest;
+//   3. otherwise it becomes an event notification, due now.
+// Every detected, non-suppressed record is counted by exactly one
+// notification, so the counts of all notifications sum to the records.
+// Per limit window at most: `global` events, one digest per group that sent
+// an event, one app digest per capped app, one storm summary.
+//
+// Ownership: borrows the store, clock and registry; they must outlive it.
+// Thread-safety: all methods may be called concurrently (calls serialize on an
+// internal mutex).
+#pragma once
+
+#include <prometheus/registry.h>
+
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <string>
+#include <unordered_map>
+#include <unordered_set>
+
+#include "alerting/config.h"
+#include "alerting/detector.h"
+#include "alerting/metrics.h"
+#include "alerting/notification.h"
+#include "common/clock.h"
+#include "common/ids.h"
+#include "proto/logdex.pb.h"
+#include "store/table_store.h"
+
+namespace logdex::alerting {
+
+// Creates (or opens) alert_outbox, alert_state (TTL state_ttl_s) and
+// alert_seen (TTL dedup_ttl_s). Call once at startup, before constructing an
+// AlertStager or SinkDispatcher on the store.
+Status CreateAlertingTables(TableStore& store, const AlertingConfig& config);
+
+class AlertStager {
+ public:
+  // `config` should have passed ValidateAlertingConfig (ParseAlertingConfig does it).
+  AlertStager(AlertingConfig config, TableStore& store, const Clock& clock, prometheus::Registry& registry);
+  ~AlertStager();
+  AlertStager(const AlertStager&) = delete;
+  AlertStager& operator=(const AlertStager&) = delete;
+
+  // True when some record of this chunk may be taken by a rule: the chunk's
+  // severity is mixed (0) or at least MinSeverity(). Serve decompresses and
+  // calls Stage() only for such chunks.
+  bool Wants(const proto::LogChunk& chunk) const;
+  Severity MinSeverity() const { return detector_.MinSeverity(); }
+
+  // Detects, groups and rate-limits the records of one decoded chunk and
+  // appends outbox/state/seen rows to `batch`. `chunk` supplies app, host and
+  // the default severity (records with severity 0 inherit it); `records` is
+  // its decoded payload; `chunk_id` names the chunk (ChunkIdOf(producer,
+  // sequence)); `kafka_ts_ms` is the Kafka message timestamp (ms since epoch),
+  // the origin of the delivery-latency histogram (0 = unknown).
+  // Returns the number of outbox rows appended (0 for a replayed chunk).
+  // Errors: only store read failures (kIOError/kUnavailable); the batch may
+  // then hold part of the chunk's alert rows: fail the whole batch and call
+  // DiscardCache().
+  Result<size_t> Stage(const proto::LogChunk& chunk, ChunkId chunk_id, const proto::RecordBatch& records,
+                       int64_t kafka_ts_ms, WriteBatch& batch);
+
+  // Forgets cached state. Call when a batch that Stage() wrote into could not
+  // be written (the cache would be ahead of the store); later calls reload
+  // state from the store.
+  void DiscardCache();
+
+ private:
+  struct Sample;
+  struct State;
+  State* Load(const std::string& key, bool* ok, Status* error);
+  void PutState(const std::string& key, const State& s, WriteBatch& batch);
+  size_t PutDigest(State& s, WriteBatch& batch);
+  size_t PutEvent(const Notification& n, const std::vector<std::string>& sinks, WriteBatch& batch);
+  std::string QueryUrl(std::string_view app, std::string_view host, Severity s, int64_t ts_ms) const;
+  void MaybeEvict(int64_t now_ms);
+
+  const AlertingConfig config_;
+  TableStore& store_;
+  const Clock& clock_;
+  AlertingMetrics metrics_;
+  Detector detector_;
+  std::vector<std::string> all_sinks_;
+
+  std::mutex mu_;
+  std::unordered_map<std::string, std::unique_ptr<State>> cache_;  // state key -> state
+  // Chunk ids staged recently (their seen rows may still sit in an unwritten batch).
+  std::unordered_set<ChunkId> recent_chunks_;
+  std::deque<ChunkId> recent_order_;
+};
+
+}  // namespace logdex::alerting
