@@ -617,6 +617,7 @@ class ScannerIterator final : public RowIterator {
     CloseScanner();
     rows_.clear();
     done_ = false;
+    first_page_done_ = false;
     if (!status_.ok()) return;
     if (spec_.reverse) {
       if (!spec_.stop.empty() && target >= spec_.stop) {
@@ -680,7 +681,11 @@ class ScannerIterator final : public RowIterator {
     (void)store_.Once("closeScanner", [&](auto& c) { c.closeScanner(id); });
   }
 
-  // Fetches pages until a row is buffered or the range is exhausted.
+  // Fetches pages until a row is buffered or the range is exhausted. The
+  // first page comes from getScannerResults (open, fetch and close in one
+  // call: most scans end there); later pages from a scanner opened just past
+  // it. A page shorter than asked for is the last one: the gateway's
+  // ResultScanner.next(n) only returns fewer than n rows at the end.
   void Fill() {
     int failures = 0;
     while (rows_.empty() && !done_ && status_.ok()) {
@@ -689,19 +694,26 @@ class ScannerIterator final : public RowIterator {
         break;
       }
       Attempt a;
-      if (!scanner_) {
-        const h2::TScan scan = MakeScan();
-        int32_t id = 0;
-        a = store_.Once("openScanner " + hname_, [&](auto& c) { id = c.openScanner(hname_, scan); });
-        if (a.status.ok()) scanner_ = id;
-      }
       std::vector<h2::TResult> page;
-      if (a.status.ok()) {
-        const int32_t n = PageRows();
-        const int32_t id = *scanner_;
-        a = store_.Once("getScannerRows " + hname_, [&](auto& c) { c.getScannerRows(page, id, n); });
-        // An unknown scanner id (gateway restarted, lease expired): reopen.
-        if (a.status.code() == Errc::kInvalidArgument) a.retryable = true;
+      const int32_t n = PageRows();
+      if (!scanner_ && !first_page_done_) {
+        const h2::TScan scan = MakeScan();
+        a = store_.Once("getScannerResults " + hname_,
+                        [&](auto& c) { c.getScannerResults(page, hname_, scan, n); });
+        if (a.status.ok()) first_page_done_ = true;
+      } else {
+        if (!scanner_) {
+          const h2::TScan scan = MakeScan();
+          int32_t id = 0;
+          a = store_.Once("openScanner " + hname_, [&](auto& c) { id = c.openScanner(hname_, scan); });
+          if (a.status.ok()) scanner_ = id;
+        }
+        if (a.status.ok()) {
+          const int32_t id = *scanner_;
+          a = store_.Once("getScannerRows " + hname_, [&](auto& c) { c.getScannerRows(page, id, n); });
+          // An unknown scanner id (gateway restarted, lease expired): reopen.
+          if (!a.status.ok() && a.status.code() == Errc::kInvalidArgument) a.retryable = true;
+        }
       }
       if (!a.status.ok()) {
         scanner_.reset();  // its state is unknown: reopen past the last row seen
@@ -713,12 +725,12 @@ class ScannerIterator final : public RowIterator {
         ++store_.retries_;
         continue;
       }
-      if (page.empty()) {
+      const bool last = static_cast<int32_t>(page.size()) < n;
+      Accept(page);
+      if (last && !done_) {
         CloseScanner();
         done_ = true;
-        break;
       }
-      Accept(page);
     }
   }
 
@@ -760,6 +772,7 @@ class ScannerIterator final : public RowIterator {
   std::string from_, upper_;
   bool skip_equal_ = false;
   std::optional<int32_t> scanner_;
+  bool first_page_done_ = false;
   std::deque<std::pair<std::string, std::string>> rows_;
   bool done_ = false;
   uint64_t wanted_ = 0, consumed_ = 0;
