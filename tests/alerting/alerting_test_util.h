@@ -5,7 +5,10 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 #include <prometheus/registry.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
 
+#include <algorithm>
 #include <memory>
 #include <string>
 #include <vector>
@@ -115,5 +118,27 @@ inline double MetricValue(prometheus::Registry& registry, const std::string& nam
   }
   return -1;
 }
+
+// Captures what the default spdlog logger writes while it lives.
+class LogCapture {
+ public:
+  LogCapture() : sink_(std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(1000)) {
+    spdlog::default_logger()->sinks().push_back(sink_);
+  }
+  ~LogCapture() {
+    auto& sinks = spdlog::default_logger()->sinks();
+    sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
+  }
+  // Warn lines that contain `text`.
+  size_t Warnings(const std::string& text) const {
+    size_t n = 0;
+    for (const auto& m : sink_->last_raw())
+      if (m.level == spdlog::level::warn && std::string_view(m.payload.data(), m.payload.size()).find(text) != std::string_view::npos) ++n;
+    return n;
+  }
+
+ private:
+  std::shared_ptr<spdlog::sinks::ringbuffer_sink_mt> sink_;
+};
 
 }  // namespace logdex::alerting::testing

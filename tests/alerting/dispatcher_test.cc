@@ -161,6 +161,7 @@ TEST_F(DispatcherTest, NewestAlertsGoFirstWhenBehind) {
 }
 
 TEST_F(DispatcherTest, FailedAttemptIsRetriedWithJitteredExponentialBackoff) {
+  testing::LogCapture log;
   StageEvents(1);
   receiver_.set_status(503);
   auto d = HttpDispatcher();
@@ -186,11 +187,13 @@ TEST_F(DispatcherTest, FailedAttemptIsRetriedWithJitteredExponentialBackoff) {
   receiver_.set_status(200);
   EXPECT_EQ(d->DeliverDue()->delivered, 1u);
   EXPECT_TRUE(ReadOutbox(*store_).empty());
+  EXPECT_EQ(log.Warnings("sink hook delivery failed (http_5xx)"), 1u);
   EXPECT_EQ(MetricValue(registry_, "logdex_alerting_notifications_retried_total", {{"sink", "hook"}}), 4);
   EXPECT_EQ(MetricValue(registry_, "logdex_alerting_notifications_failed_total", {{"sink", "hook"}, {"reason", "http_5xx"}}), 4);
 }
 
 TEST_F(DispatcherTest, CircuitOpensAfterConsecutiveFailuresAndATrialClosesIt) {
+  testing::LogCapture log;
   config_.sinks[0].circuit.failures = 3;
   StageEvents(8);
   FakeSink* fake = nullptr;
@@ -203,6 +206,8 @@ TEST_F(DispatcherTest, CircuitOpensAfterConsecutiveFailuresAndATrialClosesIt) {
   EXPECT_TRUE(d->CircuitOpen("hook"));
   EXPECT_EQ(MetricValue(registry_, "logdex_alerting_circuit_open", {{"sink", "hook"}}), 1);
   EXPECT_EQ(MetricValue(registry_, "logdex_alerting_circuit_opened_total", {{"sink", "hook"}}), 1);
+  EXPECT_EQ(log.Warnings("sink hook circuit opened after 3 consecutive failures"), 1u);
+  EXPECT_EQ(log.Warnings("sink hook delivery failed"), 1u);  // once per outage, not per attempt
   // While open, nothing is attempted even though rows are due.
   clock_.AdvanceMs(9'000);
   EXPECT_EQ(d->DeliverDue()->attempted, 0u);
@@ -346,7 +351,8 @@ TEST_F(DispatcherTest, CorruptRowsAreDroppedNotRetriedForever) {
   EXPECT_EQ(MetricValue(registry_, "logdex_alerting_notifications_dropped_total", {{"sink", "unknown"}, {"reason", "corrupt"}}), 1);
 }
 
-TEST_F(DispatcherTest, BacklogCheckSetsGaugesPastTheThreshold) {
+TEST_F(DispatcherTest, BacklogCheckWarnsAndSetsGaugesPastTheThreshold) {
+  testing::LogCapture log;
   config_.delivery.backlog_warn_rows = 5;
   StageEvents(7);
   clock_.AdvanceMs(90'000);
@@ -357,6 +363,9 @@ TEST_F(DispatcherTest, BacklogCheckSetsGaugesPastTheThreshold) {
   EXPECT_EQ(b->oldest_due_age_ms, 90'000 + 70);
   EXPECT_EQ(MetricValue(registry_, "logdex_alerting_outbox_due_notifications"), 7);
   EXPECT_DOUBLE_EQ(MetricValue(registry_, "logdex_alerting_outbox_oldest_due_age_seconds"), 90.07);
+  EXPECT_EQ(log.Warnings("outbox backlog: 7 notifications due"), 1u);
+  ASSERT_TRUE(d->CheckBacklog().ok());
+  EXPECT_EQ(log.Warnings("outbox backlog"), 1u);  // rate-limited
   ASSERT_TRUE(d->DeliverDue().ok());
   EXPECT_EQ(d->CheckBacklog()->due_rows, 0u);
   EXPECT_EQ(MetricValue(registry_, "logdex_alerting_outbox_due_notifications"), 0);

@@ -4,6 +4,10 @@
 #include <nlohmann/json.hpp>
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
+#include <openssl/pem.h>
+#include <openssl/x509v3.h>
+
+#include <atomic>
 
 #include "tests/alerting/alerting_test_util.h"
 #include "tests/alerting/alertmanager_process.h"
@@ -219,6 +223,98 @@ TEST(HttpSink, SlowReceiverHitsTheSinkTimeout) {
   EXPECT_FALSE(r.ok);
   EXPECT_TRUE(r.retryable);
   EXPECT_EQ(r.reason, "timeout");
+}
+
+}  // namespace
+}  // namespace logdex::alerting
+
+// ---- TLS: verification is on by default ----
+
+namespace logdex::alerting {
+namespace {
+
+// A self-signed certificate for IP 127.0.0.1 and its key, as PEM files in `dir`.
+void WriteSelfSignedCert(const std::string& dir, std::string* cert_path, std::string* key_path) {
+  *cert_path = dir + "/cert.pem";
+  *key_path = dir + "/key.pem";
+  EVP_PKEY* key = EVP_EC_gen("P-256");
+  ASSERT_NE(key, nullptr);
+  X509* x = X509_new();
+  X509_set_version(x, 2);
+  ASN1_INTEGER_set(X509_get_serialNumber(x), 1);
+  X509_gmtime_adj(X509_getm_notBefore(x), -60);
+  X509_gmtime_adj(X509_getm_notAfter(x), 3600);
+  X509_set_pubkey(x, key);
+  X509_NAME* name = X509_get_subject_name(x);
+  X509_NAME_add_entry_by_txt(name, "CN", MBSTRING_ASC, reinterpret_cast<const unsigned char*>("127.0.0.1"), -1, -1, 0);
+  X509_set_issuer_name(x, name);
+  X509V3_CTX ctx;
+  X509V3_set_ctx_nodb(&ctx);
+  X509V3_set_ctx(&ctx, x, x, nullptr, nullptr, 0);
+  X509_EXTENSION* san = X509V3_EXT_conf_nid(nullptr, &ctx, NID_subject_alt_name, "IP:127.0.0.1");
+  ASSERT_NE(san, nullptr);
+  X509_add_ext(x, san, -1);
+  X509_EXTENSION_free(san);
+  ASSERT_GT(X509_sign(x, key, EVP_sha256()), 0);
+  FILE* f = std::fopen(cert_path->c_str(), "w");
+  PEM_write_X509(f, x);
+  std::fclose(f);
+  f = std::fopen(key_path->c_str(), "w");
+  PEM_write_PrivateKey(f, key, nullptr, nullptr, 0, nullptr, nullptr);
+  std::fclose(f);
+  X509_free(x);
+  EVP_PKEY_free(key);
+}
+
+class TlsReceiver {
+ public:
+  TlsReceiver(const std::string& cert, const std::string& key) : server_(cert.c_str(), key.c_str()) {
+    server_.Post("/hook", [this](const httplib::Request&, httplib::Response& res) {
+      ++hits_;
+      res.set_content("ok", "text/plain");
+    });
+    port_ = server_.bind_to_any_port("127.0.0.1");
+    thread_ = std::thread([this] { server_.listen_after_bind(); });
+    for (int i = 0; i < 1000 && !server_.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
+  ~TlsReceiver() {
+    server_.stop();
+    thread_.join();
+  }
+  std::string url() const { return "https://127.0.0.1:" + std::to_string(port_) + "/hook"; }
+  int hits() const { return hits_.load(); }
+
+ private:
+  httplib::SSLServer server_;
+  std::thread thread_;
+  int port_ = -1;
+  std::atomic<int> hits_{0};
+};
+
+TEST(HttpSink, VerifiesTlsPeersByDefault) {
+  TempDir dir;
+  std::string cert, key;
+  WriteSelfSignedCert(dir.path(), &cert, &key);
+  TlsReceiver server(cert, key);
+  ManualClock clock(kT0);
+  SinkConfig c = testing::WebhookSinkConfig("tls", server.url());
+  ASSERT_TRUE(c.tls_verify);  // the default
+
+  DeliveryResult r = MakeSink(c, clock)->Deliver(Event());
+  EXPECT_FALSE(r.ok);
+  EXPECT_EQ(r.reason, "tls") << r.error;
+  EXPECT_EQ(server.hits(), 0);
+
+  c.ca_file = cert;  // trusting the certificate makes the same endpoint work, host name checked
+  r = MakeSink(c, clock)->Deliver(Event());
+  EXPECT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(server.hits(), 1);
+
+  c.ca_file.clear();
+  c.tls_verify = false;  // the explicit opt-out
+  r = MakeSink(c, clock)->Deliver(Event());
+  EXPECT_TRUE(r.ok) << r.error;
+  EXPECT_EQ(server.hits(), 2);
 }
 
 }  // namespace

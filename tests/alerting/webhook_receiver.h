@@ -14,12 +14,15 @@
 #include <thread>
 #include <vector>
 
+#include "common/clock.h"
+
 namespace logdex::alerting::testing {
 
 struct ReceivedRequest {
   std::string path;
   httplib::Headers headers;
   std::string body;
+  int64_t received_ms = 0;  // SystemClock time of arrival (latency measurements)
 
   std::string Header(const std::string& name) const {
     auto it = headers.find(name);
@@ -36,7 +39,7 @@ class WebhookReceiver {
         std::unique_lock lock(mu_);
         status = status_;
         if (status >= 200 && status < 300) {
-          requests_.push_back(ReceivedRequest{req.path, req.headers, req.body});
+          requests_.push_back(ReceivedRequest{req.path, req.headers, req.body, SystemClock::Instance().NowMs()});
         } else {
           ++refused_;
         }
