@@ -285,6 +285,7 @@ json BenchFuzzy(const BenchOptions& o) {
 }  // namespace
 
 json BenchIndex(const BenchOptions& o, const std::vector<std::string>& lines);  // index_bench.cc
+int RunShipBench(const BenchOptions& o);  // ship_bench.cc
 
 int RunBench(const BenchOptions& o) {
   const bool all = o.name == "all";
@@ -295,6 +296,7 @@ int RunBench(const BenchOptions& o) {
     if (j.contains("error")) return 1;
   }
   if (all || o.name == "fuzzy") std::printf("%s\n", BenchFuzzy(o).dump().c_str());
+  if ((all || o.name == "ship") && RunShipBench(o) != 0) return 1;
   if (all || o.name == "index") {
     std::vector<std::string> lines = LoadLines(o.data_dir);
     if (lines.empty()) {

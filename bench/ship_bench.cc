@@ -1,0 +1,192 @@
+// `logdex bench ship`: the shipper's parse + assemble + chunk + compress path
+// on a Loghub sample replicated to >= 1 GiB (scale 1) in a scratch file, with
+// no Kafka. Baselines on the same bytes, same run: a `cat`-style read of the
+// file, and raw snappy compression of it in 64 KiB blocks.
+// "Per core": the ship path runs on one thread; lines/s is per second of that
+// thread's CPU time (CLOCK_THREAD_CPUTIME_ID), wall time is reported too.
+#include <fcntl.h>
+#include <snappy.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <ctime>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "bench/bench.h"
+#include "common/clock.h"
+#include "common/result.h"
+#include "ship/assembler.h"
+#include "ship/chunker.h"
+#include "ship/parsers.h"
+#include "ship/tailer.h"
+
+namespace logdex {
+namespace {
+
+using nlohmann::json;
+
+double CpuSeconds() {
+  timespec ts;
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+double WallSeconds() { return SystemClock::Instance().MonotonicNs() / 1e9; }
+double R2(double v) { return static_cast<double>(static_cast<int64_t>(v * 100 + 0.5)) / 100; }
+
+// Counts chunks and bytes; keeps nothing.
+class NullSink final : public ship::ChunkSink {
+ public:
+  Status Send(ship::OutgoingChunk c) override {
+    ++chunks;
+    bytes += c.value.size();
+    records += c.records;
+    return Status::Ok();
+  }
+  void Poll(int) override {}
+  uint64_t LowestUnresolved() const override { return UINT64_MAX; }
+  ship::DeliveryReport Finish(int64_t) override { return {}; }
+  uint64_t chunks = 0, bytes = 0, records = 0;
+};
+
+// Writes copies of `sample` until `target` bytes; returns the line count.
+uint64_t Replicate(const std::string& sample, const std::string& out, uint64_t target) {
+  std::ifstream in(sample, std::ios::binary);
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  if (!text.empty() && text.back() != '\n') text.push_back('\n');
+  uint64_t lines_per_copy = 0;
+  for (char c : text) lines_per_copy += c == '\n';
+  std::string block;
+  while (block.size() < (8u << 20)) block += text;
+  const uint64_t copies_per_block = block.size() / text.size();
+  std::FILE* f = std::fopen(out.c_str(), "wb");
+  LOGDEX_CHECK(f != nullptr);
+  uint64_t written = 0, lines = 0;
+  while (written < target) {
+    LOGDEX_CHECK(std::fwrite(block.data(), 1, block.size(), f) == block.size());
+    written += block.size();
+    lines += copies_per_block * lines_per_copy;
+  }
+  LOGDEX_CHECK(std::fclose(f) == 0);
+  return lines;
+}
+
+json BenchOne(const std::string& sample_name, ship::Format format, const std::string& file, uint64_t lines) {
+  const uint64_t bytes = std::filesystem::file_size(file);
+  // Baseline 1: cat (read the file in 1 MiB blocks), after a warm-up read.
+  std::string buf(1 << 20, '\0');
+  auto cat = [&] {
+    int fd = ::open(file.c_str(), O_RDONLY);
+    LOGDEX_CHECK(fd >= 0);
+    uint64_t n = 0;
+    for (ssize_t r; (r = ::read(fd, buf.data(), buf.size())) > 0;) n += static_cast<uint64_t>(r);
+    ::close(fd);
+    return n;
+  };
+  cat();
+  double c0 = CpuSeconds(), w0 = WallSeconds();
+  LOGDEX_CHECK(cat() == bytes);
+  const double cat_cpu = CpuSeconds() - c0, cat_wall = WallSeconds() - w0;
+
+  // Baseline 2: snappy on the same bytes, 64 KiB blocks (read included).
+  std::string compressed;
+  uint64_t snappy_out = 0;
+  c0 = CpuSeconds();
+  w0 = WallSeconds();
+  {
+    int fd = ::open(file.c_str(), O_RDONLY);
+    LOGDEX_CHECK(fd >= 0);
+    for (ssize_t r; (r = ::read(fd, buf.data(), buf.size())) > 0;) {
+      for (ssize_t off = 0; off < r; off += 64 * 1024) {
+        size_t n = std::min<size_t>(64 * 1024, static_cast<size_t>(r - off));
+        snappy::Compress(buf.data() + off, n, &compressed);
+        snappy_out += compressed.size();
+      }
+    }
+    ::close(fd);
+  }
+  const double snappy_cpu = CpuSeconds() - c0, snappy_wall = WallSeconds() - w0;
+
+  // The ship path: tailer -> parser -> assembler -> chunker (snappy, crc32c).
+  ManualClock clock(SystemClock::Instance().NowMs());  // linger never fires: size thresholds only
+  ship::ParserOptions po;
+  po.format = format;
+  auto parser = ship::LineParser::Create(po, clock);
+  LOGDEX_CHECK(parser.ok());
+  auto seq = ship::SequenceAllocator::InMemory(1);
+  NullSink sink;
+  ship::ChunkerOptions co;
+  co.app = "bench";
+  co.host = "h1";
+  ship::Chunker chunker(co, *seq, sink, clock);
+  ship::RecordAssembler assembler(**parser, chunker, ship::AssemblerOptions{});
+  ship::FileTailer tailer(file, ship::TailerOptions{});
+  c0 = CpuSeconds();
+  w0 = WallSeconds();
+  while (!tailer.done()) {
+    auto r = tailer.Read([&](std::string_view line) { return assembler.AddLine(line); }, 4 << 20);
+    LOGDEX_CHECK(r.ok());
+  }
+  LOGDEX_CHECK(assembler.Flush().ok());
+  LOGDEX_CHECK(chunker.FlushAll().ok());
+  const double ship_cpu = CpuSeconds() - c0, ship_wall = WallSeconds() - w0;
+  LOGDEX_CHECK(assembler.lines() == lines);
+  LOGDEX_CHECK(sink.records == lines);
+
+  const double mb = bytes / 1e6;
+  return {{"benchmark", "ship_parse_chunk"},
+          {"sample", sample_name},
+          {"format", std::string(ship::FormatName(format))},
+          {"input_bytes", bytes},
+          {"lines", lines},
+          {"unparsed_lines", assembler.unparsed_lines()},
+          {"chunks", sink.chunks},
+          {"compression_ratio", R2(static_cast<double>(chunker.stats().uncompressed_bytes) / sink.bytes)},
+          {"lines_per_s_per_core", R2(lines / ship_cpu)},
+          {"mb_per_s_per_core", R2(mb / ship_cpu)},
+          {"wall_s", R2(ship_wall)},
+          {"baseline_cat_mb_per_s", R2(mb / cat_cpu)},
+          {"baseline_cat_wall_s", R2(cat_wall)},
+          {"baseline_snappy_mb_per_s", R2(mb / snappy_cpu)},
+          {"baseline_snappy_wall_s", R2(snappy_wall)},
+          {"baseline_snappy_ratio", R2(static_cast<double>(bytes) / snappy_out)},
+          {"ratio_ship_to_cat", R2(cat_cpu / ship_cpu)},
+          {"ratio_ship_to_snappy", R2(snappy_cpu / ship_cpu)},
+          {"note", "MB = 10^6 input bytes; rates per second of one thread's CPU time; ratios are throughput "
+                   "ratios (ship / baseline) on the same file in the same run"}};
+}
+
+}  // namespace
+
+int RunShipBench(const BenchOptions& o) {
+  std::string dir = o.dir;
+  bool made = false;
+  if (dir.empty()) {
+    std::string tmpl = (std::filesystem::temp_directory_path() / "logdex-bench-ship-XXXXXX").string();
+    LOGDEX_CHECK(mkdtemp(tmpl.data()) != nullptr);
+    dir = tmpl;
+    made = true;
+  }
+  const uint64_t target = static_cast<uint64_t>((1ull << 30) * o.scale);
+  int rc = 0;
+  for (const auto& [name, format] : {std::pair<std::string, ship::Format>{"HDFS", ship::Format::kAuto},
+                                     std::pair<std::string, ship::Format>{"Spark", ship::Format::kAuto}}) {
+    const std::string sample = (std::filesystem::path(o.data_dir) / (name + "_2k.log")).string();
+    if (!std::filesystem::exists(sample)) {
+      std::printf("%s\n", json{{"benchmark", "ship_parse_chunk"}, {"error", "no sample " + sample}}.dump().c_str());
+      rc = 1;
+      continue;
+    }
+    const std::string file = dir + "/" + name + "_replicated.log";
+    const uint64_t lines = Replicate(sample, file, target);
+    std::printf("%s\n", BenchOne(name, format, file, lines).dump().c_str());
+    std::fflush(stdout);
+    std::filesystem::remove(file);
+  }
+  if (made) std::filesystem::remove_all(dir);
+  return rc;
+}
+
+}  // namespace logdex

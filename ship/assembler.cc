@@ -1,0 +1,97 @@
+#include "ship/assembler.h"
+
+namespace logdex::ship {
+namespace {
+
+bool IsIdentChar(char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '$';
+}
+
+// "a.b.FooException" / "a.b.FooError: msg" / "a.b.Throwable"
+bool IsExceptionHeader(std::string_view line) {
+  size_t end = 0;
+  int dots = 0;
+  while (end < line.size() && (IsIdentChar(line[end]) || line[end] == '.')) {
+    if (line[end] == '.') ++dots;
+    ++end;
+  }
+  if (dots == 0 || end == 0) return false;
+  std::string_view name = line.substr(0, end);
+  if (!(name.ends_with("Exception") || name.ends_with("Error") || name.ends_with("Throwable"))) return false;
+  return end == line.size() || line[end] == ':';
+}
+
+}  // namespace
+
+bool LooksLikeContinuation(std::string_view line) {
+  if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+  if (line.empty()) return true;
+  if (line[0] == ' ' || line[0] == '\t') return true;
+  if (line.starts_with("Caused by:") || line.starts_with("Suppressed:")) return true;
+  return IsExceptionHeader(line);
+}
+
+RecordAssembler::RecordAssembler(LineParser& parser, RecordSink& sink, AssemblerOptions options)
+    : parser_(parser), sink_(sink), options_(options) {}
+
+void RecordAssembler::Start(const ParsedLine& p) {
+  pending_ = true;
+  ts_ms_ = p.ts_ms;
+  severity_ = p.severity;
+  message_.assign(p.message);
+  app_.assign(p.app);
+  host_.assign(p.host);
+  tag_count_ = p.tags.size();
+  if (tags_.size() < tag_count_) tags_.resize(tag_count_);
+  for (size_t i = 0; i < tag_count_; ++i) {
+    tags_[i].first.assign(p.tags[i].key);
+    tags_[i].second.assign(p.tags[i].value);
+  }
+}
+
+Status RecordAssembler::AddLine(std::string_view line) {
+  ++lines_;
+  parser_.Parse(line, &parsed_);
+  if (!parsed_.parsed) ++unparsed_;
+  if (options_.multiline && pending_ && !parsed_.parsed && LooksLikeContinuation(parsed_.message)) {
+    if (message_.size() + 1 + parsed_.message.size() <= options_.max_record_bytes) {
+      message_.push_back('\n');
+      message_.append(parsed_.message);
+      ++joined_;
+      return Status::Ok();
+    }
+    // Over the limit: the line starts a new record like the pending one.
+    Status s = Flush();
+    if (!s.ok()) return s;
+    const int64_t ts = ts_ms_;
+    const Severity sev = severity_;
+    Start(parsed_);
+    ts_ms_ = ts;
+    severity_ = sev;
+    return Status::Ok();
+  }
+  if (pending_) {
+    Status s = Flush();
+    if (!s.ok()) return s;
+  }
+  Start(parsed_);
+  return Status::Ok();
+}
+
+Status RecordAssembler::Flush() {
+  if (!pending_) return Status::Ok();
+  tag_views_.resize(tag_count_);
+  for (size_t i = 0; i < tag_count_; ++i) tag_views_[i] = {tags_[i].first, tags_[i].second};
+  RecordView r;
+  r.ts_ms = ts_ms_;
+  r.severity = severity_;
+  r.message = message_;
+  r.tags = tag_views_;
+  r.app = app_;
+  r.host = host_;
+  pending_ = false;
+  ++records_;
+  return sink_.OnRecord(r);
+}
+
+}  // namespace logdex::ship

@@ -1,0 +1,82 @@
+// RecordAssembler: parses lines with a LineParser and joins continuation
+// lines into the record before them (multi-line records).
+//
+// A line continues the previous record when multi-line joining is on, there
+// is a previous record, the line did not parse as a record of its own, and
+// it is one of:
+//   - empty, or starting with a space or a tab (stack frames "\tat ...",
+//     "    ... 12 more", indented text);
+//   - "Caused by:" or "Suppressed:" (Java exception chains);
+//   - a Java exception header: a dotted class name ending in Exception,
+//     Error or Throwable, alone or followed by ": ..."
+//     ("java.lang.IllegalStateException: boom" right after a log line).
+// Any other unparsed line is a record of its own (raw text, default
+// severity). Joined lines are separated by '\n'; the record keeps the first
+// line's timestamp, severity, tags, app and host. A record stops growing at
+// max_record_bytes: the next continuation line then starts a new record with
+// the same timestamp and severity (nothing is dropped).
+//
+// Since a record is complete only when the next record starts, the last one
+// waits in the assembler until Flush() (end of input, or an idle tail).
+// Not thread-safe.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "ship/parsers.h"
+#include "ship/record.h"
+
+namespace logdex::ship {
+
+struct AssemblerOptions {
+  // Join continuation lines (see above). Default: on, except for JSON lines.
+  bool multiline = true;
+  // A record's message stops growing at this size. Default 1 MiB.
+  size_t max_record_bytes = 1 << 20;
+};
+
+// True if `line` looks like a continuation (the rules above, without the
+// "did not parse" condition).
+bool LooksLikeContinuation(std::string_view line);
+
+class RecordAssembler {
+ public:
+  // `parser` and `sink` must outlive the assembler.
+  RecordAssembler(LineParser& parser, RecordSink& sink, AssemblerOptions options);
+
+  // Parses `line` (no newline) and passes every record it completes to the sink.
+  Status AddLine(std::string_view line);
+  // Passes the pending record, if any, to the sink.
+  Status Flush();
+  bool has_pending() const { return pending_; }
+
+  uint64_t lines() const { return lines_; }
+  uint64_t records() const { return records_; }
+  uint64_t joined_lines() const { return joined_; }
+  uint64_t unparsed_lines() const { return unparsed_; }
+
+ private:
+  void Start(const ParsedLine& p);
+
+  LineParser& parser_;
+  RecordSink& sink_;
+  AssemblerOptions options_;
+  ParsedLine parsed_;
+
+  // The pending record, owned (buffers reused between records).
+  bool pending_ = false;
+  int64_t ts_ms_ = 0;
+  Severity severity_ = Severity::kInfo;
+  std::string message_, app_, host_;
+  std::vector<std::pair<std::string, std::string>> tags_;
+  size_t tag_count_ = 0;
+  std::vector<TagView> tag_views_;
+
+  uint64_t lines_ = 0, records_ = 0, joined_ = 0, unparsed_ = 0;
+};
+
+}  // namespace logdex::ship

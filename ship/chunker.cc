@@ -1,0 +1,170 @@
+#include "ship/chunker.h"
+
+
+#include <utility>
+
+namespace logdex::ship {
+
+std::string StreamKey(std::string_view app, std::string_view host, Severity severity) {
+  std::string k;
+  k.reserve(app.size() + host.size() + 8);
+  k.append(app).push_back('/');
+  k.append(host).push_back('/');
+  k.append(SeverityName(severity));
+  return k;
+}
+
+int SeverityIndex(Severity s) { return SeverityCode(s) / 10 - 1; }
+
+Chunker::Chunker(ChunkerOptions options, SequenceAllocator& sequences, ChunkSink& sink, const Clock& clock)
+    : options_(std::move(options)), sequences_(sequences), sink_(sink), clock_(clock) {
+  LOGDEX_CHECK(!options_.app.empty() && !options_.host.empty());
+}
+
+int64_t Chunker::LingerNs(const Stream& s) const {
+  return (IsAlertLevel(s.severity) ? options_.alert_linger_ms : options_.linger_ms) * 1'000'000;
+}
+
+Chunker::Stream* Chunker::Find(const RecordView& r) {
+  const bool own = options_.line_identity == LineIdentity::kStream && (!r.app.empty() || !r.host.empty());
+  if (!own) {
+    auto& slot = default_streams_[SeverityIndex(r.severity)];
+    if (!slot) {
+      slot = std::make_unique<Stream>();
+      slot->app = options_.app;
+      slot->host = options_.host;
+      slot->severity = r.severity;
+      slot->key = StreamKey(slot->app, slot->host, slot->severity);
+    }
+    return slot.get();
+  }
+  std::string_view app = r.app.empty() ? std::string_view(options_.app) : r.app;
+  std::string_view host = r.host.empty() ? std::string_view(options_.host) : r.host;
+  lookup_key_ = StreamKey(app, host, r.severity);
+  auto it = other_streams_.find(lookup_key_);
+  if (it == other_streams_.end()) {
+    auto s = std::make_unique<Stream>();
+    s->app = std::string(app);
+    s->host = std::string(host);
+    s->severity = r.severity;
+    s->key = lookup_key_;
+    it = other_streams_.emplace(lookup_key_, std::move(s)).first;
+  }
+  return it->second.get();
+}
+
+Status Chunker::OnRecord(const RecordView& record) {
+  Stream* s = Find(record);
+  std::span<const TagView> tags = record.tags;
+  if (options_.line_identity == LineIdentity::kTags && (!record.app.empty() || !record.host.empty())) {
+    tag_scratch_.assign(record.tags.begin(), record.tags.end());
+    if (!record.app.empty()) tag_scratch_.push_back({"app", record.app});
+    if (!record.host.empty()) tag_scratch_.push_back({"host", record.host});
+    tags = tag_scratch_;
+  }
+  // Estimated serialized size: message, ts and severity varints, framing.
+  size_t size = record.message.size() + 16;
+  for (const TagView& t : tags) size += t.key.size() + t.value.size() + 8;
+  if (s->records > 0 && (s->bytes + size > options_.max_chunk_bytes || s->records >= options_.max_chunk_records)) {
+    Status st = Flush(*s);
+    if (!st.ok()) return st;
+  }
+  if (s->records == 0) s->first_ns = clock_.MonotonicNs();
+  proto::LogRecord* r = s->batch.add_records();
+  r->set_ts_ms(record.ts_ms);
+  r->set_severity(SeverityCode(record.severity));
+  r->set_message(record.message.data(), record.message.size());
+  for (const TagView& t : tags) {
+    proto::Tag* tag = r->add_tags();
+    tag->set_key(t.key.data(), t.key.size());
+    tag->set_value(t.value.data(), t.value.size());
+  }
+  ++s->records;
+  s->bytes += size;
+  ++stats_.records;
+  ++stats_.records_by_severity[SeverityIndex(record.severity)];
+  if (s->bytes >= options_.max_chunk_bytes || s->records >= options_.max_chunk_records) return Flush(*s);
+  return Status::Ok();
+}
+
+Status Chunker::Flush(Stream& s) {
+  if (s.records == 0) return Status::Ok();
+  auto seq = sequences_.Next();
+  if (!seq.ok()) return seq.error();
+  PackOptions po;
+  po.codec = options_.codec;
+  po.producer_id = sequences_.producer_id();
+  po.sequence = *seq;
+  po.summarize_tags = options_.summarize_tags;
+  proto::LogChunk chunk = PackChunk(s.app, s.host, s.batch, po);
+  OutgoingChunk out;
+  out.key = s.key;
+  chunk.SerializeToString(&out.value);
+  out.sequence = *seq;
+  out.records = static_cast<uint32_t>(s.records);
+  out.severity = s.severity;
+  ++stats_.chunks;
+  stats_.uncompressed_bytes += chunk.uncompressed_size();
+  stats_.chunk_bytes += out.value.size();
+  s.batch.Clear();  // keeps the allocated records for reuse
+  s.records = 0;
+  s.bytes = 0;
+  return sink_.Send(std::move(out));
+}
+
+Status Chunker::Poll() {
+  const int64_t now = clock_.MonotonicNs();
+  auto check = [&](Stream& s) -> Status {
+    if (s.records > 0 && now - s.first_ns >= LingerNs(s)) return Flush(s);
+    return Status::Ok();
+  };
+  for (auto& s : default_streams_) {
+    if (s) {
+      Status st = check(*s);
+      if (!st.ok()) return st;
+    }
+  }
+  for (auto& [k, s] : other_streams_) {
+    Status st = check(*s);
+    if (!st.ok()) return st;
+  }
+  return Status::Ok();
+}
+
+Status Chunker::FlushAll() {
+  for (auto& s : default_streams_) {
+    if (s) {
+      Status st = Flush(*s);
+      if (!st.ok()) return st;
+    }
+  }
+  for (auto& [k, s] : other_streams_) {
+    Status st = Flush(*s);
+    if (!st.ok()) return st;
+  }
+  return Status::Ok();
+}
+
+int64_t Chunker::MsUntilNextFlush() const {
+  const int64_t now = clock_.MonotonicNs();
+  int64_t best = -1;
+  auto consider = [&](const Stream& s) {
+    if (s.records == 0) return;
+    int64_t left = std::max<int64_t>(0, (s.first_ns + LingerNs(s) - now + 999'999) / 1'000'000);
+    if (best < 0 || left < best) best = left;
+  };
+  for (const auto& s : default_streams_) {
+    if (s) consider(*s);
+  }
+  for (const auto& [k, s] : other_streams_) consider(*s);
+  return best;
+}
+
+size_t Chunker::buffered_records() const {
+  size_t n = 0;
+  for (const auto& s : default_streams_) n += s ? s->records : 0;
+  for (const auto& [k, s] : other_streams_) n += s->records;
+  return n;
+}
+
+}  // namespace logdex::ship

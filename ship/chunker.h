@@ -1,0 +1,111 @@
+// Chunker: groups records by stream (app, host, severity), packs each
+// stream's buffer into a LogChunk with PackChunk (snappy, crc32c, tag
+// summary, producer id + sequence) and hands it to a ChunkSink.
+//
+// A stream's buffer is flushed when the first of these is reached:
+//   - max_chunk_bytes of (estimated) uncompressed record bytes;
+//   - max_chunk_records records;
+//   - linger: the oldest buffered record has waited linger_ms
+//     (alert_linger_ms for ERROR and FATAL streams), checked by Poll().
+// Time comes from the Clock (monotonic), so tests drive linger with a
+// ManualClock.
+//
+// A record's own app/host (syslog names them) either picks its stream
+// (LineIdentity::kStream) or is kept as tags "app"/"host" on the default
+// stream (LineIdentity::kTags, the default).
+//
+// Not thread-safe: one thread calls everything (EmbeddedShipper adds a lock).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "common/chunk_codec.h"
+#include "common/clock.h"
+#include "common/result.h"
+#include "proto/logdex.pb.h"
+#include "ship/chunk_sink.h"
+#include "ship/record.h"
+#include "ship/sequence.h"
+
+namespace logdex::ship {
+
+enum class LineIdentity { kTags, kStream };
+
+struct ChunkerOptions {
+  // Default stream identity; both required (non-empty).
+  std::string app;
+  std::string host;
+  // Flush thresholds (see above). Defaults: 64 KiB, 100000 records, 1 s, 20 ms.
+  size_t max_chunk_bytes = 64 * 1024;
+  size_t max_chunk_records = 100'000;
+  int64_t linger_ms = 1000;
+  int64_t alert_linger_ms = 20;
+  LineIdentity line_identity = LineIdentity::kTags;
+  proto::Codec codec = proto::CODEC_SNAPPY;
+  bool summarize_tags = true;
+};
+
+// The Kafka key of a stream: "<app>/<host>/<SEVERITY>". Only used for
+// partitioning; consumers read the stream from the chunk header.
+std::string StreamKey(std::string_view app, std::string_view host, Severity severity);
+
+struct ChunkerStats {
+  uint64_t records = 0;
+  uint64_t records_by_severity[6] = {};  // index: order in kAllSeverities
+  uint64_t chunks = 0;
+  uint64_t uncompressed_bytes = 0;  // serialized RecordBatch bytes
+  uint64_t chunk_bytes = 0;         // serialized LogChunk bytes
+};
+
+int SeverityIndex(Severity s);
+
+class Chunker final : public RecordSink {
+ public:
+  // `sequences`, `sink` and `clock` must outlive the chunker.
+  Chunker(ChunkerOptions options, SequenceAllocator& sequences, ChunkSink& sink, const Clock& clock);
+
+  // Buffers a record; flushes its stream if a size/count threshold is reached.
+  Status OnRecord(const RecordView& record) override;
+  // Flushes every stream whose linger has expired.
+  Status Poll();
+  // Flushes every non-empty stream.
+  Status FlushAll();
+  // Milliseconds until the next linger deadline (-1: nothing buffered).
+  int64_t MsUntilNextFlush() const;
+  size_t buffered_records() const;
+
+  const ChunkerStats& stats() const { return stats_; }
+  const ChunkerOptions& options() const { return options_; }
+
+ private:
+  struct Stream {
+    std::string app, host;
+    Severity severity = Severity::kInfo;
+    std::string key;
+    proto::RecordBatch batch;
+    size_t records = 0;  // live records in `batch` (Clear() keeps allocations)
+    size_t bytes = 0;
+    int64_t first_ns = 0;
+  };
+  Stream* Find(const RecordView& r);
+  Status Flush(Stream& s);
+  int64_t LingerNs(const Stream& s) const;
+
+  ChunkerOptions options_;
+  SequenceAllocator& sequences_;
+  ChunkSink& sink_;
+  const Clock& clock_;
+  std::array<std::unique_ptr<Stream>, 6> default_streams_;
+  std::unordered_map<std::string, std::unique_ptr<Stream>> other_streams_;
+  std::string lookup_key_;
+  std::vector<TagView> tag_scratch_;
+  std::string scratch_;
+  ChunkerStats stats_;
+};
+
+}  // namespace logdex::ship

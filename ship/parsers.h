@@ -1,0 +1,128 @@
+// Line parsers: turn one log line into a ParsedLine (timestamp, severity,
+// message, tags, and the app/host a line names itself, as syslog does).
+//
+// Reusable outside `logdex ship`: the serve side parses JSON-lines and
+// plain-text Kafka input with the same LineParser (Format::kJson for JSON,
+// Format::kAuto or an explicit format for text), then RecordAssembler joins
+// continuation lines into records.
+//
+// Formats (ParserOptions::format):
+//   log4j   log4j/logback and relatives: a leading timestamp in a common
+//           format (see timestamp.h; optionally after one leading token, as in
+//           OpenStack's "file ts pid LEVEL"), then the level among the next
+//           few tokens ("INFO", "[WARN]", "ERROR:"); HDFS, Spark, Python
+//           logging, "LEVEL timestamp ..." too.
+//   syslog  RFC 5424 (<PRI>1 ts host app procid msgid [sd] msg) and RFC 3164
+//           ([<PRI>]Mmm dd HH:mm:ss host tag[pid]: msg, or an RFC 3339 time).
+//           PRI gives the severity; host and app come from the header;
+//           structured-data params and the msgid become tags.
+//   json    one JSON object per line: level/severity/lvl/loglevel/levelname,
+//           time/ts/@timestamp/timestamp, msg/message, host/hostname,
+//           app/service/application; every other field becomes a tag
+//           (objects and arrays as compact JSON text).
+//   logfmt  key=value pairs with the same field names as JSON.
+//   apache  Apache httpd error log: [ctime] [level] or [module:level] ...
+//   logcat  Android logcat threadtime (MM-dd HH:mm:ss.SSS pid tid L tag: msg)
+//           and brief (L/tag( pid): msg).
+//   regex   a user RE2 regex with (?P<name>...) groups: ts, level, msg, host,
+//           app; any other group becomes a tag. RE2 runs in linear time.
+//   auto    tries json, syslog, apache, logcat, log4j, logfmt per line,
+//           starting with the last format that matched.
+//
+// The message: for text formats (log4j, syslog, apache, logcat) it is the
+// whole line as written (the parsed fields are metadata; nothing is lost);
+// for json, logfmt and regex it is the msg field/group, or the whole line
+// when there is none.
+//
+// Unparsed lines: a line that does not match keeps its text as the message,
+// severity = ParserOptions::default_severity, timestamp = the last parsed
+// one (or the clock's now before any), parsed = false. Nothing is dropped.
+//
+// Tag keys: a tag id is hash("key=value"), so a key must not contain '='.
+// Rule: every '=' in a key becomes '_', and an empty key becomes "_".
+// Values are kept as they are.
+//
+// A LineParser is not thread-safe (it reuses buffers); use one per thread.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "common/severity.h"
+
+namespace logdex::ship {
+
+enum class Format { kAuto, kLog4j, kSyslog, kJson, kLogfmt, kApache, kLogcat, kRegex };
+
+// "auto", "log4j", "syslog", "json", "logfmt", "apache", "logcat", "regex".
+std::string_view FormatName(Format f);
+std::optional<Format> ParseFormatName(std::string_view name);
+
+struct TagView {
+  std::string_view key;
+  std::string_view value;
+};
+
+// One parsed line. The views point into the line or into the parser's own
+// buffers: valid until the parser's next Parse() call.
+struct ParsedLine {
+  int64_t ts_ms = 0;        // ms since the epoch, UTC; always set
+  bool has_ts = false;      // the timestamp came from the line itself
+  Severity severity = Severity::kInfo;
+  bool has_severity = false;  // the severity came from the line itself
+  bool parsed = false;      // the line matched a format's header
+  Format format = Format::kAuto;  // the format that matched (when parsed)
+  std::string_view message;
+  std::vector<TagView> tags;  // keys never contain '='
+  std::string_view app;       // empty: the line names no app
+  std::string_view host;      // empty: the line names no host
+};
+
+struct ParserOptions {
+  Format format = Format::kAuto;
+  // RE2 pattern with (?P<name>...) groups; required for Format::kRegex.
+  std::string regex;
+  // strptime-style format with %f (timestamp.h); empty = the common formats.
+  std::string time_format;
+  // Zone for timestamps without an offset: "UTC" (default), "+02:00", or an
+  // IANA name.
+  std::string time_zone = "UTC";
+  // Severity of lines that carry none, and of unparsed lines.
+  Severity default_severity = Severity::kInfo;
+};
+
+// Replaces '=' in a tag key by '_' (and "" by "_"); returns `key` itself when
+// it is already clean, else a view of `*buffer`.
+std::string_view SanitizeTagKey(std::string_view key, std::string* buffer);
+
+// The severity of a level word: the severity table's spellings plus Apache's
+// trace1..trace8 and "warning"/"information"/"critical" forms; nullopt else.
+std::optional<Severity> LevelWord(std::string_view word);
+
+class LineParser {
+ public:
+  // Fails on a bad regex (or one with no named group), a bad time format or
+  // an unknown time zone. `clock` must outlive the parser.
+  static Result<std::unique_ptr<LineParser>> Create(const ParserOptions& options, const Clock& clock);
+  ~LineParser();
+
+  // Parses one line (without its newline; a trailing '\r' is ignored).
+  // Never fails; see "Unparsed lines" above.
+  void Parse(std::string_view line, ParsedLine* out);
+
+  const ParserOptions& options() const;
+
+ private:
+  struct Impl;
+  explicit LineParser(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace logdex::ship

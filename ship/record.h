@@ -1,0 +1,36 @@
+// The record types shared by the assembler, the chunker and the embedding API.
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "common/result.h"
+#include "common/severity.h"
+#include "ship/parsers.h"
+
+namespace logdex::ship {
+
+// A record to ship, by view: the caller owns the bytes for the duration of
+// the call that receives it.
+struct RecordView {
+  int64_t ts_ms = 0;  // ms since the epoch, UTC
+  Severity severity = Severity::kInfo;
+  std::string_view message;
+  std::span<const TagView> tags;  // keys must not contain '=' (see parsers.h)
+  // Empty: the receiver's default app/host.
+  std::string_view app;
+  std::string_view host;
+};
+
+// Receives complete records (from RecordAssembler). A failure stops the caller.
+class RecordSink {
+ public:
+  virtual ~RecordSink() = default;
+  virtual Status OnRecord(const RecordView& record) = 0;
+};
+
+}  // namespace logdex::ship

@@ -1,0 +1,114 @@
+// FileTailer: reads a file line by line, optionally following it as it
+// grows, across rotation and truncation; and CheckpointStore, which keeps
+// each file's read position so a restart resumes where it stopped.
+//
+// A position is (device, inode, offset): the offset is just past the last
+// complete line handed out. Following:
+//   - rotation (the path now names another inode; "mv app.log app.log.1"
+//     then a new app.log): the old file is read to its end first, then the
+//     new file from offset 0;
+//   - truncation (the file is shorter than the position): reading restarts
+//     at offset 0 (a fragment read before the truncation is handed out as a
+//     line: nothing is dropped);
+//   - resuming from a checkpoint whose inode the path no longer names: the
+//     rotated file is looked for by inode in the same directory and read from
+//     the checkpointed offset before the new file.
+// A copy-truncate that is followed by writes past the old size before the
+// tailer looks cannot be told from appends (a limit of every tailer).
+// A partial last line waits for its newline while following; without
+// --follow it is handed out at end of file.
+//
+// Not thread-safe. No clock: the caller decides when to call again.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "common/result.h"
+
+namespace logdex::ship {
+
+struct FilePosition {
+  uint64_t dev = 0;
+  uint64_t ino = 0;
+  uint64_t offset = 0;
+  bool operator==(const FilePosition&) const = default;
+};
+
+struct TailerOptions {
+  bool follow = false;
+  // Longer lines are cut into pieces of this size (each piece is a line).
+  size_t max_line_bytes = 1 << 20;
+  size_t read_block_bytes = 1 << 20;
+};
+
+struct TailerStats {
+  uint64_t bytes = 0;
+  uint64_t lines = 0;
+  uint64_t rotations = 0;
+  uint64_t truncations = 0;
+};
+
+class FileTailer {
+ public:
+  using LineFn = std::function<Status(std::string_view line)>;
+
+  // "-" reads stdin (never follows, no position). `resume`: a checkpoint.
+  FileTailer(std::string path, TailerOptions options, std::optional<FilePosition> resume = std::nullopt);
+  ~FileTailer();
+  FileTailer(const FileTailer&) = delete;
+  FileTailer& operator=(const FileTailer&) = delete;
+
+  // Reads up to `max_bytes` (0: no limit until the end of the data) and
+  // calls `fn` for every complete line. Returns the bytes read; 0 means
+  // nothing new right now (or, without follow, the end: see done()).
+  // A missing file is not an error while following (it may appear later).
+  Result<size_t> Read(const LineFn& fn, size_t max_bytes = 0);
+  // Without follow: the whole file has been read.
+  bool done() const { return done_; }
+  // Position just past the last line handed out (current file).
+  FilePosition position() const;
+  const std::string& path() const { return path_; }
+  const TailerStats& stats() const { return stats_; }
+
+ private:
+  Status OpenPath(uint64_t offset);
+  Status CheckRotationOrTruncation(const LineFn& fn, bool* switched);
+  Status EmitPartial(const LineFn& fn);
+
+  std::string path_;
+  TailerOptions options_;
+  std::optional<FilePosition> resume_;
+  int fd_ = -1;
+  bool is_stdin_ = false;
+  bool done_ = false;
+  bool opened_once_ = false;
+  uint64_t dev_ = 0, ino_ = 0;
+  uint64_t offset_ = 0;    // file offset of buf_[0]
+  std::string buf_;        // bytes read, not yet handed out (a partial line)
+  std::string block_;
+  TailerStats stats_;
+};
+
+// Read positions of tailed files, persisted as JSON in `<dir>/checkpoints.json`
+// (written atomically). Not thread-safe.
+class CheckpointStore {
+ public:
+  explicit CheckpointStore(std::string dir);
+  Status Load();
+  std::optional<FilePosition> Get(const std::string& path) const;
+  void Set(const std::string& path, const FilePosition& pos);
+  Status Save() const;
+
+ private:
+  std::string dir_;
+  std::map<std::string, FilePosition> positions_;
+};
+
+}  // namespace logdex::ship

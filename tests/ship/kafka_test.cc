@@ -1,0 +1,78 @@
+// Round trip through librdkafka's mock cluster, and a short outage.
+#include <gtest/gtest.h>
+#include <prometheus/registry.h>
+
+#include <map>
+
+#include "ship/kafka_producer.h"
+#include "ship/pipeline.h"
+#include "tests/ship/helpers.h"
+#include "tests/ship/mock_kafka.h"
+#include "tests/ship/outage_scenario.h"
+
+namespace logdex::ship {
+namespace {
+
+TEST(KafkaRoundTrip, EveryLineArrivesExactlyOnceInOrderWithinItsStream) {
+  testing::MockKafka kafka(3);
+  kafka.CreateTopic("ship.rt", 4);
+  prometheus::Registry registry;
+  ProducerOptions po;
+  po.brokers = kafka.bootstraps();
+  po.topic = "ship.rt";
+  po.kafka = {{"log_level", "0"}};
+  const Clock& clock = SystemClock::Instance();
+  auto producer = KafkaChunkProducer::Create(po, registry, clock);
+  ASSERT_TRUE(producer.ok()) << producer.error().ToString();
+  auto seq = SequenceAllocator::InMemory(1234);
+
+  // Android: five severities, so five streams; small chunks, so many of them.
+  const std::string input = testing::LoghubPath("Android_2k.log");
+  PipelineOptions o;
+  o.inputs = {input};
+  o.chunker.app = "android";
+  o.chunker.host = "h1";
+  o.chunker.max_chunk_bytes = 4096;
+  o.parser.format = Format::kLogcat;
+  o.delivery_timeout_ms = 30'000;
+  Pipeline p(o, **producer, *seq, clock, registry);
+  auto r = p.Run();
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  ASSERT_TRUE(r->delivery.complete());
+  ASSERT_EQ(r->delivery.delivered_records, 2000u);
+
+  auto got = kafka.ConsumeAll("ship.rt", 4, r->delivery.delivered_chunks, 20'000);
+  ASSERT_EQ(got.size(), r->delivery.delivered_chunks);
+  // Expected per stream: the input lines of that severity, in input order.
+  const auto levels = testing::CsvColumn(input + "_structured.csv", "Level");
+  const auto lines = testing::ReadLines(input);
+  std::map<std::string, std::vector<std::string>> want, have;
+  const std::map<std::string, std::string> kName = {{"V", "TRACE"}, {"D", "DEBUG"}, {"I", "INFO"},
+                                                    {"W", "WARN"},  {"E", "ERROR"}, {"F", "FATAL"}};
+  for (size_t i = 0; i < lines.size(); ++i) want["android/h1/" + kName.at(levels[i])].push_back(lines[i]);
+  // Partition order is produce order for a stream (one key, one partition).
+  std::sort(got.begin(), got.end(), [](const auto& a, const auto& b) {
+    return std::tie(a.partition, a.offset) < std::tie(b.partition, b.offset);
+  });
+  DecodeOptions d;
+  std::set<uint64_t> sequences;
+  for (const auto& m : got) {
+    auto chunk = DecodeChunk(m.value, d);
+    ASSERT_TRUE(chunk.ok()) << chunk.error().ToString();
+    EXPECT_TRUE(sequences.insert(chunk->sequence()).second) << "duplicate chunk";
+    EXPECT_EQ(chunk->producer_id(), 1234u);
+    auto recs = UnpackRecords(*chunk, d);
+    ASSERT_TRUE(recs.ok()) << recs.error().ToString();
+    const std::string stream = chunk->app() + "/" + chunk->host() + "/" +
+                               std::string(SeverityName(*SeverityFromCode(chunk->severity())));
+    EXPECT_EQ(m.key, stream);
+    for (const auto& rec : recs->records()) have[stream].push_back(rec.message());
+  }
+  EXPECT_EQ(have, want);
+  EXPECT_EQ(testing::CounterValue(registry, "logdex_ship_delivered_records_total"), 2000.0);
+}
+
+TEST(KafkaOutage, TwoSecondsDownThenNewestFirstAndDropsCounted) { testing::RunOutageScenario(2'000); }
+
+}  // namespace
+}  // namespace logdex::ship

@@ -1,0 +1,272 @@
+#include "ship/parsers.h"
+
+#include <gtest/gtest.h>
+
+#include "ship/assembler.h"
+#include "tests/ship/helpers.h"
+
+namespace logdex::ship {
+namespace {
+
+const ManualClock kClock(1'795'910'400'000);  // 2026-11-29T00:00:00Z
+
+std::unique_ptr<LineParser> Make(Format f, std::string regex = "", std::string time_format = "") {
+  ParserOptions o;
+  o.format = f;
+  o.regex = std::move(regex);
+  o.time_format = std::move(time_format);
+  auto p = LineParser::Create(o, kClock);
+  EXPECT_TRUE(p.ok()) << p.error().ToString();
+  return std::move(*p);
+}
+
+std::map<std::string, std::string> Tags(const ParsedLine& p) {
+  std::map<std::string, std::string> m;
+  for (const TagView& t : p.tags) m[std::string(t.key)] = std::string(t.value);
+  return m;
+}
+
+TEST(Parsers, AutoRecognizesHdfsAndOpenStackLines) {
+  auto p = Make(Format::kAuto);
+  ParsedLine out;
+  p->Parse("081109 203615 148 INFO dfs.DataNode$PacketResponder: PacketResponder 1 terminating", &out);
+  EXPECT_TRUE(out.parsed);
+  EXPECT_EQ(out.format, Format::kLog4j);
+  EXPECT_EQ(out.severity, Severity::kInfo);
+  EXPECT_TRUE(out.has_severity);
+  EXPECT_EQ(out.ts_ms, 1226262975000);
+  p->Parse("nova-api.log.1.2017-05-16_13:53:08 2017-05-16 00:00:00.008 25746 WARNING nova.compute [req-1] x", &out);
+  EXPECT_TRUE(out.parsed);
+  EXPECT_EQ(out.severity, Severity::kWarn);
+  EXPECT_EQ(out.ts_ms, 1494892800008);
+}
+
+TEST(Parsers, Log4jVariants) {
+  auto p = Make(Format::kLog4j);
+  ParsedLine out;
+  p->Parse("2024-03-01 12:00:00,123 ERROR [main] com.acme.Foo: boom", &out);
+  EXPECT_EQ(out.severity, Severity::kError);
+  EXPECT_EQ(out.ts_ms, 1709294400123);
+  p->Parse("2024-03-01 12:00:00.123 [pool-1-thread-2] WARN  com.acme.Foo - slow", &out);
+  EXPECT_EQ(out.severity, Severity::kWarn);
+  p->Parse("2024-03-01 12:00:00,123 - root - CRITICAL - disk", &out);  // Python logging
+  EXPECT_EQ(out.severity, Severity::kFatal);
+  p->Parse("[DEBUG] 2024-03-01T12:00:00Z starting", &out);
+  EXPECT_TRUE(out.parsed);
+  EXPECT_EQ(out.severity, Severity::kDebug);
+  p->Parse("2024-03-01 12:00:00 no level here", &out);
+  EXPECT_TRUE(out.parsed);
+  EXPECT_FALSE(out.has_severity);
+  EXPECT_EQ(out.severity, Severity::kInfo);
+  EXPECT_EQ(out.message, "2024-03-01 12:00:00 no level here");
+}
+
+TEST(Parsers, UnparsedLinesKeepTheirTextWithTheDefaultSeverity) {
+  ParserOptions o;
+  o.format = Format::kLog4j;
+  o.default_severity = Severity::kWarn;
+  auto p = LineParser::Create(o, kClock);
+  ASSERT_TRUE(p.ok());
+  ParsedLine out;
+  (*p)->Parse("no timestamp at all", &out);
+  EXPECT_FALSE(out.parsed);
+  EXPECT_EQ(out.message, "no timestamp at all");
+  EXPECT_EQ(out.severity, Severity::kWarn);
+  EXPECT_EQ(out.ts_ms, kClock.NowMs());  // no earlier timestamp yet
+  (*p)->Parse("2024-03-01 12:00:00 INFO ok", &out);
+  (*p)->Parse("still no timestamp", &out);
+  EXPECT_EQ(out.ts_ms, 1709294400000);  // the last parsed one
+}
+
+TEST(Parsers, SyslogRfc5424TakesSeverityHostAppAndStructuredData) {
+  auto p = Make(Format::kSyslog);
+  ParsedLine out;
+  p->Parse(R"(<165>1 2003-10-11T22:14:15.003Z mymachine.example.com evntslog - ID47 [exampleSDID@32473 iut="3" eventSource="App"] An application event)",
+           &out);
+  ASSERT_TRUE(out.parsed);
+  EXPECT_EQ(out.severity, Severity::kInfo);  // 165 & 7 = 5 (notice)
+  EXPECT_EQ(out.host, "mymachine.example.com");
+  EXPECT_EQ(out.app, "evntslog");
+  EXPECT_EQ(out.ts_ms, 1065910455003);
+  auto tags = Tags(out);
+  EXPECT_EQ(tags["msgid"], "ID47");
+  EXPECT_EQ(tags["iut"], "3");
+  EXPECT_EQ(tags["eventSource"], "App");
+  p->Parse("<11>1 - host app - - - failed", &out);
+  EXPECT_EQ(out.severity, Severity::kError);
+  EXPECT_FALSE(out.has_ts);
+}
+
+TEST(Parsers, SyslogRfc3164WithAndWithoutPri) {
+  auto p = Make(Format::kSyslog);
+  ParsedLine out;
+  p->Parse("<34>Oct 11 22:14:15 mymachine su[123]: 'su root' failed for lonvick", &out);
+  ASSERT_TRUE(out.parsed);
+  EXPECT_EQ(out.severity, Severity::kFatal);  // 34 & 7 = 2 (crit)
+  EXPECT_EQ(out.host, "mymachine");
+  EXPECT_EQ(out.app, "su");
+  p->Parse("2024-03-01T12:00:00.5+00:00 web1 nginx: started", &out);
+  ASSERT_TRUE(out.parsed);
+  EXPECT_EQ(out.host, "web1");
+  EXPECT_EQ(out.app, "nginx");
+  EXPECT_EQ(out.ts_ms, 1709294400500);
+}
+
+TEST(Parsers, JsonLinesFieldsAndTags) {
+  auto p = Make(Format::kJson);
+  ParsedLine out;
+  p->Parse(R"({"@timestamp":"2024-03-01T12:00:00.250Z","level":"warning","msg":"disk \"low\"","host":"h7","free=pct":12,"ctx":{"a":[1,2]}})",
+           &out);
+  ASSERT_TRUE(out.parsed);
+  EXPECT_EQ(out.ts_ms, 1709294400250);
+  EXPECT_EQ(out.severity, Severity::kWarn);
+  EXPECT_EQ(out.message, "disk \"low\"");
+  EXPECT_EQ(out.host, "h7");
+  auto tags = Tags(out);
+  EXPECT_EQ(tags.size(), 2u);
+  EXPECT_EQ(tags["free_pct"], "12");
+  EXPECT_EQ(tags["ctx"], R"({"a":[1,2]})");
+  p->Parse(R"({"ts":1709294400.5,"severity":50,"message":"x"})", &out);  // pino-style numbers
+  EXPECT_EQ(out.ts_ms, 1709294400500);
+  EXPECT_EQ(out.severity, Severity::kError);
+  p->Parse(R"({"broken": )", &out);
+  EXPECT_FALSE(out.parsed);
+  EXPECT_EQ(out.message, R"({"broken": )");
+}
+
+TEST(Parsers, Logfmt) {
+  auto p = Make(Format::kLogfmt);
+  ParsedLine out;
+  p->Parse(R"(time=2024-03-01T12:00:00Z level=error msg="payment \"failed\"" order=42 retry)", &out);
+  ASSERT_TRUE(out.parsed);
+  EXPECT_EQ(out.severity, Severity::kError);
+  EXPECT_EQ(out.ts_ms, 1709294400000);
+  EXPECT_EQ(out.message, "payment \"failed\"");
+  auto tags = Tags(out);
+  EXPECT_EQ(tags["order"], "42");
+  EXPECT_EQ(tags.count("retry"), 1u);
+  auto a = Make(Format::kAuto);
+  a->Parse(R"(ts=1709294400 lvl=warn msg=hello)", &out);
+  EXPECT_EQ(out.format, Format::kLogfmt);
+  EXPECT_EQ(out.severity, Severity::kWarn);
+}
+
+TEST(Parsers, ApacheErrorLogBothGenerations) {
+  auto p = Make(Format::kApache);
+  ParsedLine out;
+  p->Parse("[Sun Dec 04 04:47:44 2005] [error] mod_jk child workerEnv in error state 6", &out);
+  EXPECT_EQ(out.severity, Severity::kError);
+  EXPECT_EQ(out.ts_ms, 1133671664000);
+  p->Parse("[Fri Sep 09 10:42:29.902022 2011] [core:notice] [pid 35708:tid 4328636416] x", &out);
+  EXPECT_EQ(out.severity, Severity::kInfo);
+  EXPECT_EQ(out.ts_ms, 1315564949902);
+  p->Parse("[Fri Sep 09 10:42:29 2011] [proxy:trace3] y", &out);
+  EXPECT_EQ(out.severity, Severity::kTrace);
+}
+
+TEST(Parsers, LogcatThreadtimeAndBrief) {
+  auto p = Make(Format::kLogcat);
+  ParsedLine out;
+  p->Parse("03-17 16:13:38.811  1702  2395 F WindowManager: boom", &out);
+  EXPECT_EQ(out.severity, Severity::kFatal);
+  EXPECT_EQ(Tags(out)["tag"], "WindowManager");
+  p->Parse("W/ActivityManager(  586): Unable to start", &out);
+  EXPECT_TRUE(out.parsed);
+  EXPECT_EQ(out.severity, Severity::kWarn);
+  EXPECT_EQ(Tags(out)["tag"], "ActivityManager");
+}
+
+TEST(Parsers, UserRegexWithNamedGroupsAndTimeFormat) {
+  auto p = Make(Format::kRegex, R"(^(?P<ts>\S+ \S+) \[(?P<level>\w+)\] (?P<user_id>\w+): (?P<msg>.*)$)",
+                "%d/%m/%Y %H:%M:%S.%f");
+  ParsedLine out;
+  p->Parse("16/05/2017 00:00:00.008 [ERROR] alice: card declined", &out);
+  ASSERT_TRUE(out.parsed);
+  EXPECT_EQ(out.ts_ms, 1494892800008);
+  EXPECT_EQ(out.severity, Severity::kError);
+  EXPECT_EQ(out.message, "card declined");
+  EXPECT_EQ(Tags(out)["user_id"], "alice");
+  p->Parse("does not match", &out);
+  EXPECT_FALSE(out.parsed);
+}
+
+TEST(Parsers, RejectsBadOptions) {
+  ParserOptions o;
+  o.format = Format::kRegex;
+  EXPECT_FALSE(LineParser::Create(o, kClock).ok());  // no regex
+  o.regex = "(unclosed";
+  EXPECT_FALSE(LineParser::Create(o, kClock).ok());
+  o.regex = "(no)(names)";
+  EXPECT_FALSE(LineParser::Create(o, kClock).ok());
+  o.regex = R"((?P<msg>.*))";
+  o.time_zone = "Mars/Olympus";
+  EXPECT_FALSE(LineParser::Create(o, kClock).ok());
+}
+
+TEST(Parsers, SanitizeTagKeyReplacesEquals) {
+  std::string buf;
+  EXPECT_EQ(SanitizeTagKey("a=b=c", &buf), "a_b_c");
+  EXPECT_EQ(SanitizeTagKey("", &buf), "_");
+  EXPECT_EQ(SanitizeTagKey("plain", &buf), "plain");
+}
+
+TEST(Assembler, JoinsStackTracesIntoThePreviousRecord) {
+  auto p = Make(Format::kAuto);
+  testing::CollectingSink sink;
+  RecordAssembler a(*p, sink, AssemblerOptions{});
+  const char* lines[] = {
+      "2024-03-01 12:00:00,000 INFO [main] app: starting",
+      "2024-03-01 12:00:01,000 ERROR [main] app: request failed",
+      "java.lang.IllegalStateException: boom",
+      "\tat com.acme.A.run(A.java:10)",
+      "\tat com.acme.B.run(B.java:20)",
+      "Caused by: java.io.IOException: disk",
+      "\t... 2 more",
+      "",
+      "2024-03-01 12:00:02,000 WARN [main] app: retrying",
+      "a stray line that is no continuation",
+  };
+  for (const char* l : lines) ASSERT_TRUE(a.AddLine(l).ok());
+  ASSERT_TRUE(a.Flush().ok());
+  ASSERT_EQ(sink.records.size(), 4u);
+  EXPECT_EQ(sink.records[1].severity, Severity::kError);
+  EXPECT_EQ(sink.records[1].message,
+            "2024-03-01 12:00:01,000 ERROR [main] app: request failed\njava.lang.IllegalStateException: boom\n"
+            "\tat com.acme.A.run(A.java:10)\n\tat com.acme.B.run(B.java:20)\nCaused by: java.io.IOException: "
+            "disk\n\t... 2 more\n");
+  EXPECT_EQ(sink.records[3].message, "a stray line that is no continuation");
+  EXPECT_EQ(sink.records[3].severity, Severity::kInfo);
+  EXPECT_EQ(a.joined_lines(), 6u);
+  EXPECT_EQ(a.lines(), 10u);
+}
+
+TEST(Assembler, CapsARecordAndStartsANewOneWithTheSameSeverity) {
+  auto p = Make(Format::kLog4j);
+  testing::CollectingSink sink;
+  AssemblerOptions o;
+  o.max_record_bytes = 70;
+  RecordAssembler a(*p, sink, o);
+  ASSERT_TRUE(a.AddLine("2024-03-01 12:00:01,000 ERROR x: failed").ok());
+  ASSERT_TRUE(a.AddLine("\tat a.b.C.d(C.java:1)").ok());
+  ASSERT_TRUE(a.AddLine("\tat a.b.C.e(C.java:2)").ok());
+  ASSERT_TRUE(a.Flush().ok());
+  ASSERT_EQ(sink.records.size(), 2u);
+  EXPECT_EQ(sink.records[1].severity, Severity::kError);
+  EXPECT_EQ(sink.records[1].ts_ms, sink.records[0].ts_ms);
+  EXPECT_EQ(sink.records[1].message, "\tat a.b.C.e(C.java:2)");
+}
+
+TEST(Assembler, MultilineOffKeepsEveryLine) {
+  auto p = Make(Format::kLog4j);
+  testing::CollectingSink sink;
+  AssemblerOptions o;
+  o.multiline = false;
+  RecordAssembler a(*p, sink, o);
+  ASSERT_TRUE(a.AddLine("2024-03-01 12:00:01,000 ERROR x: failed").ok());
+  ASSERT_TRUE(a.AddLine("\tat a.b.C.d(C.java:1)").ok());
+  ASSERT_TRUE(a.Flush().ok());
+  EXPECT_EQ(sink.records.size(), 2u);
+}
+
+}  // namespace
+}  // namespace logdex::ship

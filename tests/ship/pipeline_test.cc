@@ -1,0 +1,208 @@
+#include "ship/pipeline.h"
+
+#include <gtest/gtest.h>
+#include <prometheus/registry.h>
+
+#include <sys/wait.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <map>
+
+#include "ship/framing.h"
+#include "tests/ship/helpers.h"
+#include "tests/test_util.h"
+
+namespace logdex::ship {
+namespace {
+
+using testing::CapturingChunkSink;
+
+void Append(const std::string& path, const std::string& text) {
+  std::ofstream out(path, std::ios::app | std::ios::binary);
+  out << text;
+}
+
+std::vector<std::string> Messages(const CapturingChunkSink& sink, const Clock& clock) {
+  std::vector<std::string> out;
+  for (const auto& b : sink.Decode(clock)) {
+    for (const auto& r : b.records()) out.push_back(r.message());
+  }
+  return out;
+}
+
+PipelineOptions Base(const std::string& input) {
+  PipelineOptions o;
+  o.inputs = {input};
+  o.chunker.app = "app";
+  o.chunker.host = "h1";
+  o.parser.format = Format::kLog4j;
+  return o;
+}
+
+TEST(Pipeline, ShipsAFileIntoChunksThatDecodeToEveryLine) {
+  ManualClock clock(1'795'910'400'000);
+  prometheus::Registry registry;
+  auto seq = SequenceAllocator::InMemory(9);
+  CapturingChunkSink sink;
+  PipelineOptions o = Base(testing::LoghubPath("HDFS_2k.log"));
+  o.chunker.max_chunk_bytes = 8 * 1024;
+  Pipeline p(o, sink, *seq, clock, registry);
+  auto r = p.Run();
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(r->lines, 2000u);
+  EXPECT_EQ(r->records, 2000u);
+  EXPECT_TRUE(r->delivery.complete());
+  EXPECT_GT(sink.chunks.size(), 20u);
+  // Per stream (INFO, WARN), the lines of that level in input order.
+  std::map<uint32_t, std::vector<std::string>> got, want;
+  for (const auto& b : sink.Decode(clock)) {
+    for (const auto& r : b.records()) got[r.severity()].push_back(r.message());
+  }
+  const auto lines = testing::ReadLines(testing::LoghubPath("HDFS_2k.log"));
+  const auto levels = testing::CsvColumn(testing::LoghubPath("HDFS_2k.log_structured.csv"), "Level");
+  for (size_t i = 0; i < lines.size(); ++i) want[SeverityCode(*ParseSeverity(levels[i]))].push_back(lines[i]);
+  EXPECT_EQ(got.size(), 2u);
+  EXPECT_EQ(got, want);
+}
+
+// Follow mode with a ManualClock: the wait hook plays the writer between
+// polls (append, rotate, truncate), then stops the pipeline.
+TEST(Pipeline, FollowShipsAcrossRotationAndTruncationAndResumesFromItsCheckpoint) {
+  TempDir dir;
+  const std::string f = dir.path() + "/app.log";
+  const std::string state = dir.path() + "/state";
+  ManualClock clock(1'795'910'400'000);
+  auto line = [](int i) { return "2026-11-29 00:00:00,000 INFO line " + std::to_string(i); };
+  Append(f, line(1) + "\n" + line(2) + "\n");
+  std::vector<std::string> want = {line(1), line(2)};
+
+  std::atomic<bool> stop{false};
+  int step = 0;
+  PipelineOptions o = Base(f);
+  o.follow = true;
+  o.state_dir = state;
+  o.checkpoint_interval_ms = 0;
+  o.wait = [&](int64_t ms) {
+    clock.AdvanceMs(ms);
+    switch (++step) {
+      case 1:
+        Append(f, line(3) + "\n");
+        want.push_back(line(3));
+        break;
+      case 2:  // rotate: rename, the writer finishes the old file, then a new one
+        std::filesystem::rename(f, f + ".1");
+        Append(f + ".1", line(4) + "\n");
+        Append(f, line(5) + "\n");
+        want.push_back(line(4));
+        want.push_back(line(5));
+        break;
+      case 3:  // truncate and write less than before
+        std::filesystem::resize_file(f, 0);
+        Append(f, "6\n");
+        want.push_back("6");
+        break;
+      case 8:
+        stop = true;
+        break;
+    }
+  };
+  {
+    prometheus::Registry registry;
+    auto seq = SequenceAllocator::Open(state);
+    ASSERT_TRUE(seq.ok());
+    CapturingChunkSink sink;
+    Pipeline p(o, sink, **seq, clock, registry);
+    auto r = p.Run(&stop);
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+    EXPECT_EQ(Messages(sink, clock), want);
+  }
+  // Written while stopped: a restart ships exactly these.
+  Append(f, line(7) + "\n" + line(8) + "\n");
+  stop = false;
+  step = 7;
+  prometheus::Registry registry;
+  auto seq = SequenceAllocator::Open(state);
+  ASSERT_TRUE(seq.ok());
+  CapturingChunkSink sink;
+  Pipeline p(o, sink, **seq, clock, registry);
+  auto r = p.Run(&stop);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  EXPECT_EQ(Messages(sink, clock), (std::vector<std::string>{line(7), line(8)}));
+}
+
+TEST(Pipeline, DryRunWritesLengthPrefixedChunks) {
+  TempDir dir;
+  ManualClock clock(1'795'910'400'000);
+  prometheus::Registry registry;
+  auto seq = SequenceAllocator::InMemory(3);
+  auto sink = FramedFileSink::Open(dir.path() + "/out.bin");
+  ASSERT_TRUE(sink.ok());
+  PipelineOptions o = Base(testing::LoghubPath("Android_2k.log"));
+  o.parser.format = Format::kLogcat;
+  Pipeline p(o, **sink, *seq, clock, registry);
+  auto r = p.Run();
+  ASSERT_TRUE(r.ok());
+  auto frames = ReadFramedFile(dir.path() + "/out.bin");
+  ASSERT_TRUE(frames.ok());
+  EXPECT_EQ(frames->size(), r->delivery.delivered_chunks);
+  DecodeOptions d;
+  d.clock = &clock;
+  uint64_t records = 0;
+  for (const std::string& v : *frames) {
+    auto c = DecodeChunk(v, d);
+    ASSERT_TRUE(c.ok());
+    records += c->record_count();
+  }
+  EXPECT_EQ(records, 2000u);
+}
+
+#ifdef LOGDEX_BINARY
+struct CliRun {
+  int code;
+  std::string err;
+};
+
+CliRun Logdex(const std::string& args, const std::string& dir) {
+  const std::string err = dir + "/stderr.txt";
+  int rc = std::system((std::string(LOGDEX_BINARY) + " " + args + " 2> " + err + " > " + dir + "/stdout.txt").c_str());
+  return CliRun{WIFEXITED(rc) ? WEXITSTATUS(rc) : -1, testing::ReadAll(err)};
+}
+
+TEST(ShipCli, DryRunExitsZeroAndWritesEveryRecord) {
+  TempDir dir;
+  CliRun r = Logdex("ship --app a --host h --format apache --dry-run --out " + dir.path() + "/o.bin " +
+                     testing::LoghubPath("Apache_2k.log"),
+                 dir.path());
+  EXPECT_EQ(r.code, 0) << r.err;
+  auto frames = ReadFramedFile(dir.path() + "/o.bin");
+  ASSERT_TRUE(frames.ok());
+  EXPECT_FALSE(frames->empty());
+  EXPECT_NE(r.err.find("2000 records"), std::string::npos) << r.err;
+}
+
+TEST(ShipCli, RejectsBadUsageWithAMessage) {
+  TempDir dir;
+  CliRun r = Logdex("ship --app a --host h --format nope --dry-run --out x -", dir.path());
+  EXPECT_NE(r.code, 0);
+  r = Logdex("ship --app a --host h --format regex --regex '(' --dry-run --out x -", dir.path());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("regex"), std::string::npos) << r.err;
+  r = Logdex("ship --app a --host h " + testing::LoghubPath("HDFS_2k.log"), dir.path());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--brokers"), std::string::npos) << r.err;
+}
+
+TEST(ShipCli, UnreachableKafkaExitsNonZeroAndSaysWhatWasNotDelivered) {
+  TempDir dir;
+  CliRun r = Logdex("ship --brokers 127.0.0.1:1 --app a --host h --state-dir " + dir.path() +
+                     "/state --delivery-timeout-ms 1500 " + testing::LoghubPath("HDFS_2k.log"),
+                 dir.path());
+  EXPECT_EQ(r.code, 1) << r.err;
+  EXPECT_NE(r.err.find("NOT DELIVERED"), std::string::npos) << r.err;
+}
+#endif
+
+}  // namespace
+}  // namespace logdex::ship

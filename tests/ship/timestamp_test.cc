@@ -1,0 +1,101 @@
+#include "ship/timestamp.h"
+
+#include <gtest/gtest.h>
+
+namespace logdex::ship {
+namespace {
+
+// 2026-11-29T00:00:00Z
+const ManualClock kClock(1'795'910'400'000);
+
+class Timestamps : public ::testing::Test {
+ protected:
+  TimeZone utc_;
+  TimeContext ctx_{&utc_, &kClock};
+  std::optional<int64_t> Leading(std::string_view s) {
+    auto m = ParseLeadingTimestamp(s, ctx_);
+    if (!m) return std::nullopt;
+    return m->ts_ms;
+  }
+};
+
+TEST_F(Timestamps, ReadsTheCommonLeadingFormats) {
+  const int64_t t = 1494892800008;  // 2017-05-16 00:00:00.008 UTC
+  EXPECT_EQ(Leading("2017-05-16 00:00:00.008 INFO x"), t);
+  EXPECT_EQ(Leading("2017-05-16 00:00:00,008 INFO x"), t);
+  EXPECT_EQ(Leading("2017-05-16T00:00:00.008Z x"), t);
+  EXPECT_EQ(Leading("2017-05-16T02:00:00.008+02:00 x"), t);
+  EXPECT_EQ(Leading("2017-05-15T19:00:00.008-0500 x"), t);
+  EXPECT_EQ(Leading("[2017-05-16 00:00:00.008] x"), t);
+  EXPECT_EQ(Leading("2017/05/16 00:00:00 x"), t - 8);
+  EXPECT_EQ(Leading("17/05/16 00:00:00 x"), t - 8);
+  EXPECT_EQ(Leading("170516 000000 148 INFO"), t - 8);
+  EXPECT_EQ(Leading("Tue May 16 00:00:00 2017 x"), t - 8);
+  EXPECT_EQ(Leading("[Tue May 16 00:00:00.008123 2017] [core:error]"), t);
+  EXPECT_EQ(Leading("16/May/2017:02:00:00 +0200 \"GET\""), t - 8);
+}
+
+TEST_F(Timestamps, InfersTheYearForFormatsWithoutOne) {
+  // Earlier this year.
+  EXPECT_EQ(Leading("Jun 14 15:16:01 combo"), 1781450161000);  // 2026-06-14 15:16:01
+  EXPECT_EQ(Leading("Jun  4 15:16:01 combo"), 1780586161000);
+  EXPECT_EQ(Leading("03-17 16:13:38.811  1702"), 1773764018811);
+  // A December line read in November would be in the future: last year.
+  EXPECT_EQ(Leading("Dec 10 06:55:46 LabSZ"), 1765349746000);  // 2025-12-10
+}
+
+TEST_F(Timestamps, RejectsNonTimestamps) {
+  EXPECT_FALSE(Leading("nova-api.log.1.2017-05-16_13:53:08 2017"));
+  EXPECT_FALSE(Leading("12345 hello"));
+  EXPECT_FALSE(Leading("2017-13-16 00:00:00 x"));
+  EXPECT_FALSE(Leading("Junk 14 15:16:01"));
+  EXPECT_FALSE(Leading(""));
+}
+
+TEST_F(Timestamps, EpochNumbersByMagnitude) {
+  EXPECT_EQ(ParseEpochNumber("1494892800"), 1494892800000);
+  EXPECT_EQ(ParseEpochNumber("1494892800.008"), 1494892800008);
+  EXPECT_EQ(ParseEpochNumber("1494892800008"), 1494892800008);
+  EXPECT_EQ(ParseEpochNumber("1494892800008000"), 1494892800008);
+  EXPECT_EQ(ParseEpochNumber("1494892800008000000"), 1494892800008);
+  EXPECT_FALSE(ParseEpochNumber("12a"));
+}
+
+TEST_F(Timestamps, ZonesApplyToTimestampsWithoutOffset) {
+  auto plus2 = TimeZone::Load("+02:00");
+  ASSERT_TRUE(plus2.ok());
+  TimeContext c{&*plus2, &kClock};
+  EXPECT_EQ(ParseLeadingTimestamp("2017-05-16 02:00:00.008 x", c)->ts_ms, 1494892800008);
+  // An explicit offset wins over the zone.
+  EXPECT_EQ(ParseLeadingTimestamp("2017-05-16T00:00:00.008Z x", c)->ts_ms, 1494892800008);
+
+  auto berlin = TimeZone::Load("Europe/Berlin");
+  ASSERT_TRUE(berlin.ok()) << berlin.error().ToString();
+  TimeContext b{&*berlin, &kClock};
+  // Summer (CEST, +2) and winter (CET, +1).
+  EXPECT_EQ(ParseLeadingTimestamp("2017-05-16 02:00:00.008 x", b)->ts_ms, 1494892800008);
+  EXPECT_EQ(ParseLeadingTimestamp("2017-01-16 01:00:00 x", b)->ts_ms, 1484524800000);
+  EXPECT_FALSE(TimeZone::Load("Nowhere/Atlantis").ok());
+  EXPECT_FALSE(TimeZone::Load("+25:00").ok());
+}
+
+TEST_F(Timestamps, TimeFormatWithFractionalSeconds) {
+  auto f = TimeFormat::Compile("%d.%m.%Y %H:%M:%S.%f");
+  ASSERT_TRUE(f.ok());
+  auto m = f->Parse("16.05.2017 00:00:00.008123 rest", ctx_);
+  ASSERT_TRUE(m);
+  EXPECT_EQ(m->ts_ms, 1494892800008);
+  EXPECT_EQ(m->length, 26u);
+  auto g = TimeFormat::Compile("%b %e %Y %I:%M:%S %p %z");
+  ASSERT_TRUE(g.ok());
+  EXPECT_EQ(g->Parse("May 16 2017 2:00:00 AM +0200", ctx_)->ts_ms, 1494892800000);
+  auto e = TimeFormat::Compile("%s.%f");
+  ASSERT_TRUE(e.ok());
+  EXPECT_EQ(e->Parse("1494892800.008", ctx_)->ts_ms, 1494892800008);
+  EXPECT_FALSE(f->Parse("2017-05-16", ctx_));
+  EXPECT_FALSE(TimeFormat::Compile("%Q").ok());
+  EXPECT_FALSE(TimeFormat::Compile("abc %").ok());
+}
+
+}  // namespace
+}  // namespace logdex::ship
