@@ -1,0 +1,531 @@
+#include "server/http_server.h"
+
+#include <httplib.h>
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+#include <prometheus/text_serializer.h>
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cctype>
+#include <charconv>
+#include <chrono>
+#include <condition_variable>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <thread>
+#include <variant>
+
+#include "common/severity.h"
+#include "server/time_parse.h"
+
+namespace logdex {
+namespace {
+
+using nlohmann::json;
+
+constexpr const char* kQueryPath = "/api/v1/query";
+constexpr const char* kJsonType = "application/json";
+constexpr const char* kTextType = "text/plain; charset=utf-8";
+constexpr const char* kMetricsType = "text/plain; version=0.0.4; charset=utf-8";
+constexpr const char* kKnownParameters = "app, host, severity, tag, contains, from, to, since, limit, cursor, scan";
+
+// Log text may hold any bytes: invalid UTF-8 becomes U+FFFD instead of an exception.
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+json ErrorBody(const std::string& message, const std::string& parameter = {}) {
+  json j = {{"error", message}};
+  if (!parameter.empty()) j["parameter"] = parameter;
+  return j;
+}
+
+void SetJson(httplib::Response& res, int status, const json& body) {
+  res.status = status;
+  res.set_content(Dump(body), kJsonType);
+}
+
+// The metrics label of a path: a fixed set, never the raw path.
+const char* EndpointOf(const std::string& path) {
+  if (path == "/metrics") return "metrics";
+  if (path == "/healthz") return "healthz";
+  if (path == "/readyz") return "readyz";
+  if (path == kQueryPath) return "query";
+  return "other";
+}
+
+// Equality whose time depends only on the length of `want`, not on where
+// `got` first differs.
+bool ConstantTimeEquals(std::string_view got, std::string_view want) {
+  unsigned diff = got.size() == want.size() ? 0 : 1;
+  for (size_t i = 0; i < want.size(); ++i) {
+    const unsigned char g = i < got.size() ? static_cast<unsigned char>(got[i]) : 0;
+    diff |= g ^ static_cast<unsigned char>(want[i]);
+  }
+  return diff == 0;
+}
+
+bool StartsWithNoCase(std::string_view s, std::string_view prefix) {
+  if (s.size() < prefix.size()) return false;
+  for (size_t i = 0; i < prefix.size(); ++i) {
+    if (std::tolower(static_cast<unsigned char>(s[i])) != std::tolower(static_cast<unsigned char>(prefix[i]))) {
+      return false;
+    }
+  }
+  return true;
+}
+
+std::string_view Trim(std::string_view s) {
+  while (!s.empty() && (s.front() == ' ' || s.front() == '\t')) s.remove_prefix(1);
+  while (!s.empty() && (s.back() == ' ' || s.back() == '\t')) s.remove_suffix(1);
+  return s;
+}
+
+// A request the API refuses: which parameter (if one), and why.
+struct BadRequest {
+  std::string parameter;
+  std::string message;
+};
+
+// A cursor of a `since` query carries the range the first page resolved to:
+// "r.<from_ms>.<to_ms>.<engine cursor>" ('.' is not in the engine's base64url).
+constexpr std::string_view kRangeCursorPrefix = "r.";
+
+std::string WrapCursor(int64_t from_ms, int64_t to_ms, const std::string& inner) {
+  return std::string(kRangeCursorPrefix) + std::to_string(from_ms) + "." + std::to_string(to_ms) + "." + inner;
+}
+
+bool ParseInt64(std::string_view s, int64_t& out) {
+  if (s.empty()) return false;
+  auto [p, ec] = std::from_chars(s.data(), s.data() + s.size(), out);
+  return ec == std::errc() && p == s.data() + s.size();
+}
+
+struct RangeCursor {
+  int64_t from_ms = 0, to_ms = 0;
+  std::string inner;
+};
+
+std::optional<RangeCursor> UnwrapCursor(std::string_view c) {
+  c.remove_prefix(kRangeCursorPrefix.size());
+  const size_t a = c.find('.');
+  if (a == std::string_view::npos) return std::nullopt;
+  const size_t b = c.find('.', a + 1);
+  if (b == std::string_view::npos) return std::nullopt;
+  RangeCursor r;
+  if (!ParseInt64(c.substr(0, a), r.from_ms) || !ParseInt64(c.substr(a + 1, b - a - 1), r.to_ms)) return std::nullopt;
+  r.inner = std::string(c.substr(b + 1));
+  return r;
+}
+
+// A parsed request: the engine query plus how its range was given.
+struct ParsedQuery {
+  Query query;
+  bool since = false;  // the range came from `since` (next_cursor pins it)
+};
+
+// Turns the query string into a Query, or says which parameter is wrong.
+std::variant<ParsedQuery, BadRequest> ParseQueryParams(const httplib::Params& params, const Clock& clock) {
+  auto bad = [](std::string parameter, std::string message) -> BadRequest {
+    return BadRequest{std::move(parameter), std::move(message)};
+  };
+  ParsedQuery out;
+  Query& q = out.query;
+  std::map<std::string, std::string> single;  // parameters given once
+  static const char* const kSingle[] = {"app", "host", "contains", "from", "to", "since", "limit", "cursor", "scan"};
+  for (const auto& [key, value] : params) {
+    if (key == "severity") {
+      std::string_view rest = value;
+      for (;;) {
+        const size_t comma = rest.find(',');
+        const std::string_view item = Trim(rest.substr(0, comma));
+        if (item.empty()) return bad("severity", "parameter 'severity' has an empty item in '" + value + "'");
+        std::optional<Severity> s = ParseSeverity(item);
+        if (!s) {
+          return bad("severity", "parameter 'severity': '" + std::string(item) +
+                                     "' is not a severity (TRACE, DEBUG, INFO, WARN, ERROR, FATAL, an alias such as "
+                                     "WARNING or CRIT, or a syslog number 0-7)");
+        }
+        if (std::find(q.severities.begin(), q.severities.end(), *s) == q.severities.end()) q.severities.push_back(*s);
+        if (comma == std::string_view::npos) break;
+        rest.remove_prefix(comma + 1);
+      }
+    } else if (key == "tag") {
+      const size_t eq = value.find('=');
+      if (eq == std::string::npos || eq == 0) {
+        return bad("tag", "parameter 'tag': '" + value + "' must be key=value with a non-empty key");
+      }
+      q.tags.emplace_back(value.substr(0, eq), value.substr(eq + 1));
+    } else if (std::find(std::begin(kSingle), std::end(kSingle), key) != std::end(kSingle)) {
+      if (!single.emplace(key, value).second) {
+        return bad(key, "parameter '" + key + "' is given more than once; give it once");
+      }
+    } else {
+      return bad(key, "unknown parameter '" + key + "' (known: " + kKnownParameters + ")");
+    }
+  }
+  auto get = [&](const char* key) -> const std::string* {
+    auto it = single.find(key);
+    return it == single.end() ? nullptr : &it->second;
+  };
+  for (const char* key : {"app", "host", "contains"}) {
+    if (const std::string* v = get(key)) {
+      if (v->empty()) return bad(key, std::string("parameter '") + key + "' is empty; leave it out to match any");
+    }
+  }
+  if (const std::string* v = get("app")) q.app = *v;
+  if (const std::string* v = get("host")) q.host = *v;
+  if (const std::string* v = get("contains")) q.contains = *v;
+  if (const std::string* v = get("limit")) {
+    uint32_t limit = 0;
+    auto [p, ec] = std::from_chars(v->data(), v->data() + v->size(), limit);
+    if (v->empty() || ec != std::errc() || p != v->data() + v->size()) {
+      return bad("limit", "parameter 'limit': '" + *v + "' is not a whole number of records");
+    }
+    if (limit == 0) return bad("limit", "parameter 'limit' must be at least 1");
+    q.limit = limit;
+  }
+  if (const std::string* v = get("scan")) {
+    if (*v == "true" || *v == "1") {
+      q.scan = true;
+    } else if (*v == "false" || *v == "0") {
+      q.scan = false;
+    } else {
+      return bad("scan", "parameter 'scan': '" + *v + "' is not true or false");
+    }
+  }
+  std::optional<RangeCursor> pinned;
+  if (const std::string* v = get("cursor")) {
+    if (v->starts_with(kRangeCursorPrefix)) {
+      pinned = UnwrapCursor(*v);
+      if (!pinned) return bad("cursor", "parameter 'cursor': not a cursor from this server");
+      q.cursor = pinned->inner;
+    } else {
+      q.cursor = *v;
+    }
+  }
+  const std::string* from = get("from");
+  const std::string* to = get("to");
+  const std::string* since = get("since");
+  if (since && (from || to)) {
+    return bad("since", std::string("parameter 'since' cannot be combined with '") + (from ? "from" : "to") +
+                            "': give since, or from and to");
+  }
+  if (since) {
+    Result<int64_t> d = ParseDuration(*since);
+    if (!d.ok()) return bad("since", "parameter 'since': " + d.error().message);
+    out.since = true;
+    if (pinned) {
+      // Later pages continue the range of the first page.
+      q.from_ms = pinned->from_ms;
+      q.to_ms = pinned->to_ms;
+    } else {
+      const int64_t now = clock.NowMs();
+      q.from_ms = now - *d;
+      q.to_ms = now + 1;
+    }
+  } else if (from || to) {
+    if (!from) return bad("from", "parameter 'from' is missing: 'to' needs 'from'");
+    if (!to) return bad("to", "parameter 'to' is missing: 'from' needs 'to'");
+    // An unencoded '+' in a query string decodes to a space: "10:00:00 01:00"
+    // can only have meant the offset "+01:00".
+    auto time_of = [&](const char* key, std::string text) -> std::variant<int64_t, BadRequest> {
+      if (const size_t sp = text.find(' '); sp != std::string::npos && sp >= 19) text[sp] = '+';
+      Result<int64_t> t = ParseTimestamp(text);
+      if (!t.ok()) return bad(key, std::string("parameter '") + key + "': " + t.error().message);
+      return *t;
+    };
+    auto f = time_of("from", *from);
+    if (auto* e = std::get_if<BadRequest>(&f)) return *e;
+    auto t = time_of("to", *to);
+    if (auto* e = std::get_if<BadRequest>(&t)) return *e;
+    q.from_ms = std::get<int64_t>(f);
+    q.to_ms = std::get<int64_t>(t);
+    if (q.to_ms <= q.from_ms) return bad("to", "parameter 'to' must be after 'from' (the range [from, to) is empty)");
+  } else {
+    return bad("", "missing time range: give 'since' (e.g. since=1h) or 'from' and 'to'");
+  }
+  return out;
+}
+
+json AnswerToJson(const QueryAnswer& a, const std::string& next_cursor) {
+  json records = json::array();
+  for (const ResultRecord& r : a.records) {
+    json tags = json::object();
+    for (const auto& [k, v] : r.tags) tags[k] = v;
+    records.push_back({{"ts", r.ts_ms},
+                       {"time", FormatTimestamp(r.ts_ms)},
+                       {"severity", std::string(SeverityName(r.severity))},
+                       {"app", r.app},
+                       {"host", r.host},
+                       {"message", r.message},
+                       {"tags", std::move(tags)}});
+  }
+  const QueryStats& s = a.stats;
+  json stats = {{"plan", s.plan},
+                {"seeks", s.seeks},
+                {"rows_scanned", s.rows_scanned},
+                {"chunks_read", s.chunks_read},
+                {"chunks_returned", s.chunks_returned},
+                {"bytes_decompressed", s.bytes_decompressed},
+                {"index_rows_without_main", s.index_rows_without_main},
+                {"meta_rows", s.meta_rows}};
+  json j = {{"records", std::move(records)}, {"stats", std::move(stats)}};
+  j["next_cursor"] = next_cursor.empty() ? json(nullptr) : json(next_cursor);
+  return j;
+}
+
+}  // namespace
+
+Status ParseListenAddress(std::string_view text, HttpServerOptions& options) {
+  auto bad = [&](const std::string& why) {
+    return Status(Errc::kInvalidArgument, "listen address '" + std::string(text) + "': " + why);
+  };
+  std::string host;
+  std::string_view port_text;
+  if (text.starts_with("[")) {
+    const size_t close = text.find(']');
+    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':') {
+      return bad("want [IPv6]:PORT");
+    }
+    host = std::string(text.substr(1, close - 1));
+    port_text = text.substr(close + 2);
+  } else {
+    const size_t colon = text.rfind(':');
+    if (colon == std::string_view::npos) return bad("want HOST:PORT");
+    host = std::string(text.substr(0, colon));
+    port_text = text.substr(colon + 1);
+    if (host.find(':') != std::string::npos) return bad("put an IPv6 address in brackets: [::1]:PORT");
+  }
+  if (host.empty()) return bad("the host is empty (use 0.0.0.0 for every interface)");
+  int port = -1;
+  auto [p, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (port_text.empty() || ec != std::errc() || p != port_text.data() + port_text.size() || port < 0 ||
+      port > 65535) {
+    return bad("the port must be a number from 0 to 65535");
+  }
+  options.host = std::move(host);
+  options.port = port;
+  return Status::Ok();
+}
+
+class HttpServer::Impl {
+ public:
+  Impl(HttpServerOptions options, const QueryEngine& engine, prometheus::Registry& registry,
+       ReadinessCheck readiness, const Clock& clock)
+      : options_(std::move(options)),
+        engine_(engine),
+        registry_(registry),
+        readiness_(std::move(readiness)),
+        clock_(clock),
+        requests_(prometheus::BuildCounter()
+                      .Name("logdex_http_requests_total")
+                      .Help("HTTP requests answered, by endpoint (metrics, healthz, readyz, query, other) and "
+                            "status code")
+                      .Register(registry)),
+        query_seconds_(prometheus::BuildHistogram()
+                           .Name("logdex_http_query_duration_seconds")
+                           .Help("Time to answer GET /api/v1/query, from request to response body, in seconds")
+                           .Register(registry)
+                           .Add({}, prometheus::Histogram::BucketBoundaries{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+                                                                             0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30})) {
+    Routes();
+  }
+
+  Status Start() {
+    std::lock_guard<std::mutex> lock(lifecycle_mu_);
+    if (started_) return Status(Errc::kFailedPrecondition, "the HTTP server was already started");
+    const int threads = std::max(1, options_.worker_threads);
+    server_.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
+    server_.set_read_timeout(options_.io_timeout_seconds, 0);
+    server_.set_write_timeout(options_.io_timeout_seconds, 0);
+    // An idle keep-alive connection holds a worker (and Stop()) for at most this long.
+    server_.set_keep_alive_timeout(1);
+    int port = -1;
+    if (options_.port == 0) {
+      port = server_.bind_to_any_port(options_.host);
+    } else if (server_.bind_to_port(options_.host, options_.port)) {
+      port = options_.port;
+    }
+    if (port <= 0) {
+      return Status(Errc::kUnavailable, "cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
+                                            " (address in use, or not an address of this machine)");
+    }
+    started_ = true;
+    port_ = port;
+    thread_ = std::thread([this] {
+      server_.listen_after_bind();
+      std::lock_guard<std::mutex> l(done_mu_);
+      listen_returned_ = true;
+      done_cv_.notify_all();
+    });
+    spdlog::info("http: serving on {}:{}", options_.host, port);
+    return Status::Ok();
+  }
+
+  void Stop() {
+    std::lock_guard<std::mutex> lock(lifecycle_mu_);
+    if (!thread_.joinable()) return;
+    // httplib's stop() acts only once the listen loop runs; until then, wait
+    // for it (it starts at once: the socket is already bound).
+    std::unique_lock<std::mutex> l(done_mu_);
+    while (!listen_returned_) {
+      if (server_.is_running()) {
+        server_.stop();
+        break;
+      }
+      done_cv_.wait_for(l, std::chrono::milliseconds(1));
+    }
+    l.unlock();
+    thread_.join();
+  }
+
+  int port() const { return port_.load(); }
+
+ private:
+  void Count(const httplib::Request& req, const httplib::Response& res) {
+    requests_.Add({{"endpoint", EndpointOf(req.path)}, {"code", std::to_string(res.status)}}).Increment();
+  }
+
+  // Runs `handler` unless auth fails, turns exceptions into 500s, and counts the answer.
+  template <class F>
+  httplib::Server::Handler Wrap(bool needs_auth, F handler) {
+    return [this, needs_auth, handler](const httplib::Request& req, httplib::Response& res) {
+      if (!needs_auth || Authorized(req, res)) {
+        try {
+          handler(req, res);
+        } catch (const std::exception& e) {
+          spdlog::warn("http: {} {} failed: {}", req.method, req.path, e.what());
+          SetJson(res, 500, ErrorBody(std::string("internal error: ") + e.what()));
+        }
+      }
+      Count(req, res);
+    };
+  }
+
+  // True when no token is configured or the request carries it; otherwise fills a 401.
+  bool Authorized(const httplib::Request& req, httplib::Response& res) const {
+    if (options_.bearer_token.empty()) return true;
+    const std::string header = req.get_header_value("Authorization");
+    constexpr std::string_view kScheme = "Bearer ";
+    std::string why;
+    if (header.empty()) {
+      why = "missing Authorization header: this server needs 'Authorization: Bearer <token>'";
+    } else if (!StartsWithNoCase(header, kScheme)) {
+      why = "the Authorization header must use the Bearer scheme";
+    } else if (!ConstantTimeEquals(std::string_view(header).substr(kScheme.size()), options_.bearer_token)) {
+      why = "wrong bearer token";
+    } else {
+      return true;
+    }
+    res.set_header("WWW-Authenticate", "Bearer realm=\"logdex\"");
+    SetJson(res, 401, ErrorBody(why));
+    return false;
+  }
+
+  void Routes() {
+    server_.Get("/healthz", Wrap(false, [](const httplib::Request&, httplib::Response& res) {
+                  res.status = 200;
+                  res.set_content("ok\n", kTextType);
+                }));
+    server_.Get("/readyz", Wrap(false, [this](const httplib::Request&, httplib::Response& res) {
+                  ReadyState state = readiness_ ? readiness_() : ReadyState{true, ""};
+                  res.status = state.ready ? 200 : 503;
+                  res.set_content(state.ready ? "ready\n" : "not ready: " + state.reason + "\n", kTextType);
+                }));
+    server_.Get("/metrics", Wrap(true, [this](const httplib::Request&, httplib::Response& res) {
+                  std::string body = prometheus::TextSerializer().Serialize(registry_.Collect());
+                  if (body.empty() || body.back() != '\n') body += '\n';
+                  res.status = 200;
+                  res.set_content(std::move(body), kMetricsType);
+                }));
+    server_.Get(kQueryPath, Wrap(true, [this](const httplib::Request& req, httplib::Response& res) {
+                  const int64_t start_ns = clock_.MonotonicNs();
+                  HandleQuery(req, res);
+                  query_seconds_.Observe(static_cast<double>(clock_.MonotonicNs() - start_ns) / 1e9);
+                }));
+    // Paths with no handler (and requests httplib itself refuses): a JSON
+    // error, behind auth like every other path. Handlers above set a body,
+    // so this only fills the empty ones.
+    server_.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req,
+                                                                                  httplib::Response& res) {
+      if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
+      if (Authorized(req, res)) {
+        SetJson(res, res.status, ErrorBody(res.status == 404 ? "no such endpoint: " + req.path
+                                                             : "request refused (HTTP " + std::to_string(res.status) +
+                                                                   ")"));
+      }
+      Count(req, res);
+      return httplib::Server::HandlerResponse::Handled;
+    }));
+    server_.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+      std::string what = "unknown exception";
+      try {
+        std::rethrow_exception(ep);
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+      spdlog::warn("http: {} {} failed: {}", req.method, req.path, what);
+      SetJson(res, 500, ErrorBody("internal error: " + what));
+    });
+  }
+
+  void HandleQuery(const httplib::Request& req, httplib::Response& res) {
+    auto parsed = ParseQueryParams(req.params, clock_);
+    if (auto* e = std::get_if<BadRequest>(&parsed)) {
+      SetJson(res, 400, ErrorBody(e->message, e->parameter));
+      return;
+    }
+    const ParsedQuery& pq = std::get<ParsedQuery>(parsed);
+    Result<QueryAnswer> answer = engine_.Run(pq.query);
+    if (!answer.ok()) {
+      const Error& err = answer.error();
+      if (err.code == Errc::kInvalidArgument) {
+        SetJson(res, 400, ErrorBody(err.message));
+      } else {
+        spdlog::warn("http: query failed: {}", err.ToString());
+        SetJson(res, err.code == Errc::kUnavailable ? 503 : 500, ErrorBody(err.ToString()));
+      }
+      return;
+    }
+    std::string next = answer->next_cursor;
+    if (pq.since && !next.empty()) next = WrapCursor(pq.query.from_ms, pq.query.to_ms, next);
+    SetJson(res, 200, AnswerToJson(*answer, next));
+  }
+
+  const HttpServerOptions options_;
+  const QueryEngine& engine_;
+  prometheus::Registry& registry_;
+  const ReadinessCheck readiness_;
+  const Clock& clock_;
+  prometheus::Family<prometheus::Counter>& requests_;
+  prometheus::Histogram& query_seconds_;
+
+  httplib::Server server_;
+  std::mutex lifecycle_mu_;  // serializes Start() and Stop()
+  bool started_ = false;
+  std::atomic<int> port_{0};
+  std::thread thread_;
+  std::mutex done_mu_;
+  std::condition_variable done_cv_;
+  bool listen_returned_ = false;  // guarded by done_mu_
+};
+
+HttpServer::HttpServer(HttpServerOptions options, const QueryEngine& engine, prometheus::Registry& registry,
+                       ReadinessCheck readiness, const Clock& clock)
+    : impl_(std::make_unique<Impl>(std::move(options), engine, registry, std::move(readiness), clock)) {}
+
+HttpServer::~HttpServer() { Stop(); }
+
+Status HttpServer::Start() { return impl_->Start(); }
+
+void HttpServer::Stop() { impl_->Stop(); }
+
+int HttpServer::port() const { return impl_->port(); }
+
+}  // namespace logdex
