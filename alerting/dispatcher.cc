@@ -84,12 +84,18 @@ Status SinkDispatcher::ScanDue(int64_t now, std::vector<Task>* out, size_t* corr
   spec.stop = OutboxKey{now + 1, 0}.Encode();
   spec.reverse = true;
   const bool threaded = running_.load();
+  if (threaded) {
+    std::lock_guard lock(mu_);
+    const uint64_t gen = ++scan_gen_;
+    // Finished before this scan began: this scan's snapshot no longer has them.
+    std::erase_if(completed_, [&](const auto& kv) { return kv.second < gen; });
+  }
   Status s = store_.Scan(spec, [&](std::string_view key, std::string_view value) {
     ++visited;
     std::string k(key);
     if (threaded) {
       std::lock_guard lock(mu_);
-      if (inflight_.count(k)) return visited < visit_cap;
+      if (inflight_.count(k) || completed_.count(k)) return visited < visit_cap;
     }
     auto e = DecodeOutboxEntry(value);
     if (!e.ok() || !OutboxKey::Decode(key)) {
@@ -318,6 +324,7 @@ void SinkDispatcher::Stop() {
   }
   std::lock_guard lock(mu_);
   inflight_.clear();
+  completed_.clear();
   running_ = false;
 }
 
@@ -379,6 +386,7 @@ void SinkDispatcher::WorkerLoop(Lane& lane) {
     {
       std::lock_guard lock(mu_);
       inflight_.erase(task.key);
+      completed_[task.key] = scan_gen_;
     }
     if (ignored.retried || ignored.deferred) continue;
     // A delivered row frees the way for older ones: rescan soon.

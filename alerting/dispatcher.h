@@ -134,6 +134,11 @@ class SinkDispatcher {
   std::atomic<bool> running_{false};
   std::atomic<bool> stopping_{false};
   std::unordered_set<std::string> inflight_;  // outbox keys queued or being delivered
+  // Keys whose delivery finished (row deleted or moved) -> scan generation at
+  // that moment. A scan that started earlier may still see the old row in its
+  // snapshot, so such keys are skipped until a scan that started later.
+  std::unordered_map<std::string, uint64_t> completed_;
+  uint64_t scan_gen_ = 0;
   std::thread scheduler_;
   int64_t next_backlog_check_ms_ = 0;
   int64_t last_backlog_warn_ms_ = INT64_MIN / 2;

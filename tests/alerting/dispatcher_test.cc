@@ -389,6 +389,23 @@ TEST_F(DispatcherTest, ThreadedDispatcherDeliversStagedAlerts) {
   EXPECT_EQ(std::set<std::string>(keys.begin(), keys.end()).size(), 8u);
 }
 
+TEST_F(DispatcherTest, ThreadedDispatcherDeliversEachRowOnceWithParallelWorkers) {
+  config_.sinks[0].concurrency = 4;
+  config_.delivery.scan_batch = 16;  // many rescans while workers delete rows
+  config_.delivery.poll_interval_ms = 1;
+  StageEvents(300);
+  auto d = HttpDispatcher();
+  ASSERT_TRUE(d->Start().ok());
+  EXPECT_TRUE(receiver_.WaitFor(300, std::chrono::seconds(30)));
+  for (int i = 0; i < 200 && !ReadOutbox(*store_).empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // room for a wrong extra delivery to show
+  d->Stop();
+  auto keys = ReceivedKeys();
+  EXPECT_EQ(keys.size(), 300u);
+  EXPECT_EQ(std::set<std::string>(keys.begin(), keys.end()).size(), 300u);
+  EXPECT_TRUE(ReadOutbox(*store_).empty());
+}
+
 TEST_F(DispatcherTest, MetricsExpositionPassesPromtool) {
   StageEvents(2);
   receiver_.set_status(503);
