@@ -79,7 +79,8 @@ class AlertStager {
   // its decoded payload; `chunk_id` names the chunk (ChunkIdOf(producer,
   // sequence)); `kafka_ts_ms` is the Kafka message timestamp (ms since epoch),
   // the origin of the delivery-latency histogram (0 = unknown).
-  // Returns the number of outbox rows appended (0 for a replayed chunk).
+  // Returns the number of outbox rows appended (0 for a replayed chunk; a
+  // digest rewritten in place counts each time it is rewritten).
   // Errors: only store read failures (kIOError/kUnavailable); the batch may
   // then hold part of the chunk's alert rows: fail the whole batch and call
   // DiscardCache().
