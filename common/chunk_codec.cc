@@ -141,6 +141,31 @@ ChunkResult<proto::LogChunk> DecodeChunk(std::string_view bytes, const DecodeOpt
   return chunk;
 }
 
+ChunkResult<bool> VerifyPayload(const proto::LogChunk& c, const DecodeOptions& o) {
+  if (c.codec() == proto::CODEC_NONE) {
+    if (c.payload().size() != c.uncompressed_size()) {
+      return Fail(ChunkErrc::kMalformed, "payload of " + Num(c.payload().size()) + " bytes, header says " +
+                                             Num(c.uncompressed_size()));
+    }
+    return true;
+  }
+  size_t n = 0;
+  if (!snappy::GetUncompressedLength(c.payload().data(), c.payload().size(), &n)) {
+    return Fail(ChunkErrc::kBadSnappy, "payload has no valid snappy length header");
+  }
+  if (n > o.max_uncompressed_bytes) {
+    return Fail(ChunkErrc::kTooLarge,
+                "payload expands to " + Num(n) + " bytes, over the limit of " + Num(o.max_uncompressed_bytes));
+  }
+  if (n != c.uncompressed_size()) {
+    return Fail(ChunkErrc::kBadSnappy, "payload expands to " + Num(n) + " bytes, header says " + Num(c.uncompressed_size()));
+  }
+  if (!snappy::IsValidCompressedBuffer(c.payload().data(), c.payload().size())) {
+    return Fail(ChunkErrc::kBadSnappy, "payload is not valid snappy");
+  }
+  return true;
+}
+
 ChunkResult<proto::RecordBatch> UnpackRecords(const proto::LogChunk& c, const DecodeOptions& o,
                                               std::string* scratch) {
   std::string local;

@@ -87,6 +87,11 @@ ChunkResult<proto::LogChunk> DecodeChunk(std::string_view bytes, const DecodeOpt
 // after parsing).
 ChunkResult<bool> ValidateChunk(const proto::LogChunk& chunk, const DecodeOptions& options);
 
+// Checks that a validated chunk's payload is well-formed for its codec and
+// expands to uncompressed_size (within the limit), without decompressing it:
+// the cheap check for chunks the hot path does not unpack.
+ChunkResult<bool> VerifyPayload(const proto::LogChunk& chunk, const DecodeOptions& options);
+
 // Decompresses and parses a validated chunk's payload and checks its
 // records: size limit, count, timestamps within the header's range, and
 // severities. `scratch` is reused for the decompressed bytes.

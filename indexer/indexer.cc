@@ -241,6 +241,7 @@ ChunkResult<StagedChunk> Indexer::Stage(const proto::LogChunk& chunk, std::strin
   const ChunkId id = StoredChunkId(chunk, source);
 
   if (!need_records) {
+    if (auto ok = VerifyPayload(chunk, options_.decode); !ok.ok()) return ok.error();
     ObserveStream(chunk, chunk_bytes, source, id, nullptr, batch, false);
     staged.stored_chunks = 1;
     return staged;

@@ -118,7 +118,8 @@ class Indexer {
 
   // Derives every row of a decoded, validated chunk into `batch`.
   // `chunk_bytes` is the chunk as received (DecodeChunk's input), stored as is.
-  // Errors are the chunk's (its records fail validation on decompression).
+  // Errors are the chunk's (its records fail validation on decompression);
+  // on error nothing was added to `batch`.
   ChunkResult<StagedChunk> Stage(const proto::LogChunk& chunk, std::string_view chunk_bytes,
                                  const proto::ChunkSource& source, WriteBatch& batch);
 

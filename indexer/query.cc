@@ -389,12 +389,18 @@ class Execution {
   // Decompresses one stored chunk and keeps its matching records.
   Status Collect(const MainKey& key, std::string_view main_value) {
     proto::MainRow row;
+    // A stored chunk that no longer decodes (disk corruption) is skipped and
+    // counted: one bad row must not make every query over it fail.
     if (!row.ParseFromArray(main_value.data(), static_cast<int>(main_value.size()))) {
-      return Status(Errc::kCorruption, "unreadable main row");
+      ++stats_.corrupt_chunks;
+      return Status::Ok();
     }
     ++stats_.chunks_read;
     auto records = UnpackRecords(row.chunk(), options_.decode, &scratch_);
-    if (!records.ok()) return Status(Errc::kCorruption, "stored chunk: " + records.error().ToString());
+    if (!records.ok()) {
+      ++stats_.corrupt_chunks;
+      return Status::Ok();
+    }
     stats_.bytes_decompressed += row.chunk().uncompressed_size();
     auto chunk = std::make_shared<proto::MainRow>(std::move(row));
     for (int i = 0; i < records->records_size(); ++i) {

@@ -79,6 +79,7 @@ struct QueryStats {
   uint64_t bytes_decompressed = 0;   // uncompressed bytes of those chunks
   uint64_t index_rows_without_main = 0;  // skipped: the main row is missing (read repair)
   uint64_t meta_rows = 0;            // meta rows read to plan (host-only queries)
+  uint64_t corrupt_chunks = 0;       // stored chunks that failed to decode: skipped
 };
 
 struct QueryAnswer {

@@ -17,6 +17,7 @@ using CommandRun = std::function<int()>;
 
 void AddVersionCommand(CLI::App& app, CommandRun& run);
 void AddBenchCommand(CLI::App& app, CommandRun& run);
+void AddServeCommand(CLI::App& app, CommandRun& run);
 void AddQueryCommand(CLI::App& app, CommandRun& run);
 void AddShipCommand(CLI::App& app, CommandRun& run);
 

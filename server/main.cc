@@ -12,6 +12,7 @@ int main(int argc, char** argv) {
   logdex::CommandRun run;
   logdex::AddVersionCommand(app, run);
   logdex::AddBenchCommand(app, run);
+  logdex::AddServeCommand(app, run);
   logdex::AddQueryCommand(app, run);
   logdex::AddShipCommand(app, run);
 

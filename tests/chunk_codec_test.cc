@@ -151,6 +151,21 @@ TEST_F(ChunkCodecTest, RejectsBadSnappy) {
   EXPECT_EQ(FullError(c), ChunkErrc::kBadSnappy);
 }
 
+TEST_F(ChunkCodecTest, VerifyPayloadCatchesBadSnappyWithoutUnpacking) {
+  proto::LogChunk good = Pack(Records(20));
+  EXPECT_TRUE(VerifyPayload(good, options_).ok());
+  proto::LogChunk bad = good;
+  bad.set_payload("\x10this is not snappy at all");
+  Resign(bad);
+  ASSERT_TRUE(DecodeChunk(bad.SerializeAsString(), options_).ok()) << "the header alone looks fine";
+  auto v = VerifyPayload(bad, options_);
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.error().code, ChunkErrc::kBadSnappy);
+  proto::LogChunk lying = good;
+  lying.set_uncompressed_size(good.uncompressed_size() - 1);
+  EXPECT_EQ(VerifyPayload(lying, options_).error().code, ChunkErrc::kBadSnappy);
+}
+
 TEST_F(ChunkCodecTest, RejectsDeclaredSizeOverLimit) {
   options_.max_uncompressed_bytes = 1000;
   proto::LogChunk c = Pack(Records(100));

@@ -1,0 +1,98 @@
+#include "consumer/batch_processor.h"
+
+#include "common/defaults.h"
+
+namespace logdex {
+
+BatchProcessor::BatchProcessor(Indexer& indexer, BatchProcessorOptions options, LineDecoder* lines,
+                               AlertHook alerts)
+    : indexer_(indexer), options_(std::move(options)), lines_(lines), alerts_(std::move(alerts)) {}
+
+Result<InputFormat> BatchProcessor::ParseFormat(std::string_view name) {
+  if (name == "chunk") return InputFormat::kChunk;
+  if (name == "json") return InputFormat::kJson;
+  if (name == "text") return InputFormat::kText;
+  return Error{Errc::kInvalidArgument, "unknown format '" + std::string(name) + "' (chunk, json or text)"};
+}
+
+InputFormat BatchProcessor::FormatOf(const InMessage& m) const {
+  if (const std::string* h = m.Header(kFormatHeader)) {
+    auto f = ParseFormat(*h);
+    if (f.ok()) return *f;
+  }
+  auto it = options_.topic_formats.find(m.topic);
+  return it == options_.topic_formats.end() ? InputFormat::kChunk : it->second;
+}
+
+bool BatchProcessor::StageChunk(const InMessage& m, const proto::LogChunk& chunk, std::string_view bytes,
+                                const proto::ChunkSource& source, ProcessedBatch& batch) {
+  // Stage() fails (bad records) before any observer adds a row.
+  auto staged = indexer_.Stage(chunk, bytes, source, batch.writes);
+  if (!staged.ok()) {
+    batch.dead_letters.push_back(
+        DeadLetter{m, std::string(ChunkErrcName(staged.error().code)), staged.error().ToString()});
+    return false;
+  }
+  ++batch.chunks;
+  batch.records += staged->records;
+  if (alerts_) {
+    for (const AlertableChunk& a : staged->alertable) batch.alerts_staged += alerts_(a, m.timestamp_ms, batch.writes);
+  }
+  return true;
+}
+
+void BatchProcessor::Add(const InMessage& m, ProcessedBatch& batch) {
+  ++batch.messages;
+  batch.bytes += m.value.size();
+  batch.next_offsets[{m.topic, m.partition}] = m.offset + 1;
+  proto::ChunkSource source;
+  source.set_topic(m.topic);
+  source.set_partition(m.partition);
+  source.set_offset(m.offset);
+
+  if (const std::string* h = m.Header(kFormatHeader); h && !ParseFormat(*h).ok()) {
+    batch.dead_letters.push_back(DeadLetter{m, "bad_format_header", "bad_format_header: " + std::string(kFormatHeader) +
+                                                                        ": " + ParseFormat(*h).error().message});
+    return;
+  }
+  const InputFormat format = FormatOf(m);
+  if (format == InputFormat::kChunk) {
+    auto chunk = DecodeChunk(m.value, options_.decode);
+    if (!chunk.ok()) {
+      batch.dead_letters.push_back(DeadLetter{m, std::string(ChunkErrcName(chunk.error().code)),
+                                              chunk.error().ToString()});
+      return;
+    }
+    StageChunk(m, *chunk, m.value, source, batch);
+    return;
+  }
+  if (!lines_) {
+    batch.dead_letters.push_back(DeadLetter{m, "unsupported_format", "unsupported_format: this server has no line decoder"});
+    return;
+  }
+  auto chunks = lines_->Decode(m, format);
+  if (!chunks.ok()) {
+    batch.dead_letters.push_back(DeadLetter{m, "unparseable_lines", "unparseable_lines: " + chunks.error().message});
+    return;
+  }
+  // Chunks made here from one message: a deterministic producer id and
+  // sequence per (topic, partition, offset, stream index). All are checked
+  // before any is staged, so a message is indexed whole or dead-lettered whole.
+  uint32_t index = 0;
+  for (proto::LogChunk& c : *chunks) {
+    c.set_producer_id(Hash64(m.topic + "/" + std::to_string(m.partition)) | 1);
+    c.set_sequence((static_cast<uint64_t>(m.offset) << 16) | index++);
+    auto valid = ValidateChunk(c, options_.decode);
+    if (!valid.ok()) {
+      batch.dead_letters.push_back(DeadLetter{m, std::string(ChunkErrcName(valid.error().code)),
+                                              valid.error().ToString()});
+      return;
+    }
+  }
+  for (const proto::LogChunk& c : *chunks) {
+    const std::string bytes = c.SerializeAsString();
+    StageChunk(m, c, bytes, source, batch);
+  }
+}
+
+}  // namespace logdex

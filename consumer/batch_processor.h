@@ -1,0 +1,92 @@
+// BatchProcessor: turns a batch of Kafka messages into one store write batch
+// (chunk rows, index rows, meta rows and, through the alert hook, outbox rows)
+// plus the dead letters of messages that could not be decoded. It knows
+// nothing of Kafka clients: GroupConsumer feeds it and does the I/O.
+//
+// Formats: the message header `logdex-format` (chunk | json | text) wins;
+// else the topic's configured format; else chunk. JSON and text lines are
+// turned into chunks by a LineDecoder (from the shipper's parsers), with
+// deterministic chunk ids derived from (topic, partition, offset), so replays
+// rewrite the same rows.
+//
+// Not thread-safe: one processor per consumer loop.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "common/chunk_codec.h"
+#include "consumer/message.h"
+#include "indexer/indexer.h"
+
+namespace logdex {
+
+enum class InputFormat { kChunk, kJson, kText };
+
+// Converts a message of JSON or text lines into chunks (one per stream).
+// Errors are reasons for the dead-letter topic.
+class LineDecoder {
+ public:
+  virtual ~LineDecoder() = default;
+  virtual Result<std::vector<proto::LogChunk>> Decode(const InMessage& message, InputFormat format) = 0;
+};
+
+// A message that goes to the dead-letter topic, and why.
+struct DeadLetter {
+  InMessage message;
+  std::string reason;       // stable snake_case name, a metric label
+  std::string description;  // the full error, for the logdex-error header
+};
+
+struct ProcessedBatch {
+  WriteBatch writes;
+  std::vector<DeadLetter> dead_letters;
+  // Per (topic, partition): the offset to commit (last processed + 1).
+  std::map<std::pair<std::string, int32_t>, int64_t> next_offsets;
+  uint64_t messages = 0;
+  uint64_t bytes = 0;
+  uint64_t chunks = 0;
+  uint64_t records = 0;
+  uint64_t alerts_staged = 0;
+
+  void Clear() { *this = ProcessedBatch{}; }
+};
+
+struct BatchProcessorOptions {
+  std::map<std::string, InputFormat> topic_formats;
+  DecodeOptions decode;
+};
+
+class BatchProcessor {
+ public:
+  // Called for every ERROR/FATAL stored chunk; appends outbox rows to `batch`
+  // and returns the number of alerts staged.
+  using AlertHook = std::function<size_t(const AlertableChunk& chunk, int64_t kafka_ts_ms, WriteBatch& batch)>;
+
+  // `indexer` must outlive the processor; `lines` and `alerts` may be null.
+  BatchProcessor(Indexer& indexer, BatchProcessorOptions options, LineDecoder* lines, AlertHook alerts);
+
+  // Adds one message to `batch`: its rows, or a dead letter.
+  void Add(const InMessage& message, ProcessedBatch& batch);
+
+  // After the batch was written (or not): see Indexer::Settle.
+  void Settle(bool written) { indexer_.Settle(written); }
+
+  static Result<InputFormat> ParseFormat(std::string_view name);
+
+ private:
+  InputFormat FormatOf(const InMessage& m) const;
+  // Stages one decoded chunk; false (and a dead letter) when its records are bad.
+  bool StageChunk(const InMessage& m, const proto::LogChunk& chunk, std::string_view bytes,
+                  const proto::ChunkSource& source, ProcessedBatch& batch);
+
+  Indexer& indexer_;
+  BatchProcessorOptions options_;
+  LineDecoder* lines_;
+  AlertHook alerts_;
+};
+
+}  // namespace logdex

@@ -1,0 +1,78 @@
+// GroupConsumer: a member of a Kafka consumer group that indexes what it
+// consumes. One thread runs Run(); the rest of the methods may be called
+// from other threads (HTTP readiness, metrics).
+//
+// Delivery rules (DESIGN.md, "Delivery and consistency"):
+// - a batch closes at batch_max_messages, batch_max_bytes or batch_max_wait;
+// - its dead letters are produced to <topic><dlq_suffix> and acknowledged,
+//   then its rows (and staged alerts) are written to the store in one write
+//   batch, then its offsets are committed: nothing is committed before it is
+//   durable, and a crash replays the batch (chunk ids make that a no-op);
+// - while the store or the DLQ fails, every assigned partition is paused and
+//   the batch is retried with backoff (log line, `logdex_consumer_paused`);
+//   nothing is ever dropped;
+// - on revocation, messages of revoked partitions not yet processed are
+//   abandoned (their offsets were not committed: the new owner reads them);
+// - Run() returns after `stop` is set: it finishes the batch, commits and
+//   leaves the group.
+#pragma once
+
+#include <atomic>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "consumer/batch_processor.h"
+#include "consumer/metrics.h"
+#include "store/table_store.h"
+
+namespace logdex {
+
+struct GroupConsumerOptions {
+  std::map<std::string, std::string> kafka;  // librdkafka properties (bootstrap.servers, SASL, TLS, ...)
+  std::string group_id = "logdex";
+  std::vector<std::string> topics;           // or
+  std::string topic_regex;                   // e.g. "^logs\\..*"
+  std::string dlq_suffix = ".dlq";
+  uint32_t batch_max_messages = 2000;
+  uint64_t batch_max_bytes = 32ull << 20;
+  int64_t batch_max_wait_ms = 50;
+  int64_t session_timeout_ms = 10'000;
+  int64_t retry_backoff_max_ms = 5'000;
+};
+
+// Where this member stands, for /readyz.
+struct ConsumerState {
+  bool ready = false;
+  std::string reason;
+  size_t assigned = 0;
+  int64_t max_lag = 0;
+};
+
+class GroupConsumer {
+ public:
+  // `store`, `processor`, `metrics` and `clock` must outlive the consumer.
+  GroupConsumer(GroupConsumerOptions options, TableStore& store, BatchProcessor& processor,
+                ConsumerMetrics& metrics, const Clock& clock);
+  ~GroupConsumer();
+
+  // Creates the Kafka clients and subscribes.
+  Status Start();
+
+  // Consumes, indexes and commits until `stop` is set, then leaves the group.
+  Status Run(const std::atomic<bool>& stop);
+
+  // Ready when partitions are assigned and each is within `max_lag` messages.
+  ConsumerState State(int64_t max_lag) const;
+
+  class Impl;
+
+ private:
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace logdex

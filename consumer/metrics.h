@@ -1,0 +1,49 @@
+// The consumer's metrics, declared in one place (STYLE.md): names
+// logdex_<component>_<what>_<unit>, `_total` for counters, help text always.
+// Labels are bounded: topic and partition, table, reason.
+// Thread-safe (prometheus-cpp metrics are).
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/family.h>
+#include <prometheus/gauge.h>
+#include <prometheus/histogram.h>
+#include <prometheus/registry.h>
+
+#include <string>
+
+namespace logdex {
+
+class ConsumerMetrics {
+ public:
+  explicit ConsumerMetrics(prometheus::Registry& registry);
+
+  prometheus::Counter& messages;       // messages consumed
+  prometheus::Counter& bytes;          // message value bytes consumed
+  prometheus::Counter& records;        // log records indexed
+  prometheus::Counter& chunks;         // chunks indexed
+  prometheus::Counter& batches;        // batches written and committed
+  prometheus::Histogram& batch_seconds;   // from first message to commit
+  prometheus::Histogram& commit_seconds;  // offset commit latency
+  prometheus::Counter& commit_failures;
+  prometheus::Histogram& store_write_seconds;
+  prometheus::Counter& store_write_failures;
+  prometheus::Gauge& paused;           // 1 while partitions are paused (store or DLQ failing)
+  prometheus::Counter& pauses;         // times partitions were paused
+  prometheus::Counter& dlq_failures;   // failed attempts to produce to the DLQ
+  prometheus::Counter& kafka_errors;   // client errors (broker down, transport, ...)
+  prometheus::Gauge& assigned_partitions;
+  prometheus::Counter& rebalances;
+  prometheus::Counter& alerts_staged;
+
+  prometheus::Counter& DeadLettered(const std::string& reason);
+  prometheus::Counter& RowsWritten(const std::string& table);
+  prometheus::Gauge& Lag(const std::string& topic, int32_t partition);
+
+ private:
+  prometheus::Family<prometheus::Counter>& dead_lettered_;
+  prometheus::Family<prometheus::Counter>& rows_written_;
+  prometheus::Family<prometheus::Gauge>& lag_;
+};
+
+}  // namespace logdex

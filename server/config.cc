@@ -1,0 +1,314 @@
+#include "server/config.h"
+
+#include <cctype>
+#include <fstream>
+#include <functional>
+#include <sstream>
+
+namespace logdex {
+namespace {
+
+// Walks a YAML document, collecting every error with its line and key.
+class Walker {
+ public:
+  explicit Walker(std::string name) : name_(std::move(name)) {}
+
+  using Field = std::function<void(const YAML::Node& value, const std::string& key)>;
+
+  // Visits a mapping: each known key goes to its field; unknown keys are errors.
+  void Map(const YAML::Node& node, const std::string& path, const std::map<std::string, Field>& fields) {
+    if (!node || node.IsNull()) return;
+    if (!node.IsMap()) return Fail(node, path, "must be a mapping");
+    for (const auto& kv : node) {
+      const std::string key = kv.first.as<std::string>();
+      const std::string full = path.empty() ? key : path + "." + key;
+      auto it = fields.find(key);
+      if (it == fields.end()) {
+        Fail(kv.first, full, "unknown key" + Known(fields));
+        continue;
+      }
+      it->second(kv.second, full);
+    }
+  }
+
+  void Fail(const YAML::Node& at, const std::string& key, const std::string& message) {
+    const int line = at.Mark().line >= 0 ? at.Mark().line + 1 : 0;
+    errors_.push_back(name_ + ":" + std::to_string(line) + ": " + key + ": " + message);
+  }
+
+  Field String(std::string& out) {
+    return [this, &out](const YAML::Node& v, const std::string& key) {
+      if (!v.IsScalar()) return Fail(v, key, "must be a string");
+      out = v.as<std::string>();
+    };
+  }
+
+  Field Bool(bool& out) {
+    return [this, &out](const YAML::Node& v, const std::string& key) {
+      bool b = false;
+      if (!v.IsScalar() || !YAML::convert<bool>::decode(v, b)) return Fail(v, key, "must be true or false");
+      out = b;
+    };
+  }
+
+  template <class T>
+  Field Number(T& out, T min, T max) {
+    return [this, &out, min, max](const YAML::Node& v, const std::string& key) {
+      long long n = 0;
+      if (!v.IsScalar() || !YAML::convert<long long>::decode(v, n)) return Fail(v, key, "must be a whole number");
+      if (n < static_cast<long long>(min) || n > static_cast<long long>(max)) {
+        return Fail(v, key, "must be between " + std::to_string(min) + " and " + std::to_string(max));
+      }
+      out = static_cast<T>(n);
+    };
+  }
+
+  Field Duration(int64_t& out_ms, int64_t min_ms) {
+    return [this, &out_ms, min_ms](const YAML::Node& v, const std::string& key) {
+      auto d = v.IsScalar() ? ParseDurationMs(v.as<std::string>()) : Result<int64_t>(Error{Errc::kInvalidArgument, "must be a duration"});
+      if (!d.ok()) return Fail(v, key, d.error().message + " (e.g. 500ms, 30s, 15m, 7d)");
+      if (*d < min_ms) return Fail(v, key, "must be at least " + std::to_string(min_ms) + " ms");
+      out_ms = *d;
+    };
+  }
+
+  Field Bytes(uint64_t& out) {
+    return [this, &out](const YAML::Node& v, const std::string& key) {
+      auto b = v.IsScalar() ? ParseBytes(v.as<std::string>()) : Result<uint64_t>(Error{Errc::kInvalidArgument, "must be a size"});
+      if (!b.ok()) return Fail(v, key, b.error().message + " (e.g. 64KiB, 32MiB)");
+      out = *b;
+    };
+  }
+
+  Field StringList(std::vector<std::string>& out) {
+    return [this, &out](const YAML::Node& v, const std::string& key) {
+      if (!v.IsSequence()) return Fail(v, key, "must be a list");
+      out.clear();
+      for (const auto& item : v) {
+        if (!item.IsScalar()) return Fail(item, key, "items must be strings");
+        out.push_back(item.as<std::string>());
+      }
+    };
+  }
+
+  Field StringMap(std::map<std::string, std::string>& out, std::function<std::string(const std::string&)> check = {}) {
+    return [this, &out, check](const YAML::Node& v, const std::string& key) {
+      if (!v.IsMap()) return Fail(v, key, "must be a mapping");
+      for (const auto& kv : v) {
+        const std::string k = kv.first.as<std::string>();
+        if (!kv.second.IsScalar()) {
+          Fail(kv.second, key + "." + k, "must be a string");
+          continue;
+        }
+        const std::string value = kv.second.as<std::string>();
+        if (check) {
+          if (std::string why = check(value); !why.empty()) {
+            Fail(kv.second, key + "." + k, why);
+            continue;
+          }
+        }
+        out[k] = value;
+      }
+    };
+  }
+
+  const std::vector<std::string>& errors() const { return errors_; }
+
+ private:
+  static std::string Known(const std::map<std::string, Field>& fields) {
+    std::string s = " (known: ";
+    bool first = true;
+    for (auto& [k, f] : fields) {
+      s += (first ? "" : ", ") + k;
+      first = false;
+    }
+    return s + ")";
+  }
+
+  std::string name_;
+  std::vector<std::string> errors_;
+};
+
+std::string CheckFormat(const std::string& f) {
+  return f == "chunk" || f == "json" || f == "text" ? "" : "format must be chunk, json or text";
+}
+
+Status Validate(const ServeConfig& c) {
+  if (c.consumer.topics.empty() && c.consumer.topic_regex.empty()) {
+    return Status(Errc::kInvalidArgument, "consumer: give topics or topic_regex");
+  }
+  if (c.store.backend != "rocksdb") {
+    return Status(Errc::kInvalidArgument, "store.backend: only rocksdb is available in this build");
+  }
+  if (c.http.listen.find(':') == std::string::npos) {
+    return Status(Errc::kInvalidArgument, "http.listen: must be host:port");
+  }
+  return Status::Ok();
+}
+
+}  // namespace
+
+Result<int64_t> ParseDurationMs(const std::string& text) {
+  size_t i = 0;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+  if (i == 0 || i > 15) return Error{Errc::kInvalidArgument, "'" + text + "' is not a duration"};
+  const int64_t n = std::stoll(text.substr(0, i));
+  const std::string unit = text.substr(i);
+  static const std::map<std::string, int64_t> kUnits = {{"", 1},          {"ms", 1},         {"s", 1000},
+                                                        {"m", 60'000},    {"h", 3'600'000}, {"d", 86'400'000}};
+  auto it = kUnits.find(unit);
+  if (it == kUnits.end()) return Error{Errc::kInvalidArgument, "'" + text + "' has an unknown unit '" + unit + "'"};
+  return n * it->second;
+}
+
+Result<uint64_t> ParseBytes(const std::string& text) {
+  size_t i = 0;
+  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
+  if (i == 0 || i > 15) return Error{Errc::kInvalidArgument, "'" + text + "' is not a size"};
+  const uint64_t n = std::stoull(text.substr(0, i));
+  const std::string unit = text.substr(i);
+  static const std::map<std::string, uint64_t> kUnits = {{"", 1}, {"B", 1}, {"KiB", 1ull << 10}, {"MiB", 1ull << 20},
+                                                         {"GiB", 1ull << 30}};
+  auto it = kUnits.find(unit);
+  if (it == kUnits.end()) return Error{Errc::kInvalidArgument, "'" + text + "' has an unknown unit '" + unit + "'"};
+  return n * it->second;
+}
+
+Result<ServeConfig> ParseConfig(const std::string& yaml, const std::string& name) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml);
+  } catch (const YAML::ParserException& e) {
+    return Error{Errc::kInvalidArgument, name + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg};
+  }
+  ServeConfig c;
+  Walker w(name);
+  try {
+    using F = Walker::Field;
+    w.Map(root, "",
+          {
+              {"kafka", w.StringMap(c.kafka)},
+              {"consumer", F([&](const YAML::Node& n, const std::string& p) {
+                 auto& k = c.consumer;
+                 w.Map(n, p,
+                       {{"group_id", w.String(k.group_id)},
+                        {"topics", w.StringList(k.topics)},
+                        {"topic_regex", w.String(k.topic_regex)},
+                        {"dlq_suffix", w.String(k.dlq_suffix)},
+                        {"topic_formats", w.StringMap(k.topic_formats, CheckFormat)},
+                        {"default_app", w.String(k.default_app)},
+                        {"default_host", w.String(k.default_host)},
+                        {"batch_max_messages", w.Number<uint32_t>(k.batch_max_messages, 1, 1'000'000)},
+                        {"batch_max_bytes", w.Bytes(k.batch_max_bytes)},
+                        {"batch_max_wait", w.Duration(k.batch_max_wait_ms, 1)},
+                        {"shutdown_deadline", w.Duration(k.shutdown_deadline_ms, 100)},
+                        {"session_timeout", w.Duration(k.session_timeout_ms, 1000)},
+                        {"retry_backoff_max", w.Duration(k.retry_backoff_max_ms, 10)}});
+               })},
+              {"store", F([&](const YAML::Node& n, const std::string& p) {
+                 auto& s = c.store;
+                 w.Map(n, p,
+                       {{"backend", w.String(s.backend)},
+                        {"dir", w.String(s.dir)},
+                        {"durability", F([&](const YAML::Node& v, const std::string& key) {
+                           const std::string d = v.IsScalar() ? v.as<std::string>() : "";
+                           if (d == "skip_wal") {
+                             s.durability = Durability::kSkipWal;
+                           } else if (d == "async") {
+                             s.durability = Durability::kAsync;
+                           } else if (d == "sync") {
+                             s.durability = Durability::kSync;
+                           } else {
+                             w.Fail(v, key, "must be skip_wal, async or sync");
+                           }
+                         })},
+                        {"ttl", F([&](const YAML::Node& v, const std::string& key) {
+                           int64_t ms = 0;
+                           w.Duration(ms, 1000)(v, key);
+                           s.ttl_seconds = ms / 1000;
+                         })},
+                        {"salt_buckets", w.Number<uint32_t>(s.salt_buckets, 1, 256)},
+                        {"block_cache", w.Bytes(s.block_cache_bytes)}});
+               })},
+              {"indexer", F([&](const YAML::Node& n, const std::string& p) {
+                 auto& x = c.indexer;
+                 w.Map(n, p,
+                       {{"max_chunk_span", w.Duration(x.max_chunk_span_ms, 1000)},
+                        {"verify", F([&](const YAML::Node& v, const std::string& key) {
+                           const std::string m = v.IsScalar() ? v.as<std::string>() : "";
+                           if (m == "full" || m == "header") {
+                             x.verify_full = m == "full";
+                           } else {
+                             w.Fail(v, key, "must be header or full");
+                           }
+                         })},
+                        {"max_uncompressed", w.Bytes(x.max_uncompressed_bytes)},
+                        {"tags", F([&](const YAML::Node& t, const std::string& tp) {
+                           w.Map(t, tp,
+                                 {{"allow", w.StringList(x.tags.allow)},
+                                  {"deny", w.StringList(x.tags.deny)},
+                                  {"max_values_per_hour", w.Number<uint32_t>(x.tags.max_values_per_hour, 1, 10'000'000)}});
+                         })}});
+               })},
+              {"query", F([&](const YAML::Node& n, const std::string& p) {
+                 w.Map(n, p,
+                       {{"max_range", w.Duration(c.query.max_range_ms, 1000)},
+                        {"max_limit", w.Number<uint32_t>(c.query.max_limit, 1, 1'000'000)}});
+               })},
+              {"http", F([&](const YAML::Node& n, const std::string& p) {
+                 w.Map(n, p,
+                       {{"listen", w.String(c.http.listen)},
+                        {"auth_token", w.String(c.http.auth_token)},
+                        {"ready_max_lag", w.Number<int64_t>(c.http.ready_max_lag, 0, INT64_MAX / 2)}});
+               })},
+              {"alerting", F([&](const YAML::Node& n, const std::string&) { c.alerting = n; })},
+          });
+  } catch (const YAML::Exception& e) {
+    return Error{Errc::kInvalidArgument, name + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg};
+  }
+  if (!w.errors().empty()) {
+    std::string all;
+    for (const std::string& e : w.errors()) all += (all.empty() ? "" : "\n") + e;
+    return Error{Errc::kInvalidArgument, all};
+  }
+  if (Status s = Validate(c); !s.ok()) return Error{s.code(), name + ": " + s.message()};
+  return c;
+}
+
+Result<ServeConfig> LoadConfig(const std::string& path) {
+  std::ifstream in(path);
+  if (!in) return Error{Errc::kNotFound, "cannot read config file " + path};
+  std::stringstream text;
+  text << in.rdbuf();
+  return ParseConfig(text.str(), path);
+}
+
+Status ApplyEnvOverrides(ServeConfig& c, char** env) {
+  const std::string prefix = "LOGDEX_";
+  std::map<std::string, std::function<Status(const std::string&)>> setters = {
+      {"STORE_DIR", [&](const std::string& v) { c.store.dir = v; return Status::Ok(); }},
+      {"CONSUMER_GROUP_ID", [&](const std::string& v) { c.consumer.group_id = v; return Status::Ok(); }},
+      {"HTTP_LISTEN", [&](const std::string& v) { c.http.listen = v; return Status::Ok(); }},
+      {"HTTP_AUTH_TOKEN", [&](const std::string& v) { c.http.auth_token = v; return Status::Ok(); }},
+  };
+  for (char** e = env; e && *e; ++e) {
+    std::string entry(*e);
+    if (entry.rfind(prefix, 0) != 0) continue;
+    const size_t eq = entry.find('=');
+    if (eq == std::string::npos) continue;
+    const std::string name = entry.substr(prefix.size(), eq - prefix.size());
+    const std::string value = entry.substr(eq + 1);
+    if (name.rfind("KAFKA_", 0) == 0) {
+      std::string prop = name.substr(6);
+      for (char& ch : prop) ch = ch == '_' ? '.' : static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      c.kafka[prop] = value;
+      continue;
+    }
+    auto it = setters.find(name);
+    if (it == setters.end()) continue;  // other LOGDEX_* variables are not config
+    if (Status s = it->second(value); !s.ok()) return s;
+  }
+  return Validate(c);
+}
+
+}  // namespace logdex

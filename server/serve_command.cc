@@ -1,0 +1,303 @@
+// `logdex serve` and `logdex check-config`: the wiring of the main process.
+// This is the one place that builds the components and connects them
+// (config -> store -> indexer -> consumer, query engine -> HTTP).
+#include <signal.h>
+#include <spdlog/spdlog.h>
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <prometheus/registry.h>
+#include <thread>
+
+#include "common/clock.h"
+#include "consumer/batch_processor.h"
+#include "consumer/embedded_kafka.h"
+#include "consumer/group_consumer.h"
+#include "indexer/indexer.h"
+#include "indexer/query.h"
+#include "indexer/tables.h"
+#include "server/commands.h"
+#include "server/config.h"
+#include "server/http_server.h"
+#include "store/rocksdb_store.h"
+
+extern char** environ;
+
+namespace logdex {
+namespace {
+
+struct ServeFlags {
+  std::string config;
+  bool embedded_kafka = false;
+  int embedded_partitions = 8;
+  std::string bootstrap_file;
+  std::string store_dir;
+  std::string http;
+  std::string brokers;
+  std::string group;
+  std::vector<std::string> topics;
+  std::string log_level = "info";
+};
+
+Status WriteFileAtomically(const std::string& path, const std::string& text) {
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp, std::ios::trunc);
+    out << text << "\n";
+    if (!out.flush()) return Status(Errc::kIOError, "cannot write " + tmp);
+  }
+  std::error_code ec;
+  std::filesystem::rename(tmp, path, ec);
+  if (ec) return Status(Errc::kIOError, "cannot rename " + tmp + " to " + path + ": " + ec.message());
+  return Status::Ok();
+}
+
+// Blocks SIGINT and SIGTERM in every thread; one thread waits for them.
+class SignalWatcher {
+ public:
+  SignalWatcher() {
+    sigemptyset(&set_);
+    sigaddset(&set_, SIGINT);
+    sigaddset(&set_, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &set_, nullptr);
+  }
+
+  // Sets `stop` on the first signal; if the process is still running
+  // `deadline_ms` later, it exits without waiting further.
+  void Watch(std::atomic<bool>& stop, int64_t deadline_ms) {
+    thread_ = std::thread([this, &stop, deadline_ms] {
+      int sig = 0;
+      sigwait(&set_, &sig);
+      if (finished_) return;
+      spdlog::info("serve: {} received: finishing the batch, committing, leaving the group (deadline {} ms)",
+                   sig == SIGINT ? "SIGINT" : "SIGTERM", deadline_ms);
+      stop = true;
+      std::unique_lock lock(mu_);
+      if (!cv_.wait_for(lock, std::chrono::milliseconds(deadline_ms), [this] { return finished_.load(); })) {
+        spdlog::error("serve: shutdown took longer than {} ms; exiting now (uncommitted work is replayed)",
+                      deadline_ms);
+        std::_Exit(3);
+      }
+    });
+  }
+
+  void Finish() {
+    {
+      std::lock_guard lock(mu_);
+      finished_ = true;
+    }
+    cv_.notify_all();
+    if (thread_.joinable()) {
+      pthread_kill(thread_.native_handle(), SIGTERM);  // wakes sigwait if no signal came
+      thread_.join();
+    }
+  }
+
+ private:
+  sigset_t set_;
+  std::thread thread_;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::atomic<bool> finished_{false};
+};
+
+int Serve(const ServeFlags& flags) {
+  spdlog::set_level(spdlog::level::from_str(flags.log_level));
+  SignalWatcher signals;  // before any thread starts
+
+  ServeConfig config;
+  if (!flags.config.empty()) {
+    auto loaded = LoadConfig(flags.config);
+    if (!loaded.ok()) {
+      std::fprintf(stderr, "logdex serve: %s\n", loaded.error().message.c_str());
+      return 2;
+    }
+    config = std::move(*loaded);
+  }
+  if (Status s = ApplyEnvOverrides(config, environ); !s.ok()) {
+    std::fprintf(stderr, "logdex serve: environment: %s\n", s.message().c_str());
+    return 2;
+  }
+  if (!flags.store_dir.empty()) config.store.dir = flags.store_dir;
+  if (!flags.http.empty()) config.http.listen = flags.http;
+  if (!flags.brokers.empty()) config.kafka["bootstrap.servers"] = flags.brokers;
+  if (!flags.group.empty()) config.consumer.group_id = flags.group;
+  if (!flags.topics.empty()) config.consumer.topics = flags.topics;
+
+  const Clock& clock = SystemClock::Instance();
+
+  // Kafka: a real cluster from config, or the embedded one.
+  std::unique_ptr<EmbeddedKafka> embedded;
+  if (flags.embedded_kafka) {
+    auto k = EmbeddedKafka::Start(1);
+    if (!k.ok()) {
+      std::fprintf(stderr, "logdex serve: %s\n", k.error().message.c_str());
+      return 1;
+    }
+    embedded = std::move(*k);
+    for (const std::string& t : config.consumer.topics) {
+      Status a = embedded->CreateTopic(t, flags.embedded_partitions);
+      Status b = embedded->CreateTopic(t + config.consumer.dlq_suffix, 1);
+      if (!a.ok() || !b.ok()) {
+        std::fprintf(stderr, "logdex serve: %s\n", (a.ok() ? b : a).message().c_str());
+        return 1;
+      }
+    }
+    config.kafka["bootstrap.servers"] = embedded->bootstrap();
+    std::printf("embedded kafka: bootstrap %s, topic %s (%d partitions)\n", embedded->bootstrap().c_str(),
+                config.consumer.topics.front().c_str(), flags.embedded_partitions);
+    std::fflush(stdout);
+  } else if (!config.kafka.count("bootstrap.servers")) {
+    std::fprintf(stderr, "logdex serve: no Kafka: give --brokers, kafka.bootstrap.servers in the config, "
+                         "or --embedded-kafka\n");
+    return 2;
+  }
+
+  // Store and tables.
+  RocksDbOptions ro;
+  ro.path = config.store.dir;
+  ro.durability = config.store.durability;
+  ro.block_cache_bytes = config.store.block_cache_bytes;
+  auto store = RocksDbStore::Open(ro);
+  if (!store.ok()) {
+    std::fprintf(stderr, "logdex serve: store: %s\n", store.error().ToString().c_str());
+    return 1;
+  }
+  TableLayout layout;
+  layout.ttl_seconds = config.store.ttl_seconds;
+  if (Status s = CreateTables(**store, layout); !s.ok()) {
+    std::fprintf(stderr, "logdex serve: store: %s\n", s.ToString().c_str());
+    return 1;
+  }
+
+  prometheus::Registry registry;
+  ConsumerMetrics metrics(registry);
+
+  IndexerOptions io;
+  io.salt_buckets = config.store.salt_buckets;
+  io.max_chunk_span_ms = config.indexer.max_chunk_span_ms;
+  io.verify_full = config.indexer.verify_full;
+  io.tags = config.indexer.tags;
+  io.decode.max_uncompressed_bytes = config.indexer.max_uncompressed_bytes;
+  io.decode_alert_levels = false;  // no alerting wired yet
+  Indexer indexer(**store, io);
+
+  BatchProcessorOptions bo;
+  bo.decode = io.decode;
+  for (const auto& [topic, format] : config.consumer.topic_formats) bo.topic_formats[topic] = *BatchProcessor::ParseFormat(format);
+  BatchProcessor processor(indexer, bo, nullptr, nullptr);
+
+  GroupConsumerOptions go;
+  go.kafka = config.kafka;
+  go.group_id = config.consumer.group_id;
+  go.topics = config.consumer.topics;
+  go.topic_regex = config.consumer.topic_regex;
+  go.dlq_suffix = config.consumer.dlq_suffix;
+  go.batch_max_messages = config.consumer.batch_max_messages;
+  go.batch_max_bytes = config.consumer.batch_max_bytes;
+  go.batch_max_wait_ms = config.consumer.batch_max_wait_ms;
+  go.session_timeout_ms = config.consumer.session_timeout_ms;
+  go.retry_backoff_max_ms = config.consumer.retry_backoff_max_ms;
+  GroupConsumer consumer(go, **store, processor, metrics, clock);
+
+  QueryOptions qo;
+  qo.salt_buckets = config.store.salt_buckets;
+  qo.max_chunk_span_ms = config.indexer.max_chunk_span_ms;
+  qo.max_range_ms = config.query.max_range_ms;
+  qo.max_limit = config.query.max_limit;
+  qo.decode = io.decode;
+  QueryEngine engine(**store, qo);
+
+  HttpServerOptions ho;
+  if (Status s = ParseListenAddress(config.http.listen, ho); !s.ok()) {
+    std::fprintf(stderr, "logdex serve: http.listen: %s\n", s.message().c_str());
+    return 2;
+  }
+  ho.bearer_token = config.http.auth_token;
+  const int64_t max_lag = config.http.ready_max_lag;
+  HttpServer http(ho, engine, registry,
+                  [&consumer, max_lag] {
+                    ConsumerState s = consumer.State(max_lag);
+                    return ReadyState{s.ready, s.reason};
+                  },
+                  clock);
+  if (Status s = http.Start(); !s.ok()) {
+    std::fprintf(stderr, "logdex serve: http: %s\n", s.message().c_str());
+    return 1;
+  }
+  std::printf("http: listening on %s:%d (/metrics, /healthz, /readyz, /api/v1/query)\n", ho.host.c_str(), http.port());
+  std::fflush(stdout);
+
+  if (Status s = consumer.Start(); !s.ok()) {
+    std::fprintf(stderr, "logdex serve: kafka: %s\n", s.message().c_str());
+    return 1;
+  }
+  // The bootstrap file is written last: once it exists, everything is up.
+  if (embedded && !flags.bootstrap_file.empty()) {
+    if (Status s = WriteFileAtomically(flags.bootstrap_file, embedded->bootstrap()); !s.ok()) {
+      std::fprintf(stderr, "logdex serve: %s\n", s.message().c_str());
+      return 1;
+    }
+  }
+
+  std::atomic<bool> stop{false};
+  signals.Watch(stop, config.consumer.shutdown_deadline_ms);
+  Status run = consumer.Run(stop);
+  http.Stop();
+  signals.Finish();
+  if (!run.ok()) {
+    std::fprintf(stderr, "logdex serve: %s\n", run.ToString().c_str());
+    return 1;
+  }
+  spdlog::info("serve: stopped cleanly");
+  return 0;
+}
+
+int CheckConfig(const std::string& path) {
+  auto loaded = LoadConfig(path);
+  if (!loaded.ok()) {
+    std::fprintf(stderr, "%s\n", loaded.error().message.c_str());
+    return 1;
+  }
+  std::printf("%s: OK\n", path.c_str());
+  return 0;
+}
+
+}  // namespace
+
+void AddServeCommand(CLI::App& app, CommandRun& run) {
+  auto f = std::make_shared<ServeFlags>();
+  CLI::App* cmd = app.add_subcommand(
+      "serve", "Consume log chunks from Kafka as a consumer-group member, index them, serve metrics and queries");
+  cmd->add_option("--config", f->config, "YAML configuration file (see deploy/logdex.example.yaml)")
+      ->check(CLI::ExistingFile);
+  cmd->add_flag("--embedded-kafka", f->embedded_kafka,
+                "Start an in-process Kafka cluster (librdkafka's mock) and consume from it");
+  cmd->add_option("--embedded-partitions", f->embedded_partitions, "Partitions of the embedded topic")
+      ->capture_default_str()
+      ->check(CLI::Range(1, 256));
+  cmd->add_option("--bootstrap-file", f->bootstrap_file,
+                  "With --embedded-kafka: write the bootstrap address here once serving");
+  cmd->add_option("--store-dir", f->store_dir, "RocksDB directory (overrides store.dir)");
+  cmd->add_option("--http", f->http, "HOST:PORT for metrics, health and the query API (overrides http.listen)");
+  cmd->add_option("--brokers", f->brokers, "Kafka bootstrap servers (overrides kafka.bootstrap.servers)");
+  cmd->add_option("--group", f->group, "Consumer group id (overrides consumer.group_id)");
+  cmd->add_option("--topic", f->topics, "Topic to consume; repeatable (overrides consumer.topics)");
+  cmd->add_option("--log-level", f->log_level, "trace | debug | info | warn | error")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"trace", "debug", "info", "warn", "error"}));
+  cmd->callback([&run, f] { run = [f] { return Serve(*f); }; });
+
+  auto path = std::make_shared<std::string>();
+  CLI::App* check = app.add_subcommand("check-config", "Validate a serve configuration file; name the line and key of each error");
+  check->add_option("file", *path, "YAML configuration file")->required();
+  check->callback([&run, path] { run = [path] { return CheckConfig(*path); }; });
+}
+
+}  // namespace logdex
