@@ -2,7 +2,7 @@
 //
 // Written for logdex from the field ids and types of HBase's published
 // hbase-thrift/src/main/resources/org/apache/hadoop/hbase/thrift2/hbase.thrift
-// (HBase 2.x; TIOError.canRetry is in 2.4+). Only field ids, types and method
+// (HBase 2.x; TIOError.canRetry came with HBASE-26025). Only field ids, types and method
 // names travel on the wire, so this subset talks to a real gateway: fields and
 // methods left out here are simply never sent, and fields a server sends that
 // are not listed are skipped by the generated code.
@@ -144,7 +144,7 @@ struct TNamespaceDescriptor {
 
 // ---- errors ----
 
-// canRetry: set by HBase 2.4+ gateways (false for DoNotRetryIOException);
+// canRetry: set by gateways with HBASE-26025 (false for DoNotRetryIOException);
 // older gateways leave it unset.
 exception TIOError {
   1: optional string message,

@@ -311,7 +311,9 @@ class HBaseTableStore::Impl {
       lease->MarkBroken();
       return {Status(Errc::kUnavailable, std::string(what) + ": Thrift transport: " + e.what()), true};
     } catch (const tt::TApplicationException& e) {
-      // The gateway answered but could not run the call (e.g. unknown method).
+      // The gateway could not run the call (e.g. unknown method), or the
+      // reply did not fit the call: rebuild the connection to be safe.
+      lease->MarkBroken();
       return {Status(Errc::kFailedPrecondition, std::string(what) + ": gateway: " + e.what()), false};
     } catch (const tt::TException& e) {
       lease->MarkBroken();

@@ -225,10 +225,13 @@ T Deserialize(const std::string& bytes) {
   return t;
 }
 
+// The RocksDB options of a table's column family. Bloom filters are always
+// on: every put reads its row first (to merge cells), mostly for rows that do
+// not exist yet, and the family's bloom setting is only recorded.
 TableOptions ToStoreOptions(const h2::TColumnFamilyDescriptor& f) {
   TableOptions o;
   o.ttl_seconds = f.__isset.timeToLive && f.timeToLive < kForever ? f.timeToLive : 0;
-  o.bloom_filter = f.__isset.bloomnFilterType && f.bloomnFilterType != h2::TBloomFilterType::NONE;
+  o.bloom_filter = true;
   if (f.__isset.blockSize && f.blockSize > 0) o.block_size = static_cast<uint32_t>(f.blockSize);
   o.block_cache = !f.__isset.blockCacheEnabled || f.blockCacheEnabled;
   if (f.__isset.compressionType) {
@@ -277,8 +280,7 @@ class HBaseTestServer::Impl : public h2::THBaseServiceIf, public tt::server::TSe
     RocksDbOptions ro;
     ro.path = options_.dir;
     ro.clock = options_.clock;
-    ro.block_cache_bytes = 8 << 20;
-    ro.write_buffer_bytes = 16 << 20;
+    ro.block_cache_bytes = 8 << 20;  // memtables keep RocksDbOptions' default size
     auto db = RocksDbStore::Open(ro);
     if (!db.ok()) return db.error();
     db_ = std::move(db.value());
