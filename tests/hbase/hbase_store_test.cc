@@ -4,10 +4,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <atomic>
 #include <cstdlib>
 #include <map>
 #include <random>
 #include <set>
+#include <thread>
 #include <unistd.h>
 
 #include "common/row_keys.h"
@@ -407,6 +409,66 @@ TEST(HBaseStoreTransports, BufferedTransportAndCompactProtocolWork) {
       EXPECT_EQ(n, 2);
     }
   }
+}
+
+// A gateway restart breaks every pooled connection: the next calls see a
+// transport error, rebuild the connection and retry.
+TEST(HBaseStoreReconnect, SurvivesAGatewayRestartOnTheSamePort) {
+  TempDir dir;
+  ManualClock clock(1'800'000'000'000);
+  HBaseTestServerOptions so;
+  so.dir = dir.path();
+  so.clock = &clock;
+  auto server = HBaseTestServer::Start(so);
+  ASSERT_TRUE(server.ok()) << server.error().ToString();
+  HBaseOptions o = ServedHBaseStore::DefaultClientOptions();
+  o.port = (*server)->port();
+  auto store = HBaseTableStore::Open(o);
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->CreateTable("t", TableOptions{}).ok());
+  WriteBatch b;
+  b.Put("t", "k", "v1");
+  ASSERT_TRUE((*store)->Write(b).ok());
+
+  server->reset();  // stop; the client's pooled connections are now dead
+  so.port = o.port;
+  server = HBaseTestServer::Start(so);
+  ASSERT_TRUE(server.ok()) << server.error().ToString();
+  EXPECT_EQ((*store)->Get("t", "k")->value_or(""), "v1");
+  b.Clear();
+  b.Put("t", "k", "v2");
+  ASSERT_TRUE((*store)->Write(b).ok());
+  EXPECT_EQ((*store)->Get("t", "k")->value_or(""), "v2");
+}
+
+// Many threads share a small pool: every write lands, every scan is whole.
+TEST(HBaseStoreConcurrency, ThreadsShareThePool) {
+  TempDir dir;
+  ManualClock clock(1'800'000'000'000);
+  auto s = ServedHBaseStore::Open(dir.path(), &clock);
+  ASSERT_TRUE(s.ok());
+  auto& store = **s;
+  ASSERT_TRUE(store.CreateTable("t", TableOptions{}).ok());
+  std::vector<std::thread> threads;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < 6; ++t) {
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < 50; ++i) {
+        WriteBatch b;
+        for (int j = 0; j < 4; ++j) b.Put("t", "t" + std::to_string(t) + "/" + std::to_string(i * 4 + j), "v");
+        if (!store.Write(b).ok()) ++failures;
+        int n = 0;
+        std::string prefix = "t" + std::to_string(t) + "/";
+        if (!store.Scan({"t", prefix, prefix + "\xff", i % 2 == 1, 0}, [&](auto, auto) { return ++n, true; }).ok() ||
+            n != (i + 1) * 4) {
+          ++failures;
+        }
+      }
+    });
+  }
+  for (auto& th : threads) th.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(store.counters().rows_written, 6u * 50 * 4);
 }
 
 TEST(HBaseStoreOpen, FailsClearlyWhenTheGatewayIsDown) {
