@@ -7,6 +7,7 @@
 #include <prometheus/registry.h>
 #include <prometheus/text_serializer.h>
 #include <spdlog/spdlog.h>
+#include <sys/socket.h>
 
 #include <algorithm>
 #include <atomic>
@@ -343,6 +344,12 @@ class HttpServer::Impl {
     server_.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
     server_.set_read_timeout(options_.io_timeout_seconds, 0);
     server_.set_write_timeout(options_.io_timeout_seconds, 0);
+    // SO_REUSEADDR only: no SO_REUSEPORT, so a second server on a busy port
+    // fails to start instead of silently sharing it.
+    server_.set_socket_options([](auto sock) {
+      int yes = 1;
+      ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+    });
     // An idle keep-alive connection holds a worker (and Stop()) for at most this long.
     server_.set_keep_alive_timeout(1);
     int port = -1;
