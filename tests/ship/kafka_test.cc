@@ -2,6 +2,10 @@
 #include <gtest/gtest.h>
 #include <prometheus/registry.h>
 
+#include <prometheus/text_serializer.h>
+
+#include <cstdlib>
+#include <fstream>
 #include <map>
 
 #include "ship/kafka_producer.h"
@@ -9,6 +13,7 @@
 #include "tests/ship/helpers.h"
 #include "tests/ship/mock_kafka.h"
 #include "tests/ship/outage_scenario.h"
+#include "tests/test_util.h"
 
 namespace logdex::ship {
 namespace {
@@ -70,6 +75,32 @@ TEST(KafkaRoundTrip, EveryLineArrivesExactlyOnceInOrderWithinItsStream) {
   }
   EXPECT_EQ(have, want);
   EXPECT_EQ(testing::CounterValue(registry, "logdex_ship_delivered_records_total"), 2000.0);
+}
+
+// Every ship metric passes promtool's lint (names, HELP, _total on counters).
+TEST(ShipMetrics, ExpositionPassesPromtoolLint) {
+  if (std::system("command -v promtool > /dev/null 2>&1") != 0) GTEST_SKIP() << "promtool not installed";
+  prometheus::Registry registry;
+  ProducerOptions po;
+  po.brokers = "127.0.0.1:1";  // never contacted: metrics are registered at creation
+  po.topic = "t";
+  auto producer = KafkaChunkProducer::Create(po, registry, SystemClock::Instance());
+  ASSERT_TRUE(producer.ok());
+  auto seq = SequenceAllocator::InMemory(1);
+  PipelineOptions o;
+  o.inputs = {"-"};
+  o.chunker.app = "a";
+  o.chunker.host = "h";
+  Pipeline p(o, **producer, *seq, SystemClock::Instance(), registry);
+  const std::string text = prometheus::TextSerializer().Serialize(registry.Collect());
+  EXPECT_NE(text.find("logdex_ship_backlog_dropped_chunks_total"), std::string::npos);
+  EXPECT_NE(text.find("logdex_ship_records_total{severity=\"ERROR\"}"), std::string::npos);
+  TempDir dir;
+  {
+    std::ofstream f(dir.path() + "/m.txt");
+    f << text;
+  }
+  EXPECT_EQ(std::system(("promtool check metrics < " + dir.path() + "/m.txt").c_str()), 0) << text;
 }
 
 TEST(KafkaOutage, TwoSecondsDownThenNewestFirstAndDropsCounted) { testing::RunOutageScenario(2'000); }

@@ -59,6 +59,8 @@ struct LevelCase {
   Format format;
 };
 
+void PrintTo(const LevelCase& c, std::ostream* os) { *os << c.sample << "/" << FormatName(c.format); }
+
 class LoghubLevels : public ::testing::TestWithParam<LevelCase> {};
 
 TEST_P(LoghubLevels, ParsedLevelOfEveryLineEqualsTheCsvLevel) {

@@ -158,6 +158,24 @@ TEST(Pipeline, DryRunWritesLengthPrefixedChunks) {
   EXPECT_EQ(records, 2000u);
 }
 
+TEST(Pipeline, ProgressLineShowsRatesAndRecordsBySeverity) {
+  ManualClock clock(1'795'910'400'000);
+  prometheus::Registry registry;
+  auto seq = SequenceAllocator::InMemory(3);
+  CapturingChunkSink sink;
+  PipelineOptions o = Base(testing::LoghubPath("HDFS_2k.log"));
+  o.progress = true;
+  Pipeline p(o, sink, *seq, clock, registry);
+  ::testing::internal::CaptureStderr();
+  auto r = p.Run();
+  const std::string err = ::testing::internal::GetCapturedStderr();
+  ASSERT_TRUE(r.ok());
+  EXPECT_NE(err.find("2000 lines"), std::string::npos) << err;
+  EXPECT_NE(err.find("lines/s"), std::string::npos) << err;
+  EXPECT_NE(err.find("MB/s"), std::string::npos) << err;
+  EXPECT_NE(err.find("INFO 1920 WARN 80"), std::string::npos) << err;
+}
+
 #ifdef LOGDEX_BINARY
 struct CliRun {
   int code;
@@ -180,6 +198,23 @@ TEST(ShipCli, DryRunExitsZeroAndWritesEveryRecord) {
   ASSERT_TRUE(frames.ok());
   EXPECT_FALSE(frames->empty());
   EXPECT_NE(r.err.find("2000 records"), std::string::npos) << r.err;
+}
+
+TEST(ShipCli, ReadsStdin) {
+  TempDir dir;
+  const std::string in = dir.path() + "/in.jsonl";
+  {
+    std::ofstream f(in);
+    f << R"({"ts":"2026-11-28T10:00:00Z","level":"error","msg":"one","order":"7"})" << "\n"
+      << R"({"ts":"2026-11-28T10:00:01Z","level":"info","msg":"two"})" << "\n";
+  }
+  CliRun r =
+      Logdex("ship --app a --host h --format json --dry-run --out " + dir.path() + "/o.bin - < " + in, dir.path());
+  EXPECT_EQ(r.code, 0) << r.err;
+  auto frames = ReadFramedFile(dir.path() + "/o.bin");
+  ASSERT_TRUE(frames.ok());
+  ASSERT_EQ(frames->size(), 2u);  // an ERROR chunk and an INFO chunk
+  EXPECT_NE(r.err.find("2 records"), std::string::npos) << r.err;
 }
 
 TEST(ShipCli, RejectsBadUsageWithAMessage) {
