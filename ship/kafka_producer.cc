@@ -263,11 +263,13 @@ KafkaChunkProducer::KafkaChunkProducer(std::unique_ptr<Impl> impl) : impl_(std::
 
 KafkaChunkProducer::~KafkaChunkProducer() {
   if (!impl_->producer) return;
-  // Anything still queued is abandoned: Finish() is where callers wait.
+  // Anything still queued is abandoned (Finish() is where callers wait):
+  // purge, serve the purged messages' reports while the chunks they point
+  // into are alive, then destroy the producer before the rest of Impl.
   impl_->finishing = true;
   impl_->producer->purge(RdKafka::Producer::PURGE_QUEUE | RdKafka::Producer::PURGE_INFLIGHT);
-  impl_->producer->flush(1000);
-  impl_->producer->poll(0);
+  for (int i = 0; i < 100 && !impl_->in_flight.empty(); ++i) impl_->producer->poll(10);
+  impl_->producer.reset();
 }
 
 Status KafkaChunkProducer::Send(OutgoingChunk chunk) {

@@ -492,7 +492,7 @@ struct LineParser::Impl {
       std::string_view key, value;
     };
     std::array<Pair, 64> pairs;
-    size_t n = 0, known = 0;
+    size_t n = 0, known = 0, with_value = 0;
     size_t p = 0;
     std::vector<Pair> overflow;
     while (true) {
@@ -502,7 +502,8 @@ struct LineParser::Impl {
       while (p < line.size() && line[p] != '=' && !IsSpace(line[p]) && line[p] != '"') ++p;
       if (p == k) return false;
       std::string_view key = line.substr(k, p - k), value;
-      if (p < line.size() && line[p] == '=') {
+      const bool has_value = p < line.size() && line[p] == '=';
+      if (has_value) {
         ++p;
         if (p < line.size() && line[p] == '"') {
           std::string* v = NextValue();
@@ -527,12 +528,17 @@ struct LineParser::Impl {
       } else if (p < line.size() && !IsSpace(line[p])) {
         return false;
       }
-      if (ClassifyField(key) != Field::kOther) ++known;
+      if (has_value) {
+        ++with_value;
+        if (ClassifyField(key) != Field::kOther) ++known;
+      }
       if (n < pairs.size()) pairs[n++] = {key, value};
       else overflow.push_back({key, value});
     }
     if (n == 0) return false;
-    if (strict && (n < 2 || known == 0)) return false;
+    // Detection wants real key=value pairs, one of them a known field, so that
+    // prose ("the time is now") is not taken for logfmt.
+    if (strict && (with_value < 2 || known == 0)) return false;
     for (size_t i = 0; i < n; ++i) ApplyField(pairs[i].key, pairs[i].value, false, out);
     for (const Pair& pr : overflow) ApplyField(pr.key, pr.value, false, out);
     if (out->message.empty()) out->message = line;

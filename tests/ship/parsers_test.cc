@@ -149,6 +149,9 @@ TEST(Parsers, Logfmt) {
   a->Parse(R"(ts=1709294400 lvl=warn msg=hello)", &out);
   EXPECT_EQ(out.format, Format::kLogfmt);
   EXPECT_EQ(out.severity, Severity::kWarn);
+  a->Parse("the time is now", &out);  // prose with a field name is not logfmt
+  EXPECT_FALSE(out.parsed);
+  EXPECT_TRUE(out.tags.empty());
 }
 
 TEST(Parsers, ApacheErrorLogBothGenerations) {
