@@ -73,7 +73,7 @@ class HttpServerTest : public ::testing::Test {
     served_->clock().SetMs(kStart + 7 * 3'600'000);
     served_->SetReady(false, "partitions not assigned yet");
   }
-  void TearDown() override { served_->server().Stop(); }
+  void TearDown() override { served_->StopServing(); }
 
   static httplib::Params Range(const std::string& app) {
     return {{"app", app}, {"from", std::to_string(kStart)}, {"to", std::to_string(kEnd)}};

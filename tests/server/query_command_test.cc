@@ -58,7 +58,7 @@ class QueryCommandTest : public ::testing::Test {
     delete served_;
     served_ = nullptr;
   }
-  void TearDown() override { served_->server().Stop(); }
+  void TearDown() override { served_->StopServing(); }
 
   std::string Url() const { return "http://127.0.0.1:" + std::to_string(served_->server().port()); }
 

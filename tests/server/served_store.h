@@ -95,6 +95,10 @@ class ServedStore {
   prometheus::Registry& registry() { return registry_; }
   ManualClock& clock() { return clock_; }
   HttpServer& server() { return *server_; }
+  // Stops the last server Serve() started, if any.
+  void StopServing() {
+    if (server_) server_->Stop();
+  }
 
   // Every record of `q` through the engine's cursors, page by page.
   std::vector<QueryAnswer> EnginePages(Query q) const {
