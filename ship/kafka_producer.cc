@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <optional>
 
 namespace logdex::ship {
 namespace {
@@ -45,7 +46,7 @@ struct KafkaChunkProducer::Impl : public RdKafka::DeliveryReportCb, public RdKaf
   bool fatal = false;
   std::string fatal_reason;
   int64_t last_progress_ns = 0;
-  int64_t last_drop_log_ns = INT64_MIN;
+  std::optional<int64_t> last_drop_log_ns;  // none yet
   uint64_t drops_since_log = 0;
   bool record_order = false;
   std::vector<uint64_t> order;
@@ -118,7 +119,7 @@ struct KafkaChunkProducer::Impl : public RdKafka::DeliveryReportCb, public RdKaf
       ++drops_since_log;
     }
     const int64_t now = Now();
-    if (now - last_drop_log_ns >= 1'000'000'000) {
+    if (!last_drop_log_ns || now - *last_drop_log_ns >= 1'000'000'000) {
       spdlog::warn("ship: backlog over its bound: dropped the {} oldest chunks (total dropped: {} chunks, {} records)",
                    drops_since_log, report.dropped_chunks, report.dropped_records);
       drops_since_log = 0;

@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <deque>
 #include <filesystem>
+#include <optional>
 #include <thread>
 
 #include "common/defaults.h"
@@ -69,7 +70,7 @@ struct Pipeline::Impl {
     std::vector<std::pair<std::string, FilePosition>> positions;
   };
   std::deque<Barrier> barriers;
-  int64_t last_barrier_ns = INT64_MIN / 2;
+  std::optional<int64_t> last_barrier_ns;  // none yet
 
   // Metrics (deltas pushed by SyncMetrics).
   prometheus::Counter* lines = nullptr;
@@ -199,7 +200,7 @@ struct Pipeline::Impl {
   Status MaybeBarrier() {
     if (!checkpoints) return Status::Ok();
     const int64_t now = clock.MonotonicNs();
-    if (now - last_barrier_ns >= options.checkpoint_interval_ms * 1'000'000) {
+    if (!last_barrier_ns || now - *last_barrier_ns >= options.checkpoint_interval_ms * 1'000'000) {
       bool quiet = true;
       for (const Input& in : inputs) quiet = quiet && in.at_end && !in.assembler->has_pending();
       if (quiet) {
