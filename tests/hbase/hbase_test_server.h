@@ -23,7 +23,8 @@
 //   n-th mutation on (the call that reaches it applies the mutations before
 //   it, then fails, as HBase's non-atomic putMultiple can).
 // Fixture limits: tables have exactly one column family; maxVersions other
-// than 1 is refused; TScan.batchSize, timeRange and attributes are ignored.
+// than 1 is refused; TScan.batchSize and limit are ignored (the client pages
+// with numRows).
 //
 // Thread-safety: the server runs one thread per connection and serializes
 // every call on one lock; the fault and stats methods may be called from any
