@@ -389,8 +389,14 @@ void SinkDispatcher::WorkerLoop(Lane& lane) {
       completed_[task.key] = scan_gen_;
     }
     if (ignored.retried || ignored.deferred) continue;
-    // A delivered row frees the way for older ones: rescan soon.
-    Wake();
+    // This sink ran out of queued work: rescan now rather than at the next poll
+    // (older rows may be waiting behind the ones just delivered).
+    bool idle;
+    {
+      std::lock_guard lock(lane.mu);
+      idle = lane.stack.empty();
+    }
+    if (idle) Wake();
   }
 }
 

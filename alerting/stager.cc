@@ -159,11 +159,13 @@ void AlertStager::DiscardCache() {
   recent_order_.clear();
 }
 
-std::string AlertStager::QueryUrl(std::string_view app, std::string_view host, Severity s, int64_t ts_ms) const {
+std::string AlertStager::QueryUrl(std::string_view app, std::string_view host, Severity s, int64_t from_ms,
+                                  int64_t to_ms) const {
   if (config_.query_base_url.empty()) return {};
-  return config_.query_base_url + "/query?app=" + UrlEncode(app) + "&host=" + UrlEncode(host) +
-         "&severity=" + std::string(SeverityName(s)) + "&from=" + std::to_string(ts_ms - 60'000) +
-         "&to=" + std::to_string(ts_ms + 60'000);
+  std::string url = config_.query_base_url + "/query?app=" + UrlEncode(app);
+  if (!host.empty()) url += "&host=" + UrlEncode(host);
+  return url + "&severity=" + std::string(SeverityName(s)) + "&from=" + std::to_string(from_ms - 60'000) +
+         "&to=" + std::to_string(to_ms + 60'000);
 }
 
 AlertStager::State* AlertStager::Load(const std::string& key, bool* found, Status* error) {
@@ -218,7 +220,8 @@ size_t AlertStager::PutDigest(State& s, WriteBatch& batch) {
   n.since_ms = s.since_ms;
   n.window_end_ms = s.end_ms;
   n.staged_ms = s.start_ms;
-  n.query_url = QueryUrl(n.app, s.digest_kind == NotificationKind::kGroupDigest ? n.host : "", n.severity, n.ts_ms);
+  // Digests span hosts (unless the rule groups by host): link the app-wide range.
+  n.query_url = QueryUrl(n.app, "", n.severity, std::min(n.since_ms, n.ts_ms), n.ts_ms);
   const int64_t due = s.end_ms + config_.limits.digest_delay_ms;
   for (const auto& sink : s.sinks) {
     e.sink = sink;
@@ -395,7 +398,7 @@ Result<size_t> AlertStager::Stage(const proto::LogChunk& chunk, ChunkId chunk_id
     n.kafka_ts_ms = kafka_ts_ms;
     n.count = 1;
     n.staged_ms = now;
-    n.query_url = QueryUrl(app, host, *sev, sample.ts_ms);
+    n.query_url = QueryUrl(app, host, *sev, sample.ts_ms, sample.ts_ms);
     rows += PutEvent(n, sinks, batch);
   }
 

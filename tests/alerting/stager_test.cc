@@ -126,6 +126,11 @@ TEST_F(StagerTest, RepeatsInTheWindowBecomeOneDigestWithTheirCount) {
   EXPECT_EQ(digest.n.host, "h2");
   EXPECT_EQ(digest.n.idempotency_key, "gd:" + Hex16(event.n.group) + ":" + std::to_string(kT0));
   EXPECT_NE(digest.n.Summary().find("5 more since"), std::string::npos) << digest.n.Summary();
+  // The digest links the app-wide range from its first record to its latest.
+  EXPECT_NE(digest.n.query_url.find("from=" + std::to_string(kT0 + 1 - 60'000) + "&to=" + std::to_string(kT0 + 2001 + 60'000)),
+            std::string::npos)
+      << digest.n.query_url;
+  EXPECT_EQ(digest.n.query_url.find("host="), std::string::npos) << digest.n.query_url;
   EXPECT_EQ(MetricValue(registry_, "logdex_alerting_alerts_suppressed_total", {{"reason", "group_window"}}), 5);
   EXPECT_EQ(MetricValue(registry_, "logdex_alerting_notifications_staged_total", {{"kind", "group_digest"}}), 1);
 }
