@@ -278,6 +278,42 @@ TEST_F(StagerTest, DisabledAlertingStagesNothing) {
   EXPECT_FALSE(stager_->Wants(Chunk("api", "h")));
 }
 
+// A store whose reads fail on demand (writes and scans pass through).
+class FailingReads final : public TableStore {
+ public:
+  explicit FailingReads(TableStore& base) : base_(base) {}
+  Status CreateTable(std::string_view name, const TableOptions& o) override { return base_.CreateTable(name, o); }
+  bool HasTable(std::string_view name) const override { return base_.HasTable(name); }
+  Status Write(const WriteBatch& b) override { return base_.Write(b); }
+  Result<std::optional<std::string>> Get(std::string_view table, std::string_view key) override {
+    if (table == fail_table) return Error{Errc::kUnavailable, "injected read failure"};
+    return base_.Get(table, key);
+  }
+  Status Scan(const ScanSpec& spec, const RowVisitor& v) override { return base_.Scan(spec, v); }
+  Status FuzzyScan(const FuzzyScanSpec& spec, const RowVisitor& v) override { return base_.FuzzyScan(spec, v); }
+  StoreCounters counters() const override { return base_.counters(); }
+  std::string fail_table;  // reads of this table fail
+
+ private:
+  TableStore& base_;
+};
+
+TEST_F(StagerTest, AStoreReadFailureFailsTheStageAndARetryAfterDiscardSucceeds) {
+  Open(TwoSinkConfig());
+  FailingReads store(*store_);
+  AlertStager stager(config_, store, clock_, registry_);
+  proto::RecordBatch b;
+  AddRecord(b, kT0, "boom");
+  store.fail_table = std::string(kStateTable);  // after the replay check, at the group lookup
+  WriteBatch batch;
+  auto r = stager.Stage(Chunk("api", "h"), 3, b, 0, batch);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, Errc::kUnavailable);
+  store.fail_table.clear();
+  stager.DiscardCache();
+  EXPECT_EQ(StageAndWrite(stager, store, Chunk("api", "h"), 3, b), 2u);
+}
+
 // ---- Storm acceptance: staged through the stager, delivered to a real HTTP receiver ----
 
 struct Delivered {
