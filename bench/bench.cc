@@ -284,7 +284,8 @@ json BenchFuzzy(const BenchOptions& o) {
 
 }  // namespace
 
-json BenchIndex(const BenchOptions& o, const std::vector<std::string>& lines);  // index_bench.cc
+json BenchIndex(const BenchOptions& o, const std::vector<std::string>& lines);    // index_bench.cc
+json BenchConsume(const BenchOptions& o, const std::vector<std::string>& lines);  // consume_bench.cc
 int RunShipBench(const BenchOptions& o);  // ship_bench.cc
 
 int RunBench(const BenchOptions& o) {
@@ -304,6 +305,14 @@ int RunBench(const BenchOptions& o) {
       return 1;
     }
     for (const json& j : BenchIndex(o, lines)) std::printf("%s\n", j.dump().c_str());
+  }
+  if (all || o.name == "consume") {
+    std::vector<std::string> lines = LoadLines(o.data_dir);
+    if (lines.empty()) {
+      std::fprintf(stderr, "bench consume: no loghub samples in %s\n", o.data_dir.c_str());
+      return 1;
+    }
+    std::printf("%s\n", BenchConsume(o, lines).dump().c_str());
   }
   return 0;
 }

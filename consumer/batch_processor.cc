@@ -5,8 +5,8 @@
 namespace logdex {
 
 BatchProcessor::BatchProcessor(Indexer& indexer, BatchProcessorOptions options, LineDecoder* lines,
-                               AlertHook alerts)
-    : indexer_(indexer), options_(std::move(options)), lines_(lines), alerts_(std::move(alerts)) {}
+                               AlertStage* alerts)
+    : indexer_(indexer), options_(std::move(options)), lines_(lines), alerts_(alerts) {}
 
 Result<InputFormat> BatchProcessor::ParseFormat(std::string_view name) {
   if (name == "chunk") return InputFormat::kChunk;
@@ -36,7 +36,14 @@ bool BatchProcessor::StageChunk(const InMessage& m, const proto::LogChunk& chunk
   ++batch.chunks;
   batch.records += staged->records;
   if (alerts_) {
-    for (const AlertableChunk& a : staged->alertable) batch.alerts_staged += alerts_(a, m.timestamp_ms, batch.writes);
+    for (const AlertableChunk& a : staged->alertable) {
+      auto n = alerts_->Stage(a, m.timestamp_ms, batch.writes);
+      if (!n.ok()) {
+        if (batch.failed.ok()) batch.failed = Status(n.error().code, "alert staging: " + n.error().message);
+        continue;
+      }
+      batch.alerts_staged += *n;
+    }
   }
   return true;
 }

@@ -51,6 +51,9 @@ struct ProcessedBatch {
   uint64_t chunks = 0;
   uint64_t records = 0;
   uint64_t alerts_staged = 0;
+  // Not OK when the batch cannot be written as it is (alert staging failed):
+  // the consumer settles it as unwritten and processes the messages again.
+  Status failed;
 
   void Clear() { *this = ProcessedBatch{}; }
 };
@@ -60,20 +63,31 @@ struct BatchProcessorOptions {
   DecodeOptions decode;
 };
 
+// The alert detector's side of the ingest path: stages outbox rows for a
+// stored chunk's records into the batch that stores the chunk.
+class AlertStage {
+ public:
+  virtual ~AlertStage() = default;
+  // Appends the chunk's alerts to `batch`; returns how many. An error fails
+  // the whole batch (it is retried).
+  virtual Result<size_t> Stage(const AlertableChunk& chunk, int64_t kafka_ts_ms, WriteBatch& batch) = 0;
+  // The batch holding what was staged since the last call was written (or not).
+  virtual void Settle(bool written) = 0;
+};
+
 class BatchProcessor {
  public:
-  // Called for every ERROR/FATAL stored chunk; appends outbox rows to `batch`
-  // and returns the number of alerts staged.
-  using AlertHook = std::function<size_t(const AlertableChunk& chunk, int64_t kafka_ts_ms, WriteBatch& batch)>;
-
   // `indexer` must outlive the processor; `lines` and `alerts` may be null.
-  BatchProcessor(Indexer& indexer, BatchProcessorOptions options, LineDecoder* lines, AlertHook alerts);
+  BatchProcessor(Indexer& indexer, BatchProcessorOptions options, LineDecoder* lines, AlertStage* alerts);
 
   // Adds one message to `batch`: its rows, or a dead letter.
   void Add(const InMessage& message, ProcessedBatch& batch);
 
   // After the batch was written (or not): see Indexer::Settle.
-  void Settle(bool written) { indexer_.Settle(written); }
+  void Settle(bool written) {
+    indexer_.Settle(written);
+    if (alerts_) alerts_->Settle(written);
+  }
 
   static Result<InputFormat> ParseFormat(std::string_view name);
 
@@ -86,7 +100,7 @@ class BatchProcessor {
   Indexer& indexer_;
   BatchProcessorOptions options_;
   LineDecoder* lines_;
-  AlertHook alerts_;
+  AlertStage* alerts_;
 };
 
 }  // namespace logdex

@@ -159,14 +159,14 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
       if (batch.empty()) continue;
       const int64_t started = Ms(clock_);
       ProcessedBatch out;
-      for (const InMessage& m : batch) processor_.Add(m, out);
-      if (!DeliverDeadLetters(out, stop) || !WriteDurably(out, stop)) {
+      if (!Process(batch, out, stop) || !DeliverDeadLetters(out, stop) || !WriteDurably(out, stop)) {
         processor_.Settle(false);
         spdlog::warn("consumer: stopping with an unwritten batch of {} messages; it will be consumed again",
                      batch.size());
         break;
       }
       processor_.Settle(true);
+      if (o_.on_written) o_.on_written(out);
       Commit(out);
       metrics_.messages.Increment(static_cast<double>(out.messages));
       metrics_.bytes.Increment(static_cast<double>(out.bytes));
@@ -240,6 +240,25 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     }
     RdKafka::TopicPartition::destroy(parts);
     metrics_.paused.Set(paused ? 1 : 0);
+  }
+
+  // Turns messages into rows; while that fails (alert staging reads the
+  // store), the partitions are paused and the batch is processed again.
+  bool Process(const std::vector<InMessage>& batch, ProcessedBatch& out, const std::atomic<bool>& stop) {
+    int64_t backoff = 100;
+    for (;;) {
+      out.Clear();
+      for (const InMessage& m : batch) processor_.Add(m, out);
+      if (out.failed.ok()) return true;
+      processor_.Settle(false);
+      metrics_.store_write_failures.Increment();
+      spdlog::warn("consumer: batch processing failed: {}; partitions paused, retrying in {} ms", out.failed.ToString(),
+                   backoff);
+      SetPaused(true);
+      if (stop) return false;
+      Nap(backoff, stop);
+      backoff = std::min(backoff * 2, o_.retry_backoff_max_ms);
+    }
   }
 
   // Produces the batch's dead letters and waits for every acknowledgement,

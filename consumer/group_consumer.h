@@ -18,6 +18,7 @@
 #pragma once
 
 #include <atomic>
+#include <functional>
 #include <map>
 #include <memory>
 #include <mutex>
@@ -43,6 +44,9 @@ struct GroupConsumerOptions {
   int64_t batch_max_wait_ms = 50;
   int64_t session_timeout_ms = 10'000;
   int64_t retry_backoff_max_ms = 5'000;
+  // Called on the Run thread after each batch is durable (e.g. to wake the
+  // alert dispatcher when the batch staged alerts).
+  std::function<void(const ProcessedBatch&)> on_written;
 };
 
 // Where this member stands, for /readyz.

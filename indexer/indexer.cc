@@ -235,9 +235,12 @@ ChunkResult<StagedChunk> Indexer::Stage(const proto::LogChunk& chunk, std::strin
 
   const bool mixed = chunk.severity() == kMixedSeverity;
   const bool too_long = chunk.last_ts_ms() - chunk.first_ts_ms() >= options_.max_chunk_span_ms;
-  const bool alert_level = !mixed && IsAlertLevel(*SeverityFromCode(chunk.severity()));
+  auto alerting = [this](uint32_t code) {
+    return options_.decode_alert_levels && *SeverityFromCode(code) >= options_.alert_min_severity;
+  };
+  const bool alert_level = !mixed && alerting(chunk.severity());
   const bool need_records = mixed || too_long || !chunk.has_tag_summary() || options_.verify_full ||
-                            (alert_level && options_.decode_alert_levels);
+                            alert_level;
   const ChunkId id = StoredChunkId(chunk, source);
 
   if (!need_records) {
@@ -255,7 +258,7 @@ ChunkResult<StagedChunk> Indexer::Stage(const proto::LogChunk& chunk, std::strin
   if (!mixed && !too_long) {
     ObserveStream(chunk, chunk_bytes, source, id, &*records, batch, false);
     staged.stored_chunks = 1;
-    if (alert_level && options_.decode_alert_levels) {
+    if (alert_level) {
       staged.alertable.push_back(AlertableChunk{id, chunk, std::move(*records)});
     }
     return staged;
@@ -279,7 +282,7 @@ ChunkResult<StagedChunk> Indexer::Stage(const proto::LogChunk& chunk, std::strin
     const std::string bytes = sub.SerializeAsString();
     ObserveStream(sub, bytes, source, sub_id, &part, batch, false);
     ++staged.stored_chunks;
-    if (IsAlertLevel(*SeverityFromCode(group.first)) && options_.decode_alert_levels) {
+    if (alerting(group.first)) {
       staged.alertable.push_back(AlertableChunk{sub_id, std::move(sub), std::move(part)});
     }
   }

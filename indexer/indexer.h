@@ -42,8 +42,10 @@ struct IndexerOptions {
   int64_t max_chunk_span_ms = 60'000;
   // Decompress and check every chunk's records, not only those that need it.
   bool verify_full = false;
-  // Decompress ERROR/FATAL chunks and return their records for alerting.
+  // Decompress chunks of this severity and above and return their records
+  // for alerting (the lowest severity any alert rule takes). Default ERROR.
   bool decode_alert_levels = true;
+  Severity alert_min_severity = Severity::kError;
   TagGuardOptions tags;
   DecodeOptions decode;
 };
@@ -81,7 +83,7 @@ struct IndexValue {
   static std::optional<IndexValue> Decode(std::string_view value);
 };
 
-// An ERROR/FATAL stream chunk with its records, for the alert detector.
+// A stored chunk at or above alert_min_severity, with its records, for the alert detector.
 struct AlertableChunk {
   ChunkId id = 0;
   proto::LogChunk chunk;  // header and payload as stored

@@ -15,6 +15,9 @@
 #include <prometheus/registry.h>
 #include <thread>
 
+#include "alerting/dispatcher.h"
+#include "alerting/sinks.h"
+#include "alerting/stager.h"
 #include "common/clock.h"
 #include "consumer/batch_processor.h"
 #include "consumer/embedded_kafka.h"
@@ -25,6 +28,7 @@
 #include "server/commands.h"
 #include "server/config.h"
 #include "server/http_server.h"
+#include "server/ingest_adapters.h"
 #include "store/rocksdb_store.h"
 
 extern char** environ;
@@ -179,19 +183,36 @@ int Serve(const ServeFlags& flags) {
   prometheus::Registry registry;
   ConsumerMetrics metrics(registry);
 
+  // Alerting: rules and sinks from the config's alerting section.
+  auto alerting_config = alerting::ParseAlertingConfig(config.alerting);
+  if (!alerting_config.ok()) {
+    std::fprintf(stderr, "logdex serve: %s\n", alerting_config.error().message.c_str());
+    return 2;
+  }
+  if (Status s = alerting::CreateAlertingTables(**store, *alerting_config); !s.ok()) {
+    std::fprintf(stderr, "logdex serve: store: %s\n", s.ToString().c_str());
+    return 1;
+  }
+  alerting::AlertStager stager(*alerting_config, **store, clock, registry);
+  StagerAlertStage alert_stage(stager);
+  alerting::SinkDispatcher dispatcher(*alerting_config, **store, alerting::MakeSinks(*alerting_config, clock), clock,
+                                      registry);
+
   IndexerOptions io;
   io.salt_buckets = config.store.salt_buckets;
   io.max_chunk_span_ms = config.indexer.max_chunk_span_ms;
   io.verify_full = config.indexer.verify_full;
   io.tags = config.indexer.tags;
   io.decode.max_uncompressed_bytes = config.indexer.max_uncompressed_bytes;
-  io.decode_alert_levels = false;  // no alerting wired yet
+  io.decode_alert_levels = alerting_config->enabled;
+  io.alert_min_severity = stager.MinSeverity();
   Indexer indexer(**store, io);
 
   BatchProcessorOptions bo;
   bo.decode = io.decode;
   for (const auto& [topic, format] : config.consumer.topic_formats) bo.topic_formats[topic] = *BatchProcessor::ParseFormat(format);
-  BatchProcessor processor(indexer, bo, nullptr, nullptr);
+  ShipLineDecoder lines(config.consumer.default_app, config.consumer.default_host, clock);
+  BatchProcessor processor(indexer, bo, &lines, alerting_config->enabled ? &alert_stage : nullptr);
 
   GroupConsumerOptions go;
   go.kafka = config.kafka;
@@ -204,6 +225,9 @@ int Serve(const ServeFlags& flags) {
   go.batch_max_wait_ms = config.consumer.batch_max_wait_ms;
   go.session_timeout_ms = config.consumer.session_timeout_ms;
   go.retry_backoff_max_ms = config.consumer.retry_backoff_max_ms;
+  go.on_written = [&dispatcher](const ProcessedBatch& b) {
+    if (b.alerts_staged > 0) dispatcher.Wake();
+  };
   GroupConsumer consumer(go, **store, processor, metrics, clock);
 
   QueryOptions qo;
@@ -246,10 +270,20 @@ int Serve(const ServeFlags& flags) {
     }
   }
 
+  if (alerting_config->enabled) {
+    if (Status s = dispatcher.Start(); !s.ok()) {
+      std::fprintf(stderr, "logdex serve: alerting: %s\n", s.message().c_str());
+      return 1;
+    }
+    std::printf("alerting: %zu sinks\n", alerting_config->sinks.size());
+    std::fflush(stdout);
+  }
+
   std::atomic<bool> stop{false};
   signals.Watch(stop, config.consumer.shutdown_deadline_ms);
   Status run = consumer.Run(stop);
   http.Stop();
+  dispatcher.Stop();
   signals.Finish();
   if (!run.ok()) {
     std::fprintf(stderr, "logdex serve: %s\n", run.ToString().c_str());
@@ -263,6 +297,10 @@ int CheckConfig(const std::string& path) {
   auto loaded = LoadConfig(path);
   if (!loaded.ok()) {
     std::fprintf(stderr, "%s\n", loaded.error().message.c_str());
+    return 1;
+  }
+  if (auto a = alerting::ParseAlertingConfig(loaded->alerting); !a.ok()) {
+    std::fprintf(stderr, "%s: %s\n", path.c_str(), a.error().message.c_str());
     return 1;
   }
   std::printf("%s: OK\n", path.c_str());

@@ -1,0 +1,225 @@
+// `logdex bench consume`: end-to-end ingest (mock Kafka -> decode -> index ->
+// RocksDB, queryable) next to its two limits measured in the same run: raw
+// consumption of the same messages with no processing, and raw store writes
+// of the same bytes. Figures are per CPU-second of the process (per core):
+// the mock broker runs in this process, so every Kafka phase pays for it alike.
+#include <librdkafka/rdkafkacpp.h>
+#include <prometheus/registry.h>
+#include <sys/resource.h>
+
+#include <atomic>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "bench/bench.h"
+#include "common/row_keys.h"
+#include "consumer/batch_processor.h"
+#include "consumer/embedded_kafka.h"
+#include "consumer/group_consumer.h"
+#include "indexer/indexer.h"
+#include "indexer/tables.h"
+#include "store/rocksdb_store.h"
+
+namespace logdex {
+namespace {
+
+using nlohmann::json;
+
+double Cpu() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+int64_t NowNs() { return SystemClock::Instance().MonotonicNs(); }
+double R(double v) { return static_cast<double>(static_cast<int64_t>(v * 100 + 0.5)) / 100; }
+
+std::string TempDir(const BenchOptions& o, const char* name) {
+  std::filesystem::path base = o.dir.empty() ? std::filesystem::temp_directory_path() : std::filesystem::path(o.dir);
+  std::string t = (base / (std::string("logdex-bench-") + name + "-XXXXXX")).string();
+  LOGDEX_CHECK(mkdtemp(t.data()) != nullptr);
+  return t;
+}
+
+std::unique_ptr<RocksDbStore> Open(const std::string& dir) {
+  RocksDbOptions ro;
+  ro.path = dir;
+  auto s = RocksDbStore::Open(ro);
+  LOGDEX_CHECK(s.ok());
+  LOGDEX_CHECK(CreateTables(**s, TableLayout{}).ok());
+  return std::move(*s);
+}
+
+struct Phase {
+  double cpu_s = 0, wall_s = 0;
+};
+
+}  // namespace
+
+json BenchConsume(const BenchOptions& o, const std::vector<std::string>& lines) {
+  const int partitions = 8;
+  const std::string topic = "bench";
+  auto kafka = EmbeddedKafka::Start(1);
+  LOGDEX_CHECK(kafka.ok());
+  LOGDEX_CHECK((*kafka)->CreateTopic(topic, partitions).ok());
+  LOGDEX_CHECK((*kafka)->CreateTopic(topic + ".dlq", 1).ok());
+  const std::string bootstrap = (*kafka)->bootstrap();
+
+  // Chunks as the shipper makes them (~32 KiB of real lines each). The mock
+  // keeps ~5 MiB per partition: stay under it.
+  std::vector<std::string> chunks;
+  uint64_t total_lines = 0, total_bytes = 0;
+  const size_t count = static_cast<size_t>(std::max(8.0, 1600 * std::min(o.scale, 1.0)));
+  const int64_t base = SystemClock::Instance().NowMs() - 3'600'000;
+  size_t next = 0;
+  for (size_t c = 0; c < count; ++c) {
+    proto::RecordBatch b;
+    size_t bytes = 0;
+    while (bytes < 32 * 1024) {
+      proto::LogRecord* r = b.add_records();
+      r->set_ts_ms(base + static_cast<int64_t>(c) * 20 + b.records_size() % 20);
+      r->set_severity(SeverityCode(Severity::kInfo));
+      r->set_message(lines[next++ % lines.size()]);
+      bytes += r->message().size();
+    }
+    total_lines += b.records_size();
+    PackOptions po;
+    po.producer_id = 7;
+    po.sequence = c + 1;
+    chunks.push_back(PackChunk("app" + std::to_string(c % 20), "host" + std::to_string(c % 50), b, po)
+                         .SerializeAsString());
+    total_bytes += chunks.back().size();
+  }
+  {
+    std::string err;
+    std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+    conf->set("bootstrap.servers", bootstrap, err);
+    conf->set("log_level", "2", err);
+    std::unique_ptr<RdKafka::Producer> p(RdKafka::Producer::create(conf.get(), err));
+    for (size_t i = 0; i < chunks.size(); ++i) {
+      while (p->produce(topic, static_cast<int32_t>(i % partitions), RdKafka::Producer::RK_MSG_COPY,
+                        chunks[i].data(), chunks[i].size(), nullptr, 0, 0, nullptr, nullptr) ==
+             RdKafka::ERR__QUEUE_FULL) {
+        p->poll(10);
+      }
+    }
+    LOGDEX_CHECK(p->flush(60'000) == RdKafka::ERR_NO_ERROR);
+  }
+
+  // Limit 1: raw consumption, no processing.
+  Phase raw_consume;
+  {
+    std::string err;
+    std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+    conf->set("bootstrap.servers", bootstrap, err);
+    conf->set("group.id", "raw", err);
+    conf->set("log_level", "2", err);
+    std::unique_ptr<RdKafka::KafkaConsumer> c(RdKafka::KafkaConsumer::create(conf.get(), err));
+    std::vector<RdKafka::TopicPartition*> parts;
+    for (int p = 0; p < partitions; ++p) parts.push_back(RdKafka::TopicPartition::create(topic, p, RdKafka::Topic::OFFSET_BEGINNING));
+    c->assign(parts);
+    RdKafka::TopicPartition::destroy(parts);
+    size_t got = 0;
+    double cpu0 = 0;
+    int64_t t0 = 0;
+    while (got < chunks.size()) {
+      std::unique_ptr<RdKafka::Message> m(c->consume(100));
+      if (!m || m->err()) continue;
+      if (got++ == 0) {
+        cpu0 = Cpu();
+        t0 = NowNs();
+      }
+    }
+    raw_consume = {Cpu() - cpu0, (NowNs() - t0) / 1e9};
+    c->close();
+  }
+
+  // Limit 2: raw store writes of the same bytes (one main-table row per message, 64 per batch).
+  Phase raw_store;
+  {
+    const std::string dir = TempDir(o, "raw-store");
+    {
+      auto store = Open(dir);
+      const double cpu0 = Cpu();
+      const int64_t t0 = NowNs();
+      for (size_t i = 0; i < chunks.size(); i += 64) {
+        WriteBatch b;
+        for (size_t j = i; j < std::min(chunks.size(), i + 64); ++j) {
+          b.Put(kMainTable, MainKey{static_cast<uint8_t>(j % 16), j, Severity::kInfo, base, j, j}.Encode(), chunks[j]);
+        }
+        LOGDEX_CHECK(store->Write(b).ok());
+      }
+      raw_store = {Cpu() - cpu0, (NowNs() - t0) / 1e9};
+    }
+    std::filesystem::remove_all(dir);
+  }
+
+  // End to end: a consumer-group member indexing into RocksDB, from the first
+  // message consumed to the last batch durable (then it is queryable).
+  Phase e2e;
+  uint64_t indexed_records = 0, e2e_lines = 0;
+  {
+    const std::string dir = TempDir(o, "e2e");
+    {
+      auto store = Open(dir);
+      Indexer indexer(*store, IndexerOptions{});
+      BatchProcessor processor(indexer, BatchProcessorOptions{}, nullptr, nullptr);
+      prometheus::Registry registry;
+      ConsumerMetrics metrics(registry);
+      GroupConsumerOptions go;
+      go.kafka["bootstrap.servers"] = bootstrap;
+      go.kafka["log_level"] = "2";
+      go.group_id = "e2e";
+      go.topics = {topic};
+      go.session_timeout_ms = 6000;
+      std::atomic<uint64_t> messages{0};
+      std::atomic<int64_t> first_ns{0}, last_ns{0};
+      std::atomic<double> first_cpu{0}, last_cpu{0};
+      uint64_t first_batch_records = 0;
+      // [first, last] runs from the end of the first durable batch to the end
+      // of the last: the group join is outside it, and so are the first
+      // batch's lines (subtracted below).
+      go.on_written = [&](const ProcessedBatch& b) {
+        if (messages == 0) {
+          first_ns = NowNs();
+          first_cpu = Cpu();
+          first_batch_records = b.records;
+        }
+        messages += b.messages;
+        indexed_records += b.records;
+        last_ns = NowNs();
+        last_cpu = Cpu();
+      };
+      GroupConsumer consumer(go, *store, processor, metrics, SystemClock::Instance());
+      LOGDEX_CHECK(consumer.Start().ok());
+      std::atomic<bool> stop{false};
+      std::thread run([&] { LOGDEX_CHECK(consumer.Run(stop).ok()); });
+      while (messages < chunks.size()) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      stop = true;
+      run.join();
+      e2e = {last_cpu - first_cpu, (last_ns - first_ns) / 1e9};
+      e2e_lines = indexed_records - first_batch_records;
+    }
+    std::filesystem::remove_all(dir);
+  }
+  LOGDEX_CHECK(indexed_records == total_lines);
+
+  auto per_core = [&](const Phase& p) { return R(total_lines / p.cpu_s); };
+  const double e2e_pc = R(e2e_lines / e2e.cpu_s), consume_pc = per_core(raw_consume), store_pc = per_core(raw_store);
+  const double slower = std::min(consume_pc, store_pc);
+  return {{"benchmark", "consume_end_to_end"},
+          {"messages", chunks.size()},
+          {"lines", total_lines},
+          {"mib", R(total_bytes / 1048576.0)},
+          {"end_to_end_lines_per_core_s", e2e_pc},
+          {"end_to_end_wall_s", R(e2e.wall_s)},
+          {"limit_raw_consume_lines_per_core_s", consume_pc},
+          {"limit_raw_store_write_lines_per_core_s", store_pc},
+          {"ratio_to_raw_consume", R(e2e_pc / consume_pc)},
+          {"ratio_to_raw_store_write", R(e2e_pc / store_pc)},
+          {"ratio_to_slower_limit", R(e2e_pc / slower)},
+          {"note", "per core = lines per CPU-second of the whole process (mock broker and RocksDB threads "
+                   "included); end to end excludes the group join and counts from the first batch made durable"}};
+}
+
+}  // namespace logdex

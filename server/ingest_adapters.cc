@@ -1,0 +1,93 @@
+#include "server/ingest_adapters.h"
+
+#include <map>
+
+#include "ship/assembler.h"
+#include "ship/parsers.h"
+
+namespace logdex {
+
+struct ShipLineDecoder::Impl : public ship::RecordSink {
+  std::string default_app, default_host;
+  const Clock& clock;
+  std::unique_ptr<ship::LineParser> json, text;
+  // Per message: records by (app, host).
+  std::map<std::pair<std::string, std::string>, proto::RecordBatch> streams;
+
+  Impl(std::string app, std::string host, const Clock& c)
+      : default_app(std::move(app)), default_host(std::move(host)), clock(c) {}
+
+  Status OnRecord(const ship::RecordView& r) override {
+    const std::string app(r.app.empty() ? std::string_view(default_app) : r.app);
+    const std::string host(r.host.empty() ? std::string_view(default_host) : r.host);
+    if (app.empty() || host.empty()) {
+      return Status(Errc::kInvalidArgument,
+                    std::string("a record names no ") + (app.empty() ? "app" : "host") +
+                        " and the server has no default (consumer.default_" + (app.empty() ? "app" : "host") + ")");
+    }
+    proto::LogRecord* out = streams[{app, host}].add_records();
+    out->set_ts_ms(r.ts_ms);
+    out->set_severity(SeverityCode(r.severity));
+    out->set_message(std::string(r.message));
+    for (const ship::TagView& t : r.tags) {
+      proto::Tag* tag = out->add_tags();
+      tag->set_key(std::string(t.key));
+      tag->set_value(std::string(t.value));
+    }
+    return Status::Ok();
+  }
+};
+
+ShipLineDecoder::ShipLineDecoder(std::string default_app, std::string default_host, const Clock& clock)
+    : impl_(std::make_unique<Impl>(std::move(default_app), std::move(default_host), clock)) {
+  ship::ParserOptions jo;
+  jo.format = ship::Format::kJson;
+  impl_->json = ship::LineParser::Create(jo, clock).value();
+  ship::ParserOptions to;
+  to.format = ship::Format::kAuto;
+  impl_->text = ship::LineParser::Create(to, clock).value();
+}
+
+ShipLineDecoder::~ShipLineDecoder() = default;
+
+Result<std::vector<proto::LogChunk>> ShipLineDecoder::Decode(const InMessage& m, InputFormat format) {
+  Impl& d = *impl_;
+  d.streams.clear();
+  const bool json = format == InputFormat::kJson;
+  ship::LineParser& parser = json ? *d.json : *d.text;
+  ship::AssemblerOptions ao;
+  ao.multiline = !json;
+  ship::RecordAssembler assembler(parser, d, ao);
+
+  // Lines of the message; JSON lines are checked for a timestamp one by one.
+  std::string_view rest = m.value;
+  size_t line_no = 0;
+  ship::ParsedLine probe;
+  while (!rest.empty()) {
+    const size_t nl = rest.find('\n');
+    std::string_view line = rest.substr(0, nl);
+    rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
+    ++line_no;
+    if (line.empty() || line == "\r") continue;
+    if (json) {
+      d.json->Parse(line, &probe);
+      if (!probe.parsed) return Error{Errc::kInvalidArgument, "line " + std::to_string(line_no) + " is not a JSON object"};
+      if (!probe.has_ts) {
+        return Error{Errc::kInvalidArgument, "line " + std::to_string(line_no) +
+                                                 " has no timestamp (time, ts, @timestamp or timestamp)"};
+      }
+    }
+    if (Status s = assembler.AddLine(line); !s.ok()) return s.error();
+  }
+  if (Status s = assembler.Flush(); !s.ok()) return s.error();
+  if (d.streams.empty()) return Error{Errc::kInvalidArgument, "the message holds no log line"};
+
+  std::vector<proto::LogChunk> chunks;
+  for (auto& [stream, batch] : d.streams) {
+    PackOptions po;  // producer id and sequence are set by the BatchProcessor
+    chunks.push_back(PackChunk(stream.first, stream.second, batch, po));
+  }
+  return chunks;
+}
+
+}  // namespace logdex

@@ -1,0 +1,50 @@
+// Adapters that plug the shipper's parsers and the alert stager into the
+// consumer's batch path (consumer/ knows neither module: DESIGN.md's
+// dependency rule keeps consumer -> indexer -> store).
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "alerting/stager.h"
+#include "common/clock.h"
+#include "consumer/batch_processor.h"
+
+namespace logdex {
+
+// JSON lines and plain text lines (rsyslog omkafka, Fluent Bit, Vector) into
+// chunks, one per (app, host), through ship's LineParser and RecordAssembler.
+// - json: one object per line; every line needs a timestamp field, else the
+//   message is dead-lettered (reason unparseable_lines);
+// - text: any format `logdex ship --format auto` knows; a line without a
+//   timestamp takes the previous line's (or the clock's, for the first);
+// - app and host come from the line's fields, else the defaults; a record
+//   with neither is an error.
+class ShipLineDecoder final : public LineDecoder {
+ public:
+  ShipLineDecoder(std::string default_app, std::string default_host, const Clock& clock);
+  ~ShipLineDecoder() override;
+  Result<std::vector<proto::LogChunk>> Decode(const InMessage& message, InputFormat format) override;
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+// AlertStager behind the consumer's AlertStage interface.
+class StagerAlertStage final : public AlertStage {
+ public:
+  explicit StagerAlertStage(alerting::AlertStager& stager) : stager_(stager) {}
+  Result<size_t> Stage(const AlertableChunk& chunk, int64_t kafka_ts_ms, WriteBatch& batch) override {
+    if (!stager_.Wants(chunk.chunk)) return size_t{0};
+    return stager_.Stage(chunk.chunk, chunk.id, chunk.records, kafka_ts_ms, batch);
+  }
+  void Settle(bool written) override {
+    if (!written) stager_.DiscardCache();
+  }
+
+ private:
+  alerting::AlertStager& stager_;
+};
+
+}  // namespace logdex
