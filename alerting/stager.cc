@@ -281,6 +281,7 @@ Result<size_t> AlertStager::Stage(const proto::LogChunk& chunk, ChunkId chunk_id
 
   MaybeEvict(now);
   size_t rows = 0;
+  bool touched = false;  // some record reached grouping
   std::vector<std::pair<std::string, State*>> dirty;
   auto touch = [&](const std::string& key, State* s) {
     if (!s->dirty) {
@@ -317,6 +318,7 @@ Result<size_t> AlertStager::Stage(const proto::LogChunk& chunk, ChunkId chunk_id
       metrics_.Suppressed("rule").Increment();
       continue;
     }
+    touched = true;
     Sample sample;
     sample.app = SanitizeUtf8(app, kMaxTagBytes);
     sample.host = SanitizeUtf8(host, kMaxTagBytes);
@@ -406,7 +408,11 @@ Result<size_t> AlertStager::Stage(const proto::LogChunk& chunk, ChunkId chunk_id
     rows += PutDigest(*s, batch);
     PutState(key, *s, batch);
   }
-  batch.Put(kSeenTable, SeenKey(chunk_id), std::to_string(now));
+  // The seen row goes last: HBaseTableStore (not atomic) sends tables in the
+  // order a batch first names them, so alert_seen follows alert_outbox and a
+  // failed write never marks a chunk seen without its notifications. A chunk
+  // whose records were all ignored writes nothing (its replay changes nothing).
+  if (touched) batch.Put(kSeenTable, SeenKey(chunk_id), std::to_string(now));
   recent_chunks_.insert(chunk_id);
   recent_order_.push_back(chunk_id);
   if (recent_order_.size() > kRecentChunks) {

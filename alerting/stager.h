@@ -11,8 +11,10 @@
 //   alert_state   grouping and limit-window state (the stager's memory is a
 //                 cache of these rows, so a restarted serve continues the
 //                 same windows and counts)
-//   alert_seen    the chunk id: staging a chunk id that is already there
-//                 (a replay after a crash or a rebalance) notifies no one
+//   alert_seen    the chunk id (after the chunk's outbox rows; only when a
+//                 record reached grouping): staging a chunk id that is
+//                 already there (a replay after a crash or a rebalance)
+//                 notifies no one
 //
 // Storm control per record that a rule takes (rules: detector.h):
 //   1. its group (fingerprint) has sent < per_group in its window -> it is a

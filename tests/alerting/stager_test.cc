@@ -230,6 +230,25 @@ TEST_F(StagerTest, StagingAChunkIdAgainNotifiesNoOne) {
   EXPECT_EQ(MetricValue(registry_, "logdex_alerting_alerts_suppressed_total", {{"reason", "replay"}}), 1);
 }
 
+TEST_F(StagerTest, TheSeenRowFollowsTheNotificationsInTheBatch) {
+  // Non-atomic backends write tables in the order a batch first names them.
+  Open(TwoSinkConfig());
+  proto::RecordBatch b;
+  AddRecord(b, kT0, "boom");
+  AddRecord(b, kT0, "boom");
+  WriteBatch batch;
+  ASSERT_TRUE(stager_->Stage(Chunk("api", "h"), 5, b, 0, batch).ok());
+  int first_outbox = -1, first_seen = -1;
+  for (size_t i = 0; i < batch.entries().size(); ++i) {
+    const std::string& t = batch.entries()[i].table;
+    if (t == kOutboxTable && first_outbox < 0) first_outbox = static_cast<int>(i);
+    if (t == kSeenTable && first_seen < 0) first_seen = static_cast<int>(i);
+  }
+  ASSERT_GE(first_outbox, 0);
+  ASSERT_GE(first_seen, 0);
+  EXPECT_LT(first_outbox, first_seen);
+}
+
 TEST_F(StagerTest, TheSameChunkTwiceInOneUnwrittenBatchIsStagedOnce) {
   Open(TwoSinkConfig());
   proto::RecordBatch b;
