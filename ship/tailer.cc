@@ -5,12 +5,14 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <algorithm>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
 #include <nlohmann/json.hpp>
 
+#include "common/ids.h"
 #include "ship/sequence.h"
 
 namespace logdex::ship {
@@ -51,7 +53,29 @@ FileTailer::~FileTailer() {
   if (fd_ >= 0 && !is_stdin_) ::close(fd_);
 }
 
-FilePosition FileTailer::position() const { return FilePosition{dev_, ino_, offset_}; }
+FilePosition FileTailer::position() const {
+  return FilePosition{dev_, ino_, offset_, fingerprint_, fingerprint_len_};
+}
+
+std::optional<uint64_t> FileTailer::HashPrefix(uint32_t len) const {
+  char bytes[kFingerprintBytes];
+  if (len > kFingerprintBytes || fd_ < 0) return std::nullopt;
+  ssize_t n = ::pread(fd_, bytes, len, 0);
+  if (n != static_cast<ssize_t>(len)) return std::nullopt;
+  return Hash64(std::string_view(bytes, len));
+}
+
+void FileTailer::UpdateFingerprint() {
+  if (is_stdin_ || fingerprint_len_ >= kFingerprintBytes) return;
+  struct stat st;
+  if (::fstat(fd_, &st) != 0) return;
+  const uint32_t len = static_cast<uint32_t>(std::min<uint64_t>(kFingerprintBytes, st.st_size));
+  if (len <= fingerprint_len_) return;
+  if (auto h = HashPrefix(len)) {
+    fingerprint_ = *h;
+    fingerprint_len_ = len;
+  }
+}
 
 Status FileTailer::OpenPath(uint64_t offset) {
   int fd = ::open(path_.c_str(), O_RDONLY | O_CLOEXEC);
@@ -79,6 +103,8 @@ Status FileTailer::OpenPath(uint64_t offset) {
   dev_ = st.st_dev;
   ino_ = st.st_ino;
   offset_ = offset;
+  fingerprint_ = 0;
+  fingerprint_len_ = 0;
   buf_.clear();
   return Status::Ok();
 }
@@ -95,11 +121,19 @@ Status FileTailer::EmitPartial(const LineFn& fn) {
 Status FileTailer::CheckRotationOrTruncation(const LineFn& fn, bool* switched) {
   *switched = false;
   struct stat cur;
-  if (::fstat(fd_, &cur) == 0 && static_cast<uint64_t>(cur.st_size) < offset_ + buf_.size()) {
+  const bool shorter = ::fstat(fd_, &cur) == 0 && static_cast<uint64_t>(cur.st_size) < offset_ + buf_.size();
+  bool rewritten = false;
+  if (!shorter && fingerprint_len_ > 0) {
+    auto h = HashPrefix(fingerprint_len_);
+    rewritten = !h || *h != fingerprint_;
+  }
+  if (shorter || rewritten) {
     Status s = EmitPartial(fn);
     if (!s.ok()) return s;
     if (::lseek(fd_, 0, SEEK_SET) < 0) return IoError("seek " + path_);
     offset_ = 0;
+    fingerprint_ = 0;
+    fingerprint_len_ = 0;
     ++stats_.truncations;
     *switched = true;
     return Status::Ok();
@@ -147,6 +181,17 @@ Result<size_t> FileTailer::Read(const LineFn& fn, size_t max_bytes) {
                         static_cast<uint64_t>(st.st_ino) == resume_->ino;
       if (same) {
         s = OpenPath(resume_->offset);
+        if (s.ok() && resume_->fingerprint_len > 0) {
+          auto h = HashPrefix(resume_->fingerprint_len);
+          if (h && *h == resume_->fingerprint) {
+            fingerprint_ = resume_->fingerprint;
+            fingerprint_len_ = resume_->fingerprint_len;
+          } else if (offset_ > 0) {
+            // Same inode, other content (rewritten in place, or a reused inode).
+            s = OpenPath(0);
+            ++stats_.truncations;
+          }
+        }
       } else if (auto old = FindByInode(path_, resume_->dev, resume_->ino)) {
         // Rotated while we were away: finish the old file first.
         std::string keep = path_;
@@ -166,12 +211,21 @@ Result<size_t> FileTailer::Read(const LineFn& fn, size_t max_bytes) {
     opened_once_ = true;
   }
   size_t total = 0;
+  if (options_.follow && idle_) {
+    // The file may have been rewritten while we waited (copy-truncate that
+    // already wrote past our offset): check before reading on.
+    bool switched = false;
+    Status s = CheckRotationOrTruncation(fn, &switched);
+    if (!s.ok()) return s.error();
+  }
+  idle_ = false;
   for (;;) {
     block_.resize(options_.read_block_bytes);
     ssize_t n = ::read(fd_, block_.data(), block_.size());
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) return IoError("read " + path_);
     if (n == 0) {
+      idle_ = true;
       if (!options_.follow) {
         Status s = EmitPartial(fn);
         if (!s.ok()) return s.error();
@@ -201,6 +255,7 @@ Result<size_t> FileTailer::Read(const LineFn& fn, size_t max_bytes) {
     }
     offset_ += start;
     buf_.erase(0, start);
+    if (fingerprint_len_ < kFingerprintBytes) UpdateFingerprint();
     if (max_bytes && total >= max_bytes) return total;
   }
 }
@@ -220,8 +275,12 @@ Status CheckpointStore::Load() {
     if (!v.is_object() || !v.contains("dev") || !v.contains("ino") || !v.contains("offset")) {
       return Error{Errc::kCorruption, path + ": bad entry for " + it.key()};
     }
-    positions_[it.key()] = FilePosition{v["dev"].get<uint64_t>(), v["ino"].get<uint64_t>(),
-                                        v["offset"].get<uint64_t>()};
+    FilePosition pos{v["dev"].get<uint64_t>(), v["ino"].get<uint64_t>(), v["offset"].get<uint64_t>()};
+    if (v.contains("fingerprint") && v.contains("fingerprint_len")) {
+      pos.fingerprint = v["fingerprint"].get<uint64_t>();
+      pos.fingerprint_len = v["fingerprint_len"].get<uint32_t>();
+    }
+    positions_[it.key()] = pos;
   }
   return Status::Ok();
 }
@@ -236,7 +295,13 @@ void CheckpointStore::Set(const std::string& path, const FilePosition& pos) { po
 
 Status CheckpointStore::Save() const {
   nlohmann::json j = nlohmann::json::object();
-  for (const auto& [path, p] : positions_) j[path] = {{"dev", p.dev}, {"ino", p.ino}, {"offset", p.offset}};
+  for (const auto& [path, p] : positions_) {
+    j[path] = {{"dev", p.dev},
+               {"ino", p.ino},
+               {"offset", p.offset},
+               {"fingerprint", p.fingerprint},
+               {"fingerprint_len", p.fingerprint_len}};
+  }
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   return WriteFileAtomically(dir_ + "/checkpoints.json", j.dump(2) + "\n");

@@ -13,8 +13,9 @@
 //   - resuming from a checkpoint whose inode the path no longer names: the
 //     rotated file is looked for by inode in the same directory and read from
 //     the checkpointed offset before the new file.
-// A copy-truncate that is followed by writes past the old size before the
-// tailer looks cannot be told from appends (a limit of every tailer).
+// A copy-truncate followed by writes past the old size before the tailer
+// looks is caught by the fingerprint of the file's first bytes (FilePosition),
+// unless the new first 256 bytes equal the old ones byte for byte.
 // A partial last line waits for its newline while following; without
 // --follow it is handed out at end of file.
 //
@@ -38,8 +39,16 @@ struct FilePosition {
   uint64_t dev = 0;
   uint64_t ino = 0;
   uint64_t offset = 0;
+  // Hash (XXH64) of the file's first fingerprint_len bytes (at most
+  // kFingerprintBytes): tells a file rewritten in place (copy-truncate, then
+  // more written than before) or an inode reused by a new file from the one
+  // the offset belongs to. 0 bytes: not known yet.
+  uint64_t fingerprint = 0;
+  uint32_t fingerprint_len = 0;
   bool operator==(const FilePosition&) const = default;
 };
+
+inline constexpr uint32_t kFingerprintBytes = 256;
 
 struct TailerOptions {
   bool follow = false;
@@ -81,6 +90,10 @@ class FileTailer {
   Status OpenPath(uint64_t offset);
   Status CheckRotationOrTruncation(const LineFn& fn, bool* switched);
   Status EmitPartial(const LineFn& fn);
+  // Hash of the first `len` bytes of the open file; nullopt if shorter.
+  std::optional<uint64_t> HashPrefix(uint32_t len) const;
+  // Records (or extends up to kFingerprintBytes) the fingerprint.
+  void UpdateFingerprint();
 
   std::string path_;
   TailerOptions options_;
@@ -89,8 +102,11 @@ class FileTailer {
   bool is_stdin_ = false;
   bool done_ = false;
   bool opened_once_ = false;
+  bool idle_ = false;  // the last Read() ended at the end of the file
   uint64_t dev_ = 0, ino_ = 0;
   uint64_t offset_ = 0;    // file offset of buf_[0]
+  uint64_t fingerprint_ = 0;
+  uint32_t fingerprint_len_ = 0;
   std::string buf_;        // bytes read, not yet handed out (a partial line)
   std::string block_;
   TailerStats stats_;

@@ -76,6 +76,40 @@ TEST(FileTailer, FollowSurvivesTruncation) {
   EXPECT_EQ(t.position().offset, 3u);
 }
 
+TEST(FileTailer, FollowNoticesACopyTruncateThatWroteMoreThanBefore) {
+  TempDir dir;
+  const std::string f = dir.path() + "/app.log";
+  Append(f, "2026-11-29 00:00:01 first\n");
+  TailerOptions o;
+  o.follow = true;
+  FileTailer t(f, o);
+  EXPECT_EQ(Drain(t), (Lines{"2026-11-29 00:00:01 first"}));
+  // Truncated, then more written than was there before the tailer looks again.
+  std::filesystem::resize_file(f, 0);
+  Append(f, "2026-11-29 00:00:09 second, longer than the first line\n");
+  EXPECT_EQ(Drain(t), (Lines{"2026-11-29 00:00:09 second, longer than the first line"}));
+  EXPECT_EQ(t.stats().truncations, 1u);
+}
+
+TEST(FileTailer, ResumeNoticesAFileRewrittenInPlaceWhileStopped) {
+  TempDir dir;
+  const std::string f = dir.path() + "/app.log";
+  Append(f, "old 1\nold 2\n");
+  TailerOptions o;
+  o.follow = true;
+  FilePosition pos;
+  {
+    FileTailer t(f, o);
+    Drain(t);
+    pos = t.position();
+    EXPECT_EQ(pos.fingerprint_len, 12u);
+  }
+  std::filesystem::resize_file(f, 0);
+  Append(f, "new 1\nnew 2\nnew 3\n");  // same inode, longer than the checkpoint offset
+  FileTailer t(f, o, pos);
+  EXPECT_EQ(Drain(t), (Lines{"new 1", "new 2", "new 3"}));
+}
+
 TEST(FileTailer, ResumesFromACheckpointWithNoLossAndNoDuplication) {
   TempDir dir;
   const std::string f = dir.path() + "/app.log";
