@@ -57,7 +57,7 @@ struct Phase {
 }  // namespace
 
 json BenchConsume(const BenchOptions& o, const std::vector<std::string>& lines) {
-  const int partitions = 8;
+  const int partitions = 32;  // the mock keeps ~5 MiB per partition
   const std::string topic = "bench";
   auto kafka = EmbeddedKafka::Start(1);
   LOGDEX_CHECK(kafka.ok());
@@ -69,7 +69,7 @@ json BenchConsume(const BenchOptions& o, const std::vector<std::string>& lines) 
   // keeps ~5 MiB per partition: stay under it.
   std::vector<std::string> chunks;
   uint64_t total_lines = 0, total_bytes = 0;
-  const size_t count = static_cast<size_t>(std::max(8.0, 1600 * std::min(o.scale, 1.0)));
+  const size_t count = static_cast<size_t>(std::max(32.0, 6400 * std::min(o.scale, 1.0)));
   const int64_t base = SystemClock::Instance().NowMs() - 3'600'000;
   size_t next = 0;
   for (size_t c = 0; c < count; ++c) {
