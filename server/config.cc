@@ -1,5 +1,7 @@
 #include "server/config.h"
 
+#include "server/time_parse.h"
+
 #include <cctype>
 #include <fstream>
 #include <functional>
@@ -65,8 +67,8 @@ class Walker {
 
   Field Duration(int64_t& out_ms, int64_t min_ms) {
     return [this, &out_ms, min_ms](const YAML::Node& v, const std::string& key) {
-      auto d = v.IsScalar() ? ParseDurationMs(v.as<std::string>()) : Result<int64_t>(Error{Errc::kInvalidArgument, "must be a duration"});
-      if (!d.ok()) return Fail(v, key, d.error().message + " (e.g. 500ms, 30s, 15m, 7d)");
+      auto d = v.IsScalar() ? ParseDuration(v.as<std::string>()) : Result<int64_t>(Error{Errc::kInvalidArgument, "must be a duration"});
+      if (!d.ok()) return Fail(v, key, d.error().message);
       if (*d < min_ms) return Fail(v, key, "must be at least " + std::to_string(min_ms) + " ms");
       out_ms = *d;
     };
@@ -147,19 +149,6 @@ Status Validate(const ServeConfig& c) {
 }
 
 }  // namespace
-
-Result<int64_t> ParseDurationMs(const std::string& text) {
-  size_t i = 0;
-  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
-  if (i == 0 || i > 15) return Error{Errc::kInvalidArgument, "'" + text + "' is not a duration"};
-  const int64_t n = std::stoll(text.substr(0, i));
-  const std::string unit = text.substr(i);
-  static const std::map<std::string, int64_t> kUnits = {{"", 1},          {"ms", 1},         {"s", 1000},
-                                                        {"m", 60'000},    {"h", 3'600'000}, {"d", 86'400'000}};
-  auto it = kUnits.find(unit);
-  if (it == kUnits.end()) return Error{Errc::kInvalidArgument, "'" + text + "' has an unknown unit '" + unit + "'"};
-  return n * it->second;
-}
 
 Result<uint64_t> ParseBytes(const std::string& text) {
   size_t i = 0;
