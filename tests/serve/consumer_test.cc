@@ -15,6 +15,7 @@
 #include "consumer/group_consumer.h"
 #include "indexer/indexer.h"
 #include "indexer/tables.h"
+#include "server/ingest_adapters.h"
 #include "store/rocksdb_store.h"
 #include "tests/serve/kafka_test_util.h"
 #include "tests/test_util.h"
@@ -43,7 +44,8 @@ class ConsumerTest : public ::testing::Test {
     store_ = std::move(*s);
     ASSERT_TRUE(CreateTables(*store_, TableLayout{}).ok());
     indexer_ = std::make_unique<Indexer>(*store_, IndexerOptions{});
-    processor_ = std::make_unique<BatchProcessor>(*indexer_, BatchProcessorOptions{}, nullptr, nullptr);
+    lines_ = std::make_unique<ShipLineDecoder>("", "", SystemClock::Instance());
+    processor_ = std::make_unique<BatchProcessor>(*indexer_, BatchProcessorOptions{}, lines_.get(), nullptr);
     metrics_ = std::make_unique<ConsumerMetrics>(registry_);
     GroupConsumerOptions o;
     o.kafka["bootstrap.servers"] = kafka_->bootstrap();
@@ -88,6 +90,7 @@ class ConsumerTest : public ::testing::Test {
   std::unique_ptr<EmbeddedKafka> kafka_;
   std::unique_ptr<RocksDbStore> store_;
   std::unique_ptr<Indexer> indexer_;
+  std::unique_ptr<ShipLineDecoder> lines_;
   std::unique_ptr<BatchProcessor> processor_;
   prometheus::Registry registry_;
   std::unique_ptr<ConsumerMetrics> metrics_;
@@ -120,14 +123,16 @@ TEST_F(ConsumerTest, BadMessagesGoToTheDlqWithTheirReasonAndGoodOnesAreIndexed) 
       {"too_large", oversized.SerializeAsString()},
       {"empty_app", empty_app.SerializeAsString()},
       {"malformed", std::string("\xff\xfe garbage \x00\x01", 14)},
-      {"unsupported_format", "{\"msg\":\"no timestamp\"}"},  // JSON lines: no line decoder in this server
+      {"unparseable_lines", "{\"msg\":\"no timestamp\",\"app\":\"a\",\"host\":\"h\"}"},  // JSON without a timestamp
+      {"bad_format_header", "whatever"},
   };
   uint64_t seq = 0;
   std::map<int64_t, std::string> bad_offsets;  // partition 0 offset -> reason
   int64_t offset = 0;
   for (const auto& [reason, value] : bad) {
     std::vector<std::pair<std::string, std::string>> headers;
-    if (reason == "unsupported_format") headers.emplace_back(std::string(kFormatHeader), "json");
+    if (reason == "unparseable_lines") headers.emplace_back(std::string(kFormatHeader), "json");
+    if (reason == "bad_format_header") headers.emplace_back(std::string(kFormatHeader), "xml");
     ASSERT_TRUE(producer.Send("t", 0, value, "k", headers));
     bad_offsets[offset++] = reason;
     for (int i = 0; i < 3; ++i, ++offset) ASSERT_TRUE(producer.Send("t", 0, Chunk(++seq)));
@@ -151,6 +156,20 @@ TEST_F(ConsumerTest, BadMessagesGoToTheDlqWithTheirReasonAndGoodOnesAreIndexed) 
   }
   EXPECT_EQ(metrics_->DeadLettered("malformed").Value(), 2);
   EXPECT_EQ(metrics_->DeadLettered("crc_mismatch").Value(), 1);
+  EXPECT_EQ(metrics_->DeadLettered("unparseable_lines").Value(), 1);
+}
+
+// JSON and text lines from other shippers are parsed, chunked per stream and indexed.
+TEST_F(ConsumerTest, JsonAndTextLinesFromOtherShippersAreIndexed) {
+  TestProducer producer(kafka_->bootstrap());
+  const int64_t now = SystemClock::Instance().NowMs();
+  const std::string json = "{\"ts\":" + std::to_string(now - 5000) +
+                           ",\"level\":\"error\",\"msg\":\"disk full\",\"app\":\"vector-app\",\"host\":\"n1\",\"dc\":\"east\"}\n"
+                           "{\"ts\":" + std::to_string(now - 4000) +
+                           ",\"level\":\"info\",\"msg\":\"ok\",\"app\":\"vector-app\",\"host\":\"n2\"}";
+  ASSERT_TRUE(producer.Send("t", 1, json, "", {{std::string(kFormatHeader), "json"}}));
+  ASSERT_TRUE(WaitFor([&] { return MainRows() == 2; }, 20'000)) << MainRows();
+  EXPECT_EQ(metrics_->records.Value(), 2);
 }
 
 TEST_F(ConsumerTest, StoreFailuresPauseConsumptionAndNothingIsLost) {
