@@ -20,6 +20,8 @@
 #include "consumer/embedded_kafka.h"
 #include "indexer/tables.h"
 #include "store/rocksdb_store.h"
+#include "tests/alerting/alertmanager_process.h"
+#include "tests/alerting/webhook_receiver.h"
 #include "tests/serve/kafka_test_util.h"
 #include "tests/serve/process.h"
 #include "tests/test_util.h"
@@ -165,6 +167,51 @@ TEST_F(ServeProcess, ChunkProducedByKcatIsQueryableWithinOneSecond) {
   EXPECT_LT(seconds, 1.0) << "queryable " << seconds << " s after kcat returned";
   serve.Signal(SIGTERM);
   EXPECT_TRUE(serve.WaitFor(20'000));
+  EXPECT_EQ(serve.Wait(), 0) << serve.Log();
+}
+
+// An ERROR line produced to Kafka reaches a webhook receiver through a real
+// Alertmanager: serve detects it in the ingest batch, stages it in the outbox
+// and the dispatcher posts it to Alertmanager's API v2.
+TEST_F(ServeProcess, AnErrorLineReachesTheReceiverThroughARealAlertmanager) {
+  if (!alerting::testing::AlertmanagerInstalled()) {
+    GTEST_SKIP() << "prometheus-alertmanager is not installed (scripts/install-deps.sh --servers)";
+  }
+  alerting::testing::WebhookReceiver receiver;
+  alerting::testing::AlertmanagerProcess am(receiver.url());
+  ASSERT_TRUE(am.ready());
+  const std::string config = dir_.path() + "/alerting.yaml";
+  std::ofstream(config) << "alerting:\n  sinks:\n    - name: am\n      type: alertmanager\n"
+                        << "      url: http://127.0.0.1:" << am.port() << "\n";
+  const std::string bootstrap_file = dir_.path() + "/bootstrap";
+  Process serve({LOGDEX_BINARY, "serve", "--embedded-kafka", "--bootstrap-file", bootstrap_file, "--store-dir",
+                 dir_.path() + "/store", "--http", "127.0.0.1:" + std::to_string(FreePort()), "--config", config},
+                Log("serve"));
+  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(bootstrap_file); }, 20'000)) << serve.Log();
+  std::string bootstrap;
+  std::getline(std::ifstream(bootstrap_file), bootstrap);
+
+  proto::RecordBatch b;
+  proto::LogRecord* r = b.add_records();
+  r->set_ts_ms(SystemClock::Instance().NowMs() - 1000);
+  r->set_severity(SeverityCode(Severity::kError));
+  r->set_message("payment gateway timed out after 3000 ms");
+  PackOptions po;
+  po.producer_id = 99;
+  po.sequence = 1;
+  TestProducer producer(bootstrap);
+  ASSERT_TRUE(producer.Send(std::string(kDefaultTopic), 0, PackChunk("payments", "pay-1", b, po).SerializeAsString()));
+
+  ASSERT_TRUE(receiver.WaitFor(1, std::chrono::seconds(30))) << serve.Log();
+  const std::string body = receiver.requests().front().body;
+  auto j = nlohmann::json::parse(body, nullptr, false);
+  ASSERT_FALSE(j.is_discarded()) << body;
+  ASSERT_FALSE(j["alerts"].empty()) << body;
+  EXPECT_EQ(j["alerts"][0]["labels"]["app"], "payments") << body;
+  EXPECT_EQ(j["alerts"][0]["labels"]["host"], "pay-1") << body;
+  EXPECT_EQ(j["alerts"][0]["labels"]["severity"], "error") << body;
+  EXPECT_NE(body.find("payment gateway timed out"), std::string::npos) << body;
+  serve.Signal(SIGTERM);
   EXPECT_EQ(serve.Wait(), 0) << serve.Log();
 }
 
