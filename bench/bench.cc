@@ -286,6 +286,7 @@ json BenchFuzzy(const BenchOptions& o) {
 
 json BenchIndex(const BenchOptions& o, const std::vector<std::string>& lines);    // index_bench.cc
 json BenchConsume(const BenchOptions& o, const std::vector<std::string>& lines);  // consume_bench.cc
+json BenchAlert(const BenchOptions& o);                                           // alert_bench.cc
 int RunShipBench(const BenchOptions& o);  // ship_bench.cc
 
 int RunBench(const BenchOptions& o) {
@@ -306,6 +307,7 @@ int RunBench(const BenchOptions& o) {
     }
     for (const json& j : BenchIndex(o, lines)) std::printf("%s\n", j.dump().c_str());
   }
+  if (all || o.name == "alert") std::printf("%s\n", BenchAlert(o).dump().c_str());
   if (all || o.name == "consume") {
     std::vector<std::string> lines = LoadLines(o.data_dir);
     if (lines.empty()) {

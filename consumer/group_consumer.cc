@@ -198,7 +198,9 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
   }
 
  private:
-  // Consumes until the batch is full or its time is up.
+  // Consumes until the batch is full, its time is up, or (once it holds a
+  // message) what the client has fetched runs out: a lone message does not
+  // wait for batch_max_wait, and a busy partition still fills whole batches.
   void Collect(const std::atomic<bool>& stop) {
     const int64_t deadline = Ms(clock_) + o_.batch_max_wait_ms;
     uint64_t bytes = 0;
@@ -206,8 +208,12 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     while (!stop && count < o_.batch_max_messages && bytes < o_.batch_max_bytes) {
       const int64_t left = deadline - Ms(clock_);
       if (left <= 0) break;
-      std::unique_ptr<RdKafka::Message> m(consumer_->consume(static_cast<int>(std::min<int64_t>(left, 100))));
-      if (!m) continue;
+      const int wait_ms = count > 0 ? 0 : static_cast<int>(std::min<int64_t>(left, 100));
+      std::unique_ptr<RdKafka::Message> m(consumer_->consume(wait_ms));
+      if (!m || m->err() == RdKafka::ERR__TIMED_OUT) {
+        if (count > 0) break;  // drained
+        continue;
+      }
       switch (m->err()) {
         case RdKafka::ERR_NO_ERROR: {
           InMessage copy = Copy(*m);
@@ -217,7 +223,6 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
           count = pending_.size();
           break;
         }
-        case RdKafka::ERR__TIMED_OUT:
         case RdKafka::ERR__PARTITION_EOF:
           break;
         default:

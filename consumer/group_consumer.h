@@ -3,7 +3,8 @@
 // from other threads (HTTP readiness, metrics).
 //
 // Delivery rules (DESIGN.md, "Delivery and consistency"):
-// - a batch closes at batch_max_messages, batch_max_bytes or batch_max_wait;
+// - a batch closes at batch_max_messages, batch_max_bytes or batch_max_wait,
+//   or as soon as it holds messages and the client has no more fetched;
 // - its dead letters are produced to <topic><dlq_suffix> and acknowledged,
 //   then its rows (and staged alerts) are written to the store in one write
 //   batch, then its offsets are committed: nothing is committed before it is

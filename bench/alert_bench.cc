@@ -1,0 +1,200 @@
+// `logdex bench alert`: produce-to-webhook latency of single ERROR lines
+// through a real `logdex serve` process (embedded Kafka, RocksDB, the alert
+// outbox and dispatcher) while a background load of INFO lines flows.
+// Chunks are produced directly, so no shipper linger is in the figure; the
+// shipper's linger for ERROR streams (20 ms by default) is reported apart.
+#include <httplib.h>
+#include <librdkafka/rdkafkacpp.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <thread>
+
+#include "bench/bench.h"
+#include "common/chunk_codec.h"
+#include "common/clock.h"
+#include "common/defaults.h"
+#include "common/severity.h"
+
+extern char** environ;
+
+namespace logdex {
+namespace {
+
+using nlohmann::json;
+
+int64_t NowUs() { return SystemClock::Instance().MonotonicNs() / 1000; }
+
+std::string InfoChunk(uint64_t seq, int lines) {
+  proto::RecordBatch b;
+  const int64_t now = SystemClock::Instance().NowMs();
+  for (int i = 0; i < lines; ++i) {
+    proto::LogRecord* r = b.add_records();
+    r->set_ts_ms(now);
+    r->set_severity(SeverityCode(Severity::kInfo));
+    r->set_message("GET /api/orders/" + std::to_string(seq * 1000 + static_cast<uint64_t>(i)) + " 200 12ms");
+  }
+  PackOptions po;
+  po.producer_id = 11;
+  po.sequence = seq;
+  return PackChunk("web", "web-" + std::to_string(seq % 8), b, po).SerializeAsString();
+}
+
+std::string ErrorChunk(int probe) {
+  proto::RecordBatch b;
+  proto::LogRecord* r = b.add_records();
+  r->set_ts_ms(SystemClock::Instance().NowMs());
+  r->set_severity(SeverityCode(Severity::kError));
+  r->set_message("checkout failed: upstream timeout");
+  PackOptions po;
+  po.producer_id = 12;
+  po.sequence = static_cast<uint64_t>(probe) + 1;
+  // One app per probe: each probe is its own alert group (no grouping delay).
+  return PackChunk("probe-" + std::to_string(probe), "pay-1", b, po).SerializeAsString();
+}
+
+}  // namespace
+
+json BenchAlert(const BenchOptions& o) {
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
+                                    ("logdex-bench-alert-" + std::to_string(::getpid()));
+  std::filesystem::remove_all(dir);
+  std::filesystem::create_directories(dir);
+
+  // The webhook receiver: arrival time of each probe's first notification.
+  std::mutex mu;
+  std::map<int, int64_t> arrived_us;
+  httplib::Server receiver;
+  receiver.Post("/hook", [&](const httplib::Request& req, httplib::Response& res) {
+    const int64_t now = NowUs();
+    const size_t at = req.body.find("probe-");
+    if (at != std::string::npos) {
+      const int probe = std::atoi(req.body.c_str() + at + 6);
+      std::lock_guard lock(mu);
+      arrived_us.emplace(probe, now);
+    }
+    res.set_content("ok", "text/plain");
+  });
+  const int hook_port = receiver.bind_to_any_port("127.0.0.1");
+  std::thread receiver_thread([&] { receiver.listen_after_bind(); });
+
+  const std::string config = (dir / "serve.yaml").string();
+  std::ofstream(config) << "consumer:\n  batch_max_wait: 20ms\n"
+                        << "alerting:\n  limits: {global: 0, per_app: 0}\n  sinks:\n"
+                        << "    - {name: bench, type: webhook, url: 'http://127.0.0.1:" << hook_port << "/hook'}\n";
+  const std::string bootstrap_file = (dir / "bootstrap").string();
+  std::vector<std::string> args = {"/proc/self/exe", "serve", "--embedded-kafka", "--bootstrap-file", bootstrap_file,
+                                   "--store-dir", (dir / "store").string(), "--http", "127.0.0.1:0",
+                                   "--config", config, "--log-level", "warn"};
+  std::vector<char*> argv;
+  for (auto& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  const std::string log = (dir / "serve.log").string();
+  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  posix_spawn_file_actions_adddup2(&fa, 1, 2);
+  pid_t serve = -1;
+  LOGDEX_CHECK(posix_spawn(&serve, argv[0], &fa, nullptr, argv.data(), environ) == 0);
+  posix_spawn_file_actions_destroy(&fa);
+  for (int i = 0; i < 300 && !std::filesystem::exists(bootstrap_file); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+  std::string bootstrap;
+  std::getline(std::ifstream(bootstrap_file), bootstrap);
+  LOGDEX_CHECK(!bootstrap.empty());
+
+  std::string err;
+  std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
+  conf->set("bootstrap.servers", bootstrap, err);
+  conf->set("linger.ms", "0", err);
+  conf->set("log_level", "2", err);
+  std::unique_ptr<RdKafka::Producer> producer(RdKafka::Producer::create(conf.get(), err));
+  const std::string topic(kDefaultTopic);
+  auto send = [&](const std::string& v, int32_t partition) {
+    while (producer->produce(topic, partition, RdKafka::Producer::RK_MSG_COPY, const_cast<char*>(v.data()),
+                             v.size(), nullptr, 0, 0, nullptr, nullptr) == RdKafka::ERR__QUEUE_FULL) {
+      producer->poll(1);
+    }
+    producer->poll(0);
+  };
+
+  // Warm up: the group join, one probe, then the measured run.
+  send(ErrorChunk(0), 0);
+  for (int i = 0; i < 300; ++i) {
+    {
+      std::lock_guard lock(mu);
+      if (arrived_us.count(0)) break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  }
+
+  // Background: 100,000 INFO lines/s as 100 chunks of 1,000 lines per second.
+  std::atomic<bool> stop{false};
+  std::atomic<uint64_t> background_lines{0};
+  const int64_t load_start = NowUs();
+  std::thread background([&] {
+    uint64_t seq = 0;
+    int64_t next = NowUs();
+    while (!stop) {
+      ++seq;
+      send(InfoChunk(seq, 1000), static_cast<int32_t>(seq % 8));
+      background_lines += 1000;
+      next += 10'000;
+      std::this_thread::sleep_for(std::chrono::microseconds(std::max<int64_t>(0, next - NowUs())));
+    }
+  });
+
+  const int probes = std::max(10, static_cast<int>(60 * std::min(o.scale, 1.0)));
+  std::map<int, int64_t> sent_us;
+  for (int p = 1; p <= probes; ++p) {
+    const std::string v = ErrorChunk(p);
+    sent_us[p] = NowUs();
+    send(v, p % 8);
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));
+  }
+  std::this_thread::sleep_for(std::chrono::seconds(3));
+  stop = true;
+  background.join();
+  const double load_seconds = (NowUs() - load_start) / 1e6;
+  producer->flush(5000);
+  kill(serve, SIGTERM);
+  int status = 0;
+  waitpid(serve, &status, 0);
+  receiver.stop();
+  receiver_thread.join();
+
+  std::vector<double> latencies_ms;
+  {
+    std::lock_guard lock(mu);
+    for (auto& [p, t] : sent_us) {
+      if (arrived_us.count(p)) latencies_ms.push_back((arrived_us[p] - t) / 1000.0);
+    }
+  }
+  std::sort(latencies_ms.begin(), latencies_ms.end());
+  auto pct = [&](double q) {
+    if (latencies_ms.empty()) return -1.0;
+    return latencies_ms[std::min(latencies_ms.size() - 1, static_cast<size_t>(q * latencies_ms.size()))];
+  };
+  std::filesystem::remove_all(dir);
+  return {{"benchmark", "alert_latency"},
+          {"probes", probes},
+          {"delivered", latencies_ms.size()},
+          {"p50_ms", pct(0.50)},
+          {"p99_ms", pct(0.99)},
+          {"max_ms", latencies_ms.empty() ? -1.0 : latencies_ms.back()},
+          {"background_info_lines_per_s", static_cast<double>(background_lines) / load_seconds},
+          {"excluded_ship_linger_ms_error_streams", 20},
+          {"path", "produce -> embedded Kafka -> serve (batch, index, stage alert, write) -> dispatcher -> webhook"}};
+}
+
+}  // namespace logdex
