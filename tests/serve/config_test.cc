@@ -47,6 +47,12 @@ TEST(Config, ErrorsNameTheLineAndTheKey) {
   EXPECT_NE(m.find("bad.yaml:8: http.ready_max_lag: must be between"), std::string::npos) << m;
 }
 
+TEST(Config, RefusesSkipWalUntilCommitsFollowFlushes) {
+  auto c = ParseConfig("store:\n  durability: skip_wal\n", "w.yaml");
+  ASSERT_FALSE(c.ok());
+  EXPECT_NE(c.error().message.find("skip_wal is not supported"), std::string::npos) << c.error().message;
+}
+
 TEST(Config, ReportsYamlSyntaxErrorsWithTheirLine) {
   auto c = ParseConfig("store:\n  dir: [unclosed\n", "syntax.yaml");
   ASSERT_FALSE(c.ok());
