@@ -20,6 +20,7 @@
 #include <thread>
 
 #include "bench/bench.h"
+#include "bench/bench_util.h"
 #include "common/chunk_codec.h"
 #include "common/clock.h"
 #include "common/defaults.h"
@@ -32,7 +33,7 @@ namespace {
 
 using nlohmann::json;
 
-int64_t NowUs() { return SystemClock::Instance().MonotonicNs() / 1000; }
+int64_t NowUs() { return bench::NowNs() / 1000; }
 
 std::string InfoChunk(uint64_t seq, int lines) {
   proto::RecordBatch b;
@@ -65,10 +66,8 @@ std::string ErrorChunk(int probe) {
 }  // namespace
 
 json BenchAlert(const BenchOptions& o) {
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() /
-                                    ("logdex-bench-alert-" + std::to_string(::getpid()));
-  std::filesystem::remove_all(dir);
-  std::filesystem::create_directories(dir);
+  bench::ScratchDir scratch(o.dir, "alert");
+  const std::filesystem::path dir = scratch.str();
 
   // The webhook receiver: arrival time of each probe's first notification.
   std::mutex mu;
@@ -185,7 +184,6 @@ json BenchAlert(const BenchOptions& o) {
     if (latencies_ms.empty()) return -1.0;
     return latencies_ms[std::min(latencies_ms.size() - 1, static_cast<size_t>(q * latencies_ms.size()))];
   };
-  std::filesystem::remove_all(dir);
   return {{"benchmark", "alert_latency"},
           {"probes", probes},
           {"delivered", latencies_ms.size()},

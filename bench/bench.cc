@@ -1,5 +1,7 @@
 #include "bench/bench.h"
 
+#include "bench/bench_util.h"
+
 #include <fcntl.h>
 #include <snappy.h>
 #include <unistd.h>
@@ -22,33 +24,9 @@ namespace {
 using nlohmann::json;
 
 double Seconds(int64_t start_ns) { return (SystemClock::Instance().MonotonicNs() - start_ns) / 1e9; }
-int64_t Now() { return SystemClock::Instance().MonotonicNs(); }
+int64_t Now() { return bench::NowNs(); }
 double Mb(double bytes) { return bytes / (1024.0 * 1024.0); }
-double Round(double v) { return static_cast<double>(static_cast<int64_t>(v * 100 + 0.5)) / 100; }
-
-// A scratch directory removed when the benchmark ends (unless given by the user).
-class ScratchDir {
- public:
-  ScratchDir(const std::string& given, const std::string& name) {
-    if (!given.empty()) {
-      path_ = std::filesystem::path(given) / name;
-      std::filesystem::remove_all(path_);
-      std::filesystem::create_directories(path_);
-    } else {
-      std::string tmpl = (std::filesystem::temp_directory_path() / ("logdex-bench-" + name + "-XXXXXX")).string();
-      LOGDEX_CHECK(mkdtemp(tmpl.data()) != nullptr);
-      path_ = tmpl;
-    }
-  }
-  ~ScratchDir() {
-    std::error_code ec;
-    std::filesystem::remove_all(path_, ec);
-  }
-  std::string str() const { return path_.string(); }
-
- private:
-  std::filesystem::path path_;
-};
+double Round(double v) { return bench::Round2(v); }
 
 std::string RandomBytes(size_t n, uint64_t seed) {
   std::mt19937_64 rng(seed);
@@ -73,7 +51,7 @@ json BenchStore(const BenchOptions& o) {
     return k.Encode();
   };
 
-  ScratchDir dir(o.dir, "store");
+  bench::ScratchDir dir(o.dir, "store");
   RocksDbOptions ro;
   ro.path = dir.str() + "/db";
   auto store = RocksDbStore::Open(ro);
@@ -214,7 +192,7 @@ json BenchCodec(const BenchOptions& o) {
 // Rows examined: fuzzy scan (one pass over 16 salt buckets) vs a full scan
 // with a filter, for "app X, severity ERROR" over the main table's keys.
 json BenchFuzzy(const BenchOptions& o) {
-  ScratchDir dir(o.dir, "fuzzy");
+  bench::ScratchDir dir(o.dir, "fuzzy");
   RocksDbOptions ro;
   ro.path = dir.str() + "/db";
   auto store = RocksDbStore::Open(ro);

@@ -13,6 +13,7 @@
 #include <thread>
 
 #include "bench/bench.h"
+#include "bench/bench_util.h"
 #include "common/row_keys.h"
 #include "consumer/batch_processor.h"
 #include "consumer/embedded_kafka.h"
@@ -26,29 +27,9 @@ namespace {
 
 using nlohmann::json;
 
-double Cpu() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
-int64_t NowNs() { return SystemClock::Instance().MonotonicNs(); }
-double R(double v) { return static_cast<double>(static_cast<int64_t>(v * 100 + 0.5)) / 100; }
-
-std::string TempDir(const BenchOptions& o, const char* name) {
-  std::filesystem::path base = o.dir.empty() ? std::filesystem::temp_directory_path() : std::filesystem::path(o.dir);
-  std::string t = (base / (std::string("logdex-bench-") + name + "-XXXXXX")).string();
-  LOGDEX_CHECK(mkdtemp(t.data()) != nullptr);
-  return t;
-}
-
-std::unique_ptr<RocksDbStore> Open(const std::string& dir) {
-  RocksDbOptions ro;
-  ro.path = dir;
-  auto s = RocksDbStore::Open(ro);
-  LOGDEX_CHECK(s.ok());
-  LOGDEX_CHECK(CreateTables(**s, TableLayout{}).ok());
-  return std::move(*s);
-}
+double Cpu() { return bench::CpuSeconds(); }
+int64_t NowNs() { return bench::NowNs(); }
+double R(double v) { return bench::Round2(v); }
 
 struct Phase {
   double cpu_s = 0, wall_s = 0;
@@ -137,9 +118,9 @@ json BenchConsume(const BenchOptions& o, const std::vector<std::string>& lines) 
   // Limit 2: raw store writes of the same bytes (one main-table row per message, 64 per batch).
   Phase raw_store;
   {
-    const std::string dir = TempDir(o, "raw-store");
+    bench::ScratchDir dir(o.dir, "raw-store");
     {
-      auto store = Open(dir);
+      auto store = bench::OpenStoreWithTables(dir.str());
       const double cpu0 = Cpu();
       const int64_t t0 = NowNs();
       for (size_t i = 0; i < chunks.size(); i += 64) {
@@ -151,7 +132,6 @@ json BenchConsume(const BenchOptions& o, const std::vector<std::string>& lines) 
       }
       raw_store = {Cpu() - cpu0, (NowNs() - t0) / 1e9};
     }
-    std::filesystem::remove_all(dir);
   }
 
   // End to end: a consumer-group member indexing into RocksDB, from the first
@@ -159,9 +139,9 @@ json BenchConsume(const BenchOptions& o, const std::vector<std::string>& lines) 
   Phase e2e;
   uint64_t indexed_records = 0, e2e_lines = 0;
   {
-    const std::string dir = TempDir(o, "e2e");
+    bench::ScratchDir dir(o.dir, "e2e");
     {
-      auto store = Open(dir);
+      auto store = bench::OpenStoreWithTables(dir.str());
       Indexer indexer(*store, IndexerOptions{});
       BatchProcessor processor(indexer, BatchProcessorOptions{}, nullptr, nullptr);
       prometheus::Registry registry;
@@ -200,7 +180,6 @@ json BenchConsume(const BenchOptions& o, const std::vector<std::string>& lines) 
       e2e = {last_cpu - first_cpu, (last_ns - first_ns) / 1e9};
       e2e_lines = indexed_records - first_batch_records;
     }
-    std::filesystem::remove_all(dir);
   }
   LOGDEX_CHECK(indexed_records == total_lines);
 

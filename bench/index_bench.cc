@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bench.h"
+#include "bench/bench_util.h"
 #include "common/chunk_codec.h"
 #include "common/clock.h"
 #include "indexer/indexer.h"
@@ -19,31 +20,10 @@ namespace {
 
 using nlohmann::json;
 
-int64_t Now() { return SystemClock::Instance().MonotonicNs(); }
-
-double CpuSeconds() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
-}
-
-double Round(double v) { return static_cast<double>(static_cast<int64_t>(v * 100 + 0.5)) / 100; }
-
-std::string TempPath(const BenchOptions& o, const std::string& name) {
-  std::filesystem::path base = o.dir.empty() ? std::filesystem::temp_directory_path() : std::filesystem::path(o.dir);
-  std::string tmpl = (base / ("logdex-bench-" + name + "-XXXXXX")).string();
-  LOGDEX_CHECK(mkdtemp(tmpl.data()) != nullptr);
-  return tmpl;
-}
-
-std::unique_ptr<RocksDbStore> OpenStore(const std::string& path) {
-  RocksDbOptions ro;
-  ro.path = path;
-  auto store = RocksDbStore::Open(ro);
-  LOGDEX_CHECK(store.ok());
-  LOGDEX_CHECK(CreateTables(**store, TableLayout{}).ok());
-  return std::move(*store);
-}
+using bench::CpuSeconds;
+using bench::Round2;
+int64_t Now() { return bench::NowNs(); }
+double Round(double v) { return Round2(v); }
 
 // Chunks as the shipper makes them: one stream each, ~32 KiB of real lines,
 // a tag summary; one in ten is ERROR (decompressed at ingest for alerting).
@@ -79,10 +59,10 @@ json Throughput(const BenchOptions& o, const std::vector<std::string>& lines) {
   uint64_t records = 0;
   const size_t count = static_cast<size_t>(4000 * o.scale);
   std::vector<std::string> chunks = ShipperChunks(lines, count, &records);
-  const std::string path = TempPath(o, "index");
+  bench::ScratchDir dir(o.dir, "index");
   double wall = 0, cpu = 0;
   {
-    auto store = OpenStore(path);
+    auto store = bench::OpenStoreWithTables(dir.str());
     Indexer indexer(*store, IndexerOptions{});
     proto::ChunkSource src;
     src.set_topic("bench");
@@ -96,7 +76,6 @@ json Throughput(const BenchOptions& o, const std::vector<std::string>& lines) {
     wall = (Now() - t0) / 1e9;
     cpu = CpuSeconds() - cpu0;
   }
-  std::filesystem::remove_all(path);
   return {{"benchmark", "index_throughput"},
           {"store", "rocksdb, durability async, flushed at the end"},
           {"chunks", count},
@@ -129,10 +108,10 @@ std::string TinyChunk(uint64_t seq, int64_t base) {
 json Growth(const BenchOptions& o) {
   std::vector<uint64_t> sizes;
   for (uint64_t n : {10'000ull, 100'000ull, 1'000'000ull}) sizes.push_back(std::max<uint64_t>(100, n * o.scale));
-  const std::string path = TempPath(o, "growth");
+  bench::ScratchDir dir(o.dir, "growth");
   json incremental = json::array(), rebuild = json::array();
   {
-    auto store = OpenStore(path);
+    auto store = bench::OpenStoreWithTables(dir.str());
     Indexer indexer(*store, IndexerOptions{});
     proto::ChunkSource src;
     src.set_topic("bench");
@@ -159,7 +138,6 @@ json Growth(const BenchOptions& o) {
                          {"ratio_rebuild_to_incremental", Round(rebuild_ms * 1000 / per_chunk_us)}});
     }
   }
-  std::filesystem::remove_all(path);
   return {{"benchmark", "index_growth"},
           {"incremental", incremental},
           {"rebuild", rebuild},

@@ -1,0 +1,63 @@
+// Helpers shared by the benchmarks: time, CPU time, rounding, scratch
+// directories and a store with logdex's tables.
+#pragma once
+
+#include <sys/resource.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <memory>
+#include <string>
+
+#include "common/clock.h"
+#include "indexer/tables.h"
+#include "store/rocksdb_store.h"
+
+namespace logdex::bench {
+
+inline int64_t NowNs() { return SystemClock::Instance().MonotonicNs(); }
+
+// User + system CPU seconds of the whole process (all threads).
+inline double CpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// Two decimals, for JSON figures.
+inline double Round2(double v) { return static_cast<double>(static_cast<int64_t>(v * 100 + 0.5)) / 100; }
+
+// A new directory under `base` (or the system temp dir), removed with
+// everything in it at scope exit.
+class ScratchDir {
+ public:
+  ScratchDir(const std::string& base, const std::string& name) {
+    std::filesystem::path root = base.empty() ? std::filesystem::temp_directory_path() : std::filesystem::path(base);
+    std::filesystem::create_directories(root);
+    std::string tmpl = (root / ("logdex-bench-" + name + "-XXXXXX")).string();
+    LOGDEX_CHECK(mkdtemp(tmpl.data()) != nullptr);
+    path_ = tmpl;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    std::filesystem::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+  std::string str() const { return path_.string(); }
+
+ private:
+  std::filesystem::path path_;
+};
+
+// A RocksDB store at `dir` holding logdex's tables (default options).
+inline std::unique_ptr<RocksDbStore> OpenStoreWithTables(const std::string& dir) {
+  RocksDbOptions ro;
+  ro.path = dir;
+  auto store = RocksDbStore::Open(ro);
+  LOGDEX_CHECK(store.ok());
+  LOGDEX_CHECK(CreateTables(**store, TableLayout{}).ok());
+  return std::move(*store);
+}
+
+}  // namespace logdex::bench
