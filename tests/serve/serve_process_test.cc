@@ -125,6 +125,21 @@ class ServeProcess : public ::testing::Test {
     return path;
   }
 
+  // Starts `serve --embedded-kafka` on `port` and waits for its bootstrap
+  // file; `bootstrap` is left empty when it does not come.
+  std::unique_ptr<Process> StartEmbedded(int port, std::string* bootstrap, std::vector<std::string> extra = {}) {
+    const std::string bootstrap_file = dir_.path() + "/bootstrap";
+    std::vector<std::string> args = {LOGDEX_BINARY, "serve", "--embedded-kafka", "--bootstrap-file", bootstrap_file,
+                                     "--store-dir", dir_.path() + "/store", "--http", "127.0.0.1:" + std::to_string(port)};
+    args.insert(args.end(), extra.begin(), extra.end());
+    auto serve = std::make_unique<Process>(args, Log("serve"));
+    bootstrap->clear();
+    if (WaitFor([&] { return std::filesystem::exists(bootstrap_file); }, 20'000)) {
+      std::getline(std::ifstream(bootstrap_file), *bootstrap);
+    }
+    return serve;
+  }
+
   std::string Log(const std::string& name) { return dir_.path() + "/" + name + ".log"; }
 
   TempDir dir_;
@@ -135,13 +150,10 @@ class ServeProcess : public ::testing::Test {
 TEST_F(ServeProcess, ChunkProducedByKcatIsQueryableWithinOneSecond) {
   if (testing::Run("command -v kcat") != 0) GTEST_SKIP() << "kcat is not installed (scripts/install-deps.sh)";
   const int port = FreePort();
-  const std::string bootstrap_file = dir_.path() + "/bootstrap";
-  Process serve({LOGDEX_BINARY, "serve", "--embedded-kafka", "--bootstrap-file", bootstrap_file, "--store-dir",
-                 dir_.path() + "/store", "--http", "127.0.0.1:" + std::to_string(port)},
-                Log("serve"));
-  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(bootstrap_file); }, 20'000)) << serve.Log();
   std::string bootstrap;
-  std::getline(std::ifstream(bootstrap_file), bootstrap);
+  auto serve_process = StartEmbedded(port, &bootstrap);
+  Process& serve = *serve_process;
+  ASSERT_FALSE(bootstrap.empty()) << serve.Log();
   httplib::Client http("127.0.0.1", port);
   ASSERT_TRUE(WaitFor([&] { return http.Get("/readyz") && http.Get("/readyz")->status == 200; }, 20'000))
       << serve.Log();
@@ -183,13 +195,10 @@ TEST_F(ServeProcess, AnErrorLineReachesTheReceiverThroughARealAlertmanager) {
   const std::string config = dir_.path() + "/alerting.yaml";
   std::ofstream(config) << "alerting:\n  sinks:\n    - name: am\n      type: alertmanager\n"
                         << "      url: http://127.0.0.1:" << am.port() << "\n";
-  const std::string bootstrap_file = dir_.path() + "/bootstrap";
-  Process serve({LOGDEX_BINARY, "serve", "--embedded-kafka", "--bootstrap-file", bootstrap_file, "--store-dir",
-                 dir_.path() + "/store", "--http", "127.0.0.1:" + std::to_string(FreePort()), "--config", config},
-                Log("serve"));
-  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(bootstrap_file); }, 20'000)) << serve.Log();
   std::string bootstrap;
-  std::getline(std::ifstream(bootstrap_file), bootstrap);
+  auto serve_process = StartEmbedded(FreePort(), &bootstrap, {"--config", config});
+  Process& serve = *serve_process;
+  ASSERT_FALSE(bootstrap.empty()) << serve.Log();
 
   proto::RecordBatch b;
   proto::LogRecord* r = b.add_records();
@@ -222,13 +231,10 @@ TEST_F(ServeProcess, RealPrometheusScrapesTheConsumedCounter) {
     GTEST_SKIP() << "prometheus is not installed (scripts/install-deps.sh --servers)";
   }
   const int port = FreePort(), prom_port = FreePort();
-  const std::string bootstrap_file = dir_.path() + "/bootstrap";
-  Process serve({LOGDEX_BINARY, "serve", "--embedded-kafka", "--bootstrap-file", bootstrap_file, "--store-dir",
-                 dir_.path() + "/store", "--http", "127.0.0.1:" + std::to_string(port)},
-                Log("serve"));
-  ASSERT_TRUE(WaitFor([&] { return std::filesystem::exists(bootstrap_file); }, 20'000)) << serve.Log();
   std::string bootstrap;
-  std::getline(std::ifstream(bootstrap_file), bootstrap);
+  auto serve_process = StartEmbedded(port, &bootstrap);
+  Process& serve = *serve_process;
+  ASSERT_FALSE(bootstrap.empty()) << serve.Log();
   TestProducer producer(bootstrap);
   for (uint64_t i = 1; i <= 25; ++i) ASSERT_TRUE(producer.Send(std::string(kDefaultTopic), static_cast<int32_t>(i % 8), Chunk(i)));
 
