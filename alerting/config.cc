@@ -1,5 +1,7 @@
 #include "alerting/config.h"
 
+#include "common/time_parse.h"
+
 #include <re2/re2.h>
 #include <yaml-cpp/yaml.h>
 
@@ -246,18 +248,9 @@ const char* SinkTypeName(SinkType t) {
 }
 
 Result<int64_t> ParseDurationMs(const std::string& text) {
-  size_t i = 0;
-  while (i < text.size() && text[i] >= '0' && text[i] <= '9') ++i;
-  const std::string digits = text.substr(0, i), unit = text.substr(i);
-  int64_t mult = 0;
-  if (unit == "ms") mult = 1;
-  else if (unit == "s") mult = 1000;
-  else if (unit == "m") mult = 60'000;
-  else if (unit == "h") mult = 3'600'000;
-  else if (unit == "d") mult = 86'400'000;
-  if (digits.empty() || digits.size() > 12 || mult == 0)
-    return Error{Errc::kInvalidArgument, "bad duration \"" + text + "\" (use e.g. 500ms, 5s, 2m, 1h, 7d)"};
-  return std::stoll(digits) * mult;
+  auto ms = ParseDuration(text);
+  if (!ms.ok()) return Error{Errc::kInvalidArgument, "bad duration \"" + text + "\" (use e.g. 500ms, 5s, 2m, 1h, 7d)"};
+  return *ms;
 }
 
 Status ValidateAlertingConfig(const AlertingConfig& c) {

@@ -1,6 +1,6 @@
 #include "server/config.h"
 
-#include "server/time_parse.h"
+#include "common/time_parse.h"
 
 #include <cctype>
 #include <fstream>

@@ -85,7 +85,7 @@ Result<ServeConfig> ParseConfig(const std::string& yaml, const std::string& name
 // Applies LOGDEX_* overrides from `env` ("KEY=VALUE" strings, e.g. environ).
 Status ApplyEnvOverrides(ServeConfig& config, char** env);
 
-// Durations in the file use server/time_parse.h's ParseDuration ("500ms", "30s", "7d").
+// Durations in the file use common/time_parse.h's ParseDuration ("500ms", "30s", "7d").
 // Sizes: "512", "64KiB", "32MiB", "1GiB".
 Result<uint64_t> ParseBytes(const std::string& text);
 

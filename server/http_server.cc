@@ -23,7 +23,7 @@
 #include <variant>
 
 #include "common/severity.h"
-#include "server/time_parse.h"
+#include "common/time_parse.h"
 
 namespace logdex {
 namespace {

@@ -18,7 +18,7 @@
 
 #include "common/severity.h"
 #include "server/commands.h"
-#include "server/time_parse.h"
+#include "common/time_parse.h"
 
 namespace logdex {
 namespace {

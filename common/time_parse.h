@@ -1,6 +1,7 @@
 // Durations and timestamps as people type them, shared by the HTTP query API
-// (server/http_server.cc) and the `logdex query` CLI (server/query_command.cc),
-// so that both accept exactly the same spellings.
+// (server/http_server.cc), the `logdex query` CLI (server/query_command.cc),
+// serve's config (server/config.cc) and the alerting config (alerting/config.cc),
+// so that all of them accept exactly the same spellings.
 //
 // All times are milliseconds since the Unix epoch, UTC; all durations are
 // milliseconds. Pure functions: safe to call from any thread.

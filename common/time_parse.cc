@@ -1,4 +1,4 @@
-#include "server/time_parse.h"
+#include "common/time_parse.h"
 
 #include <cstdio>
 #include <limits>
