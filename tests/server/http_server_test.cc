@@ -19,7 +19,7 @@
 #include <set>
 #include <sstream>
 
-#include "server/time_parse.h"
+#include "common/time_parse.h"
 #include "tests/server/served_store.h"
 
 namespace logdex {

@@ -1,5 +1,5 @@
 // The duration and timestamp parsers shared by the HTTP API and the CLI.
-#include "server/time_parse.h"
+#include "common/time_parse.h"
 
 #include <gtest/gtest.h>
 
