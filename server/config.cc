@@ -45,6 +45,15 @@ class Walker {
     };
   }
 
+  // A two-valued choice: `out` = (value == yes); anything else is an error.
+  Field OneOf(bool& out, std::string yes, std::string no) {
+    return [this, &out, yes, no](const YAML::Node& v, const std::string& key) {
+      const std::string s = v.IsScalar() ? v.as<std::string>() : "";
+      if (s != yes && s != no) return Fail(v, key, "must be " + yes + " or " + no);
+      out = s == yes;
+    };
+  }
+
   Field Bool(bool& out) {
     return [this, &out](const YAML::Node& v, const std::string& key) {
       bool b = false;
@@ -145,8 +154,11 @@ Status Validate(const ServeConfig& c) {
     return Status(Errc::kInvalidArgument,
                   "store.durability: skip_wal is not supported by serve yet (use async or sync)");
   }
-  if (c.store.backend != "rocksdb") {
-    return Status(Errc::kInvalidArgument, "store.backend: only rocksdb is available in this build");
+  if (c.store.backend != "rocksdb" && c.store.backend != "hbase") {
+    return Status(Errc::kInvalidArgument, "store.backend: must be rocksdb or hbase");
+  }
+  if (c.store.backend == "hbase" && c.store.hbase.host.empty()) {
+    return Status(Errc::kInvalidArgument, "store.hbase.host: must not be empty with store.backend: hbase");
   }
   if (c.http.listen.find(':') == std::string::npos) {
     return Status(Errc::kInvalidArgument, "http.listen: must be host:port");
@@ -223,7 +235,19 @@ Result<ServeConfig> ParseConfig(const std::string& yaml, const std::string& name
                            s.ttl_seconds = ms / 1000;
                          })},
                         {"salt_buckets", w.Number<uint32_t>(s.salt_buckets, 1, 256)},
-                        {"block_cache", w.Bytes(s.block_cache_bytes)}});
+                        {"block_cache", w.Bytes(s.block_cache_bytes)},
+                        {"hbase", F([&](const YAML::Node& h, const std::string& hp) {
+                           auto& b = s.hbase;
+                           w.Map(h, hp,
+                                 {{"host", w.String(b.host)},
+                                  {"port", w.Number<int>(b.port, 1, 65535)},
+                                  {"namespace", w.String(b.ns)},
+                                  {"transport", w.OneOf(b.framed, "framed", "buffered")},
+                                  {"protocol", w.OneOf(b.compact, "compact", "binary")},
+                                  {"pool_size", w.Number<int>(b.pool_size, 1, 256)},
+                                  {"rpc_timeout", w.Duration(b.rpc_timeout_ms, 100)},
+                                  {"retries", w.Number<int>(b.retries, 0, 100)}});
+                         })}});
                })},
               {"indexer", F([&](const YAML::Node& n, const std::string& p) {
                  auto& x = c.indexer;
@@ -282,6 +306,8 @@ Status ApplyEnvOverrides(ServeConfig& c, char** env) {
   const std::string prefix = "LOGDEX_";
   std::map<std::string, std::function<Status(const std::string&)>> setters = {
       {"STORE_DIR", [&](const std::string& v) { c.store.dir = v; return Status::Ok(); }},
+      {"STORE_BACKEND", [&](const std::string& v) { c.store.backend = v; return Status::Ok(); }},
+      {"STORE_HBASE_HOST", [&](const std::string& v) { c.store.hbase.host = v; return Status::Ok(); }},
       {"CONSUMER_GROUP_ID", [&](const std::string& v) { c.consumer.group_id = v; return Status::Ok(); }},
       {"HTTP_LISTEN", [&](const std::string& v) { c.http.listen = v; return Status::Ok(); }},
       {"HTTP_AUTH_TOKEN", [&](const std::string& v) { c.http.auth_token = v; return Status::Ok(); }},

@@ -41,9 +41,22 @@ struct ConsumerConfig {
   int64_t retry_backoff_max_ms = 5'000;                     // store/DLQ retry backoff cap
 };
 
+// The HBase Thrift2 gateway (store.backend: hbase).
+struct HBaseConfig {
+  std::string host = "127.0.0.1";
+  int port = 9090;
+  std::string ns = "logdex";              // HBase namespace of every logdex table
+  bool framed = true;                     // transport: framed (gateway -f) | buffered
+  bool compact = false;                   // protocol: binary | compact (gateway -c)
+  int pool_size = 4;                      // connections to the gateway
+  int64_t rpc_timeout_ms = 60'000;        // per-RPC send/receive timeout
+  int retries = 3;                        // retries of a retryable failure
+};
+
 struct StoreConfig {
-  std::string backend = "rocksdb";        // rocksdb (hbase: later)
+  std::string backend = "rocksdb";        // rocksdb (embedded) | hbase (Thrift2 gateway)
   std::string dir = "logdex-data";        // RocksDB directory
+  HBaseConfig hbase;
   Durability durability = Durability::kAsync;
   int64_t ttl_seconds = 7 * 24 * 3600;    // retention
   uint32_t salt_buckets = 16;             // main-table salt buckets (fixed for a store's life)

@@ -29,6 +29,7 @@
 #include "server/config.h"
 #include "server/http_server.h"
 #include "server/ingest_adapters.h"
+#include "store/hbase/hbase_store.h"
 #include "store/rocksdb_store.h"
 
 extern char** environ;
@@ -60,6 +61,36 @@ Status WriteFileAtomically(const std::string& path, const std::string& text) {
   std::filesystem::rename(tmp, path, ec);
   if (ec) return Status(Errc::kIOError, "cannot rename " + tmp + " to " + path + ": " + ec.message());
   return Status::Ok();
+}
+
+// The configured store: embedded RocksDB, or HBase through its Thrift2 gateway
+// (connected now, so a wrong address fails at start, not at the first batch).
+Result<std::unique_ptr<TableStore>> OpenStore(const StoreConfig& c) {
+  if (c.backend == "hbase") {
+    HBaseOptions o;
+    o.host = c.hbase.host;
+    o.port = c.hbase.port;
+    o.ns = c.hbase.ns;
+    o.transport = c.hbase.framed ? HBaseOptions::Transport::kFramed : HBaseOptions::Transport::kBuffered;
+    o.protocol = c.hbase.compact ? HBaseOptions::Protocol::kCompact : HBaseOptions::Protocol::kBinary;
+    o.pool_size = c.hbase.pool_size;
+    o.rpc_timeout_ms = static_cast<int>(c.hbase.rpc_timeout_ms);
+    o.retries = c.hbase.retries;
+    o.durability = c.durability;
+    o.salt_buckets = static_cast<int>(c.salt_buckets);
+    auto s = HBaseTableStore::Open(o);
+    if (!s.ok()) return s.error();
+    spdlog::info("store: hbase through the thrift2 gateway {}:{}, namespace {}", o.host, o.port, o.ns);
+    return std::unique_ptr<TableStore>(std::move(*s));
+  }
+  RocksDbOptions o;
+  o.path = c.dir;
+  o.durability = c.durability;
+  o.block_cache_bytes = c.block_cache_bytes;
+  auto s = RocksDbStore::Open(o);
+  if (!s.ok()) return s.error();
+  spdlog::info("store: rocksdb in {}", o.path);
+  return std::unique_ptr<TableStore>(std::move(*s));
 }
 
 // Blocks SIGINT and SIGTERM in every thread; one thread waits for them.
@@ -164,11 +195,7 @@ int Serve(const ServeFlags& flags) {
   }
 
   // Store and tables.
-  RocksDbOptions ro;
-  ro.path = config.store.dir;
-  ro.durability = config.store.durability;
-  ro.block_cache_bytes = config.store.block_cache_bytes;
-  auto store = RocksDbStore::Open(ro);
+  auto store = OpenStore(config.store);
   if (!store.ok()) {
     std::fprintf(stderr, "logdex serve: store: %s\n", store.error().ToString().c_str());
     return 1;

@@ -67,6 +67,32 @@ TEST(Config, RejectsABadTopicFormat) {
       << c.error().message;
 }
 
+TEST(Config, TheHBaseBackendHasItsOwnSectionAndChecksItsValues) {
+  auto c = ParseConfig("store:\n  backend: hbase\n  hbase:\n    host: gw\n    port: 9091\n    namespace: ops\n"
+                       "    transport: buffered\n    protocol: compact\n    rpc_timeout: 2s\n",
+                       "h.yaml");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->store.backend, "hbase");
+  EXPECT_EQ(c->store.hbase.host, "gw");
+  EXPECT_EQ(c->store.hbase.port, 9091);
+  EXPECT_EQ(c->store.hbase.ns, "ops");
+  EXPECT_FALSE(c->store.hbase.framed);
+  EXPECT_TRUE(c->store.hbase.compact);
+  EXPECT_EQ(c->store.hbase.rpc_timeout_ms, 2000);
+  EXPECT_TRUE(ParseConfig("", "d.yaml")->store.hbase.framed) << "framed by default, as deploy/hbase runs the gateway";
+
+  auto bad = ParseConfig("store:\n  backend: hbase\n  hbase:\n    transport: http\n    port: 70000\n", "h.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("h.yaml:4: store.hbase.transport: must be framed or buffered"), std::string::npos)
+      << bad.error().message;
+  EXPECT_NE(bad.error().message.find("h.yaml:5: store.hbase.port: must be between"), std::string::npos)
+      << bad.error().message;
+  auto other = ParseConfig("store:\n  backend: cassandra\n", "b.yaml");
+  ASSERT_FALSE(other.ok());
+  EXPECT_NE(other.error().message.find("store.backend: must be rocksdb or hbase"), std::string::npos)
+      << other.error().message;
+}
+
 TEST(Config, EnvironmentOverridesTheFile) {
   auto c = ParseConfig("store:\n  dir: /from/file\n", "e.yaml");
   ASSERT_TRUE(c.ok());

@@ -20,6 +20,7 @@
 #include "consumer/embedded_kafka.h"
 #include "indexer/tables.h"
 #include "store/rocksdb_store.h"
+#include "tests/hbase/hbase_test_server.h"
 #include "tests/alerting/alertmanager_process.h"
 #include "tests/alerting/webhook_receiver.h"
 #include "tests/serve/kafka_test_util.h"
@@ -180,6 +181,54 @@ TEST_F(ServeProcess, ChunkProducedByKcatIsQueryableWithinOneSecond) {
   serve.Signal(SIGTERM);
   EXPECT_TRUE(serve.WaitFor(20'000));
   EXPECT_EQ(serve.Wait(), 0) << serve.Log();
+}
+
+// store.backend: hbase. serve writes through the Thrift2 protocol to a
+// THBaseService gateway (the test fixture: no HBase can run here) and answers
+// queries from it; an unreachable gateway fails the start with its address.
+TEST_F(ServeProcess, TheHBaseBackendIndexesAndAnswersThroughTheThrift2Gateway) {
+  HBaseTestServerOptions so;
+  so.dir = dir_.path() + "/hbase";
+  auto gateway = HBaseTestServer::Start(so);
+  ASSERT_TRUE(gateway.ok()) << gateway.error().ToString();
+  const std::string config = dir_.path() + "/hbase.yaml";
+  std::ofstream(config) << "store:\n  backend: hbase\n  hbase:\n    host: 127.0.0.1\n    port: " << (*gateway)->port()
+                        << "\n    namespace: logdex_test\n";
+  const int port = FreePort();
+  std::string bootstrap;
+  auto serve_process = StartEmbedded(port, &bootstrap, {"--config", config});
+  Process& serve = *serve_process;
+  ASSERT_FALSE(bootstrap.empty()) << serve.Log();
+  TestProducer producer(bootstrap);
+  for (uint64_t i = 1; i <= 20; ++i) {
+    ASSERT_TRUE(producer.Send(std::string(kDefaultTopic), static_cast<int32_t>(i % 8), Chunk(i, "hb-app", 4)));
+  }
+  httplib::Client http("127.0.0.1", port);
+  size_t found = 0;
+  ASSERT_TRUE(WaitFor(
+      [&] {
+        auto r = http.Get("/api/v1/query?app=hb-app&since=3h&limit=1000");
+        if (!r || r->status != 200) return false;
+        found = nlohmann::json::parse(r->body)["records"].size();
+        return found == 80;
+      },
+      20'000))
+      << "found " << found << "\n" << serve.Log();
+  EXPECT_TRUE((*gateway)->Table("logdex_test:logs").has_value()) << "the main table lives in the namespace";
+  EXPECT_GE((*gateway)->stats().calls["putMultiple"], 1u);
+  auto host = http.Get("/api/v1/query?host=host3&since=3h&limit=1000");
+  ASSERT_TRUE(host && host->status == 200);
+  EXPECT_EQ(nlohmann::json::parse(host->body)["records"].size(), 12u) << "seqs 3, 10, 17 with 4 records each";
+  serve.Signal(SIGTERM);
+  EXPECT_EQ(serve.Wait(), 0) << serve.Log();
+
+  const std::string unreachable = dir_.path() + "/unreachable.yaml";
+  std::ofstream(unreachable) << "store:\n  backend: hbase\n  hbase:\n    port: " << FreePort() << "\n";
+  Process failed({LOGDEX_BINARY, "serve", "--embedded-kafka", "--http", "127.0.0.1:" + std::to_string(FreePort()),
+                  "--config", unreachable},
+                 Log("unreachable"));
+  EXPECT_EQ(failed.Wait(), 1);
+  EXPECT_NE(failed.Log().find("logdex serve: store:"), std::string::npos) << failed.Log();
 }
 
 // An ERROR line produced to Kafka reaches a webhook receiver through a real
