@@ -13,7 +13,7 @@ pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev
   librocksdb-dev prometheus-cpp-dev libcpp-httplib-dev libcurl4-openssl-dev libssl-dev
   nlohmann-json3-dev libcli11-dev libspdlog-dev libyaml-cpp-dev libxxhash-dev libre2-dev
-  kcat python3
+  kcat python3 python3-yaml
 )
 for arg in "$@"; do
   case "$arg" in
