@@ -141,7 +141,7 @@ ChunkResult<proto::LogChunk> DecodeChunk(std::string_view bytes, const DecodeOpt
   return chunk;
 }
 
-ChunkResult<bool> VerifyPayload(const proto::LogChunk& c, const DecodeOptions& o) {
+ChunkResult<bool> VerifyPayload(const proto::LogChunk& c, const DecodeOptions& o, PayloadCheck check) {
   if (c.codec() == proto::CODEC_NONE) {
     if (c.payload().size() != c.uncompressed_size()) {
       return Fail(ChunkErrc::kMalformed, "payload of " + Num(c.payload().size()) + " bytes, header says " +
@@ -160,7 +160,7 @@ ChunkResult<bool> VerifyPayload(const proto::LogChunk& c, const DecodeOptions& o
   if (n != c.uncompressed_size()) {
     return Fail(ChunkErrc::kBadSnappy, "payload expands to " + Num(n) + " bytes, header says " + Num(c.uncompressed_size()));
   }
-  if (!snappy::IsValidCompressedBuffer(c.payload().data(), c.payload().size())) {
+  if (check == PayloadCheck::kStream && !snappy::IsValidCompressedBuffer(c.payload().data(), c.payload().size())) {
     return Fail(ChunkErrc::kBadSnappy, "payload is not valid snappy");
   }
   return true;

@@ -239,12 +239,14 @@ ChunkResult<StagedChunk> Indexer::Stage(const proto::LogChunk& chunk, std::strin
     return options_.decode_alert_levels && *SeverityFromCode(code) >= options_.alert_min_severity;
   };
   const bool alert_level = !mixed && alerting(chunk.severity());
-  const bool need_records = mixed || too_long || !chunk.has_tag_summary() || options_.verify_full ||
+  const bool need_records = mixed || too_long || !chunk.has_tag_summary() || options_.verify == IngestVerify::kFull ||
                             alert_level;
   const ChunkId id = StoredChunkId(chunk, source);
 
   if (!need_records) {
-    if (auto ok = VerifyPayload(chunk, options_.decode); !ok.ok()) return ok.error();
+    const PayloadCheck check =
+        options_.verify == IngestVerify::kSnappy ? PayloadCheck::kStream : PayloadCheck::kLengthHeader;
+    if (auto ok = VerifyPayload(chunk, options_.decode, check); !ok.ok()) return ok.error();
     ObserveStream(chunk, chunk_bytes, source, id, nullptr, batch, false);
     staged.stored_chunks = 1;
     return staged;

@@ -11,7 +11,9 @@
 //   stored chunk has one severity and a bounded span (sub-chunk ids derive
 //   from the chunk id, so splitting is deterministic too);
 // - decompresses only when it must: mixed severity, no tag summary, too long a
-//   span, ERROR/FATAL records (returned for alerting), or verify_full.
+//   span, ERROR/FATAL records (returned for alerting), or IngestVerify::kFull;
+//   the others get VerifyPayload (the snappy length header, or with kSnappy
+//   the whole stream).
 //
 // Index rows are keyed by the chunk's LAST record time, so that a newest-first
 // scan can emit records as soon as it passes their time (see query.h).
@@ -29,6 +31,7 @@
 #include "common/ids.h"
 #include "common/row_keys.h"
 #include "common/severity.h"
+#include "indexer/ingest_verify.h"
 #include "indexer/tag_guard.h"
 #include "store/table_store.h"
 
@@ -40,8 +43,11 @@ struct IndexerOptions {
   // Longest time span of a stored chunk; longer chunks are split. Default 60 s.
   // Must match the query side (it bounds how far a scan looks past a range).
   int64_t max_chunk_span_ms = 60'000;
-  // Decompress and check every chunk's records, not only those that need it.
-  bool verify_full = false;
+  // Payload checks at ingest (a chunk that fails goes to the DLQ). Default
+  // kHeader: a payload that passes it yet fails to decompress (only a broken
+  // compressor that signed its output makes one) is stored, and queries
+  // count it in corrupt_chunks and logdex_query_corrupt_chunks_total.
+  IngestVerify verify = IngestVerify::kHeader;
   // Decompress chunks of this severity and above and return their records
   // for alerting (the lowest severity any alert rule takes). Default ERROR.
   bool decode_alert_levels = true;

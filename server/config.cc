@@ -255,10 +255,14 @@ Result<ServeConfig> ParseConfig(const std::string& yaml, const std::string& name
                        {{"max_chunk_span", w.Duration(x.max_chunk_span_ms, 1000)},
                         {"verify", F([&](const YAML::Node& v, const std::string& key) {
                            const std::string m = v.IsScalar() ? v.as<std::string>() : "";
-                           if (m == "full" || m == "header") {
-                             x.verify_full = m == "full";
+                           if (m == "header") {
+                             x.verify = IngestVerify::kHeader;
+                           } else if (m == "snappy") {
+                             x.verify = IngestVerify::kSnappy;
+                           } else if (m == "full") {
+                             x.verify = IngestVerify::kFull;
                            } else {
-                             w.Fail(v, key, "must be header or full");
+                             w.Fail(v, key, "must be header, snappy or full");
                            }
                          })},
                         {"max_uncompressed", w.Bytes(x.max_uncompressed_bytes)},

@@ -20,6 +20,7 @@
 
 #include "common/defaults.h"
 #include "common/result.h"
+#include "indexer/ingest_verify.h"
 #include "indexer/tag_guard.h"
 #include "store/table_store.h"
 
@@ -65,7 +66,7 @@ struct StoreConfig {
 
 struct IndexerConfig {
   int64_t max_chunk_span_ms = 60'000;     // longer chunks are split (fixed for a store's life)
-  bool verify_full = false;               // decompress and check every chunk
+  IngestVerify verify = IngestVerify::kHeader;  // header | snappy | full (see indexer.h)
   uint64_t max_uncompressed_bytes = 64ull << 20;  // compression-bomb guard
   TagGuardOptions tags;
 };

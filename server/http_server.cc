@@ -333,7 +333,13 @@ class HttpServer::Impl {
                            .Help("Time to answer GET /api/v1/query, from request to response body, in seconds")
                            .Register(registry)
                            .Add({}, prometheus::Histogram::BucketBoundaries{0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
-                                                                             0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30})) {
+                                                                             0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30})),
+        corrupt_chunks_(prometheus::BuildCounter()
+                            .Name("logdex_query_corrupt_chunks_total")
+                            .Help("Stored chunks a query skipped because they no longer decode (corrupt on disk, "
+                                  "or a payload that passed ingest's header check but is not valid snappy)")
+                            .Register(registry)
+                            .Add({})) {
     Routes();
   }
 
@@ -500,6 +506,10 @@ class HttpServer::Impl {
       }
       return;
     }
+    if (answer->stats.corrupt_chunks > 0) {
+      corrupt_chunks_.Increment(static_cast<double>(answer->stats.corrupt_chunks));
+      spdlog::warn("http: query skipped {} stored chunks that do not decode", answer->stats.corrupt_chunks);
+    }
     std::string next = answer->next_cursor;
     if (pq.since && !next.empty()) next = WrapCursor(pq.query.from_ms, pq.query.to_ms, next);
     SetJson(res, 200, AnswerToJson(*answer, next));
@@ -512,6 +522,7 @@ class HttpServer::Impl {
   const Clock& clock_;
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Histogram& query_seconds_;
+  prometheus::Counter& corrupt_chunks_;
 
   httplib::Server server_;
   std::mutex lifecycle_mu_;  // serializes Start() and Stop()

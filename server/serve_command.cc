@@ -228,7 +228,7 @@ int Serve(const ServeFlags& flags) {
   IndexerOptions io;
   io.salt_buckets = config.store.salt_buckets;
   io.max_chunk_span_ms = config.indexer.max_chunk_span_ms;
-  io.verify_full = config.indexer.verify_full;
+  io.verify = config.indexer.verify;
   io.tags = config.indexer.tags;
   io.decode.max_uncompressed_bytes = config.indexer.max_uncompressed_bytes;
   io.decode_alert_levels = alerting_config->enabled;

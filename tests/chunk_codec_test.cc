@@ -164,6 +164,21 @@ TEST_F(ChunkCodecTest, VerifyPayloadCatchesBadSnappyWithoutUnpacking) {
   proto::LogChunk lying = good;
   lying.set_uncompressed_size(good.uncompressed_size() - 1);
   EXPECT_EQ(VerifyPayload(lying, options_).error().code, ChunkErrc::kBadSnappy);
+  EXPECT_EQ(VerifyPayload(lying, options_, PayloadCheck::kLengthHeader).error().code, ChunkErrc::kBadSnappy)
+      << "the length header alone catches a size that lies";
+
+  // The right length header over a broken stream: only the stream pass sees it.
+  proto::LogChunk broken = good;
+  std::string stream;
+  for (uint64_t n = good.uncompressed_size();; n >>= 7) {
+    stream.push_back(static_cast<char>((n & 0x7f) | (n >= 0x80 ? 0x80 : 0)));
+    if (n < 0x80) break;
+  }
+  stream += std::string("\x0a\x01\x00", 3);  // copies 3 bytes from before the start
+  broken.set_payload(stream);
+  Resign(broken);
+  EXPECT_TRUE(VerifyPayload(broken, options_, PayloadCheck::kLengthHeader).ok());
+  EXPECT_EQ(VerifyPayload(broken, options_, PayloadCheck::kStream).error().code, ChunkErrc::kBadSnappy);
 }
 
 TEST_F(ChunkCodecTest, RejectsDeclaredSizeOverLimit) {
