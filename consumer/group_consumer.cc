@@ -18,13 +18,17 @@ void Nap(int64_t ms, const std::atomic<bool>& stop) {
   for (int64_t slept = 0; slept < ms && !stop; slept += 10) std::this_thread::sleep_for(std::chrono::milliseconds(10));
 }
 
-InMessage Copy(RdKafka::Message& m) {
+// The message's fields, its value borrowed: the InMessage keeps the
+// librdkafka message (and so its fetch buffer) alive instead of copying it.
+InMessage Take(std::unique_ptr<RdKafka::Message> owned) {
+  std::shared_ptr<RdKafka::Message> keep(std::move(owned));
+  RdKafka::Message& m = *keep;
   InMessage out;
   out.topic = m.topic_name();
   out.partition = m.partition();
   out.offset = m.offset();
   if (m.key()) out.key = *m.key();
-  out.value.assign(static_cast<const char*>(m.payload()), m.len());
+  out.value = MessageValue::Borrow(keep, std::string_view(static_cast<const char*>(m.payload()), m.len()));
   out.timestamp_ms = m.timestamp().timestamp;
   if (const RdKafka::Headers* h = m.headers()) {
     for (const RdKafka::Headers::Header& hd : h->get_all()) {
@@ -216,10 +220,10 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
       }
       switch (m->err()) {
         case RdKafka::ERR_NO_ERROR: {
-          InMessage copy = Copy(*m);
-          bytes += copy.value.size();
+          InMessage message = Take(std::move(m));
+          bytes += message.value.size();
           std::lock_guard lock(mu_);
-          pending_.push_back(std::move(copy));
+          pending_.push_back(std::move(message));
           count = pending_.size();
           break;
         }
@@ -355,7 +359,13 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     RdKafka::TopicPartition::destroy(offsets);
   }
 
+  // Lag per assigned partition (metrics and readiness), at most every
+  // 200 ms: asking the client for positions and watermarks of every
+  // partition after each batch cost as much as decoding the batch.
   void UpdateLag() {
+    const int64_t now = Ms(clock_);
+    if (now - lag_updated_ms_ < 200 && now >= lag_updated_ms_) return;
+    lag_updated_ms_ = now;
     std::vector<RdKafka::TopicPartition*> parts;
     consumer_->assignment(parts);
     consumer_->position(parts);
@@ -382,6 +392,7 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
   std::vector<InMessage> pending_;
   std::map<std::pair<std::string, int32_t>, int64_t> assigned_;  // -> lag
   bool paused_ = false;
+  int64_t lag_updated_ms_ = INT64_MIN / 2;
 };
 
 GroupConsumer::GroupConsumer(GroupConsumerOptions options, TableStore& store, BatchProcessor& processor,
