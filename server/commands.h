@@ -20,5 +20,6 @@ void AddBenchCommand(CLI::App& app, CommandRun& run);
 void AddServeCommand(CLI::App& app, CommandRun& run);
 void AddQueryCommand(CLI::App& app, CommandRun& run);
 void AddShipCommand(CLI::App& app, CommandRun& run);
+void AddDemoCommand(CLI::App& app, CommandRun& run);
 
 }  // namespace logdex

@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   logdex::AddServeCommand(app, run);
   logdex::AddQueryCommand(app, run);
   logdex::AddShipCommand(app, run);
+  logdex::AddDemoCommand(app, run);
 
   CLI11_PARSE(app, argc, argv);
   return run ? run() : 0;
