@@ -50,9 +50,18 @@ namespace {
 namespace fs = std::filesystem;
 using nlohmann::json;
 
+// Where the samples are: the source tree this binary was built from, or
+// where the container image and packages put them.
+std::string DefaultDataDir() {
+  for (const char* dir : {LOGDEX_DEFAULT_DATA_DIR, "/usr/share/logdex/loghub"}) {
+    if (fs::exists(fs::path(dir) / "HDFS_2k.log")) return dir;
+  }
+  return LOGDEX_DEFAULT_DATA_DIR;
+}
+
 struct DemoOptions {
   std::string dir;             // work directory; empty = a new temporary one, removed at the end
-  std::string data = LOGDEX_DEFAULT_DATA_DIR;
+  std::string data = DefaultDataDir();
   int port = 0;                // serve's HTTP port; 0 = a free one
   bool serve = false;          // keep serving after the walk-through
   int burst_lines = 3000;      // generated checkout-service lines
