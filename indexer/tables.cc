@@ -19,6 +19,7 @@ Status CreateTables(TableStore& store, const TableLayout& layout) {
   main.block_size = layout.main_block_size;
   main.block_cache = false;
   main.compression = Compression::kNone;
+  main.ordered_prefix = 10;  // salt · app · severity: a stream's chunks arrive in time order
   if (Status s = store.CreateTable(kMainTable, main); !s.ok()) return s;
 
   TableOptions index;
@@ -30,6 +31,12 @@ Status CreateTables(TableStore& store, const TableLayout& layout) {
     // meta holds names and stream extents: tiny, and needed as long as any data lives.
     TableOptions o = index;
     if (name == kMetaTable) o.ttl_seconds = 0;
+    // Time-ordered within: app (idx_<level>), host · app (idx_host), tag (idx_tag).
+    if (name == kHostIndexTable) {
+      o.ordered_prefix = 16;
+    } else if (name != kMetaTable) {
+      o.ordered_prefix = 8;
+    }
     if (Status s = store.CreateTable(name, o); !s.ok()) return s;
   }
 

@@ -46,6 +46,11 @@ struct TableOptions {
   bool block_cache = true;
   // Store-side compression of blocks. None for already-compressed payloads.
   Compression compression = Compression::kNone;
+  // Keys that share their first `ordered_prefix` bytes mostly arrive in
+  // increasing order (a stream's rows, by time): the store may remember
+  // where it last inserted each prefix (RocksDB: memtable insert hints).
+  // 0 = no such pattern. A performance hint only; results never depend on it.
+  uint32_t ordered_prefix = 0;
 };
 
 // A set of puts and deletes, across tables, applied atomically by Write()
