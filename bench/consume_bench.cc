@@ -101,7 +101,9 @@ EndToEnd RunEndToEnd(const BenchOptions& o, const std::string& bootstrap, const 
   bench::ScratchDir dir(o.dir, "e2e");
   auto store = bench::OpenStoreWithTables(dir.str());
   Indexer indexer(*store, IndexerOptions{});
-  BatchProcessor processor(indexer, BatchProcessorOptions{}, nullptr, nullptr);
+  BatchProcessorOptions bo;
+  bo.messages_outlive_batch = true;  // as serve runs it
+  BatchProcessor processor(indexer, bo, nullptr, nullptr);
   prometheus::Registry registry;
   ConsumerMetrics metrics(registry);
   GroupConsumerOptions go;

@@ -25,9 +25,9 @@ InputFormat BatchProcessor::FormatOf(const InMessage& m) const {
 }
 
 bool BatchProcessor::StageChunk(const InMessage& m, const proto::LogChunk& chunk, std::string_view bytes,
-                                const proto::ChunkSource& source, ProcessedBatch& batch) {
+                                const proto::ChunkSource& source, ProcessedBatch& batch, bool bytes_outlive_batch) {
   // Stage() fails (bad records) before any observer adds a row.
-  auto staged = indexer_.Stage(chunk, bytes, source, batch.writes);
+  auto staged = indexer_.Stage(chunk, bytes, source, batch.writes, bytes_outlive_batch);
   if (!staged.ok()) {
     batch.dead_letters.push_back(
         DeadLetter{m, std::string(ChunkErrcName(staged.error().code)), staged.error().ToString()});
@@ -70,7 +70,7 @@ void BatchProcessor::Add(const InMessage& m, ProcessedBatch& batch) {
                                               chunk.error().ToString()});
       return;
     }
-    StageChunk(m, *chunk, m.value, source, batch);
+    StageChunk(m, *chunk, m.value, source, batch, options_.messages_outlive_batch);
     return;
   }
   if (!lines_) {
@@ -98,7 +98,7 @@ void BatchProcessor::Add(const InMessage& m, ProcessedBatch& batch) {
   }
   for (const proto::LogChunk& c : *chunks) {
     const std::string bytes = c.SerializeAsString();
-    StageChunk(m, c, bytes, source, batch);
+    StageChunk(m, c, bytes, source, batch, false);
   }
 }
 

@@ -61,6 +61,11 @@ struct ProcessedBatch {
 struct BatchProcessorOptions {
   std::map<std::string, InputFormat> topic_formats;
   DecodeOptions decode;
+  // The caller keeps every message given to Add() (and so its value's
+  // bytes) alive until the ProcessedBatch is written or dropped, as
+  // GroupConsumer does: main rows then borrow the chunk bytes instead of
+  // copying them.
+  bool messages_outlive_batch = false;
 };
 
 // The alert detector's side of the ingest path: stages outbox rows for a
@@ -95,7 +100,7 @@ class BatchProcessor {
   InputFormat FormatOf(const InMessage& m) const;
   // Stages one decoded chunk; false (and a dead letter) when its records are bad.
   bool StageChunk(const InMessage& m, const proto::LogChunk& chunk, std::string_view bytes,
-                  const proto::ChunkSource& source, ProcessedBatch& batch);
+                  const proto::ChunkSource& source, ProcessedBatch& batch, bool bytes_outlive_batch);
 
   Indexer& indexer_;
   BatchProcessorOptions options_;

@@ -16,6 +16,9 @@
 //   abandoned (their offsets were not committed: the new owner reads them);
 // - Run() returns after `stop` is set: it finishes the batch, commits and
 //   leaves the group.
+// - A batch's messages (their values borrow librdkafka's buffers) live until
+//   the batch is written or dropped, so a BatchProcessor may run with
+//   messages_outlive_batch.
 #pragma once
 
 #include <atomic>

@@ -10,34 +10,43 @@
 namespace logdex {
 namespace {
 
-// Encodes MainRow{chunk, source} from the chunk's bytes as received, without
-// re-serializing the payload (protobuf: field 1 and 2, length-delimited).
-void AppendLengthDelimited(std::string& out, uint8_t tag, std::string_view bytes) {
+// MainRow{chunk, source} is encoded from the chunk's bytes as received,
+// without re-serializing the payload: field 2 (source), then field 1's tag
+// and length, then the chunk's bytes (protobuf fields may come in any
+// order), so that the chunk's bytes can end the value without being copied.
+void AppendTagAndLength(std::string& out, uint8_t tag, uint64_t n) {
   out.push_back(static_cast<char>(tag));
-  uint64_t n = bytes.size();
   while (n >= 0x80) {
     out.push_back(static_cast<char>((n & 0x7f) | 0x80));
     n >>= 7;
   }
   out.push_back(static_cast<char>(n));
-  out.append(bytes);
 }
 
-std::string MainRowValue(std::string_view chunk_bytes, const proto::ChunkSource& source) {
+// The main row value up to (not including) the chunk's bytes.
+std::string MainRowHead(size_t chunk_size, const proto::ChunkSource& source) {
   std::string src = source.SerializeAsString();
   std::string out;
-  out.reserve(chunk_bytes.size() + src.size() + 12);
-  AppendLengthDelimited(out, 0x0a, chunk_bytes);
-  AppendLengthDelimited(out, 0x12, src);
+  out.reserve(src.size() + 16);
+  AppendTagAndLength(out, 0x12, src.size());
+  out.append(src);
+  AppendTagAndLength(out, 0x0a, chunk_size);
   return out;
 }
+
 
 IndexValue ValueOf(const StreamChunk& c) { return IndexValue{c.main_key, c.chunk->record_count()}; }
 
 class MainRowObserver final : public ChunkObserver {
  public:
   void Observe(const StreamChunk& c, WriteBatch& batch) override {
-    batch.Put(kMainTable, c.main_key.Encode(), MainRowValue(c.chunk_bytes, *c.source));
+    std::string head = MainRowHead(c.chunk_bytes.size(), *c.source);
+    if (c.bytes_outlive_batch) {
+      batch.PutBorrowing(kMainTable, c.main_key.Encode(), std::move(head), c.chunk_bytes);
+    } else {
+      head.append(c.chunk_bytes);
+      batch.Put(kMainTable, c.main_key.Encode(), std::move(head));
+    }
   }
 };
 
@@ -192,10 +201,12 @@ void Indexer::Settle(bool written) {
 }
 
 void Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view bytes, const proto::ChunkSource& source,
-                            ChunkId id, const proto::RecordBatch* records, WriteBatch& batch, bool index_only) {
+                            ChunkId id, const proto::RecordBatch* records, WriteBatch& batch, bool index_only,
+                            bool bytes_outlive_batch) {
   StreamChunk c;
   c.chunk = &chunk;
   c.chunk_bytes = bytes;
+  c.bytes_outlive_batch = bytes_outlive_batch;
   c.source = &source;
   c.severity = *SeverityFromCode(chunk.severity());
   c.app = AppIdOf(chunk.app());
@@ -226,7 +237,8 @@ void Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view bytes
 }
 
 ChunkResult<StagedChunk> Indexer::Stage(const proto::LogChunk& chunk, std::string_view chunk_bytes,
-                                        const proto::ChunkSource& source, WriteBatch& batch) {
+                                        const proto::ChunkSource& source, WriteBatch& batch,
+                                        bool bytes_outlive_batch) {
   ++counters_.chunks;
   counters_.records += chunk.record_count();
   StagedChunk staged;
@@ -247,7 +259,7 @@ ChunkResult<StagedChunk> Indexer::Stage(const proto::LogChunk& chunk, std::strin
     const PayloadCheck check =
         options_.verify == IngestVerify::kSnappy ? PayloadCheck::kStream : PayloadCheck::kLengthHeader;
     if (auto ok = VerifyPayload(chunk, options_.decode, check); !ok.ok()) return ok.error();
-    ObserveStream(chunk, chunk_bytes, source, id, nullptr, batch, false);
+    ObserveStream(chunk, chunk_bytes, source, id, nullptr, batch, false, bytes_outlive_batch);
     staged.stored_chunks = 1;
     return staged;
   }
@@ -258,7 +270,7 @@ ChunkResult<StagedChunk> Indexer::Stage(const proto::LogChunk& chunk, std::strin
   ++counters_.decompressed;
 
   if (!mixed && !too_long) {
-    ObserveStream(chunk, chunk_bytes, source, id, &*records, batch, false);
+    ObserveStream(chunk, chunk_bytes, source, id, &*records, batch, false, bytes_outlive_batch);
     staged.stored_chunks = 1;
     if (alert_level) {
       staged.alertable.push_back(AlertableChunk{id, chunk, std::move(*records)});
@@ -296,7 +308,7 @@ Status Indexer::IngestSerialized(const std::vector<std::string>& chunks, const p
   for (const std::string& bytes : chunks) {
     auto chunk = DecodeChunk(bytes, options_.decode);
     if (!chunk.ok()) return Status(Errc::kCorruption, chunk.error().ToString());
-    auto staged = Stage(*chunk, bytes, source, batch);
+    auto staged = Stage(*chunk, bytes, source, batch, /*bytes_outlive_batch=*/true);
     if (!staged.ok()) return Status(Errc::kCorruption, staged.error().ToString());
   }
   Status s = store_.Write(batch);

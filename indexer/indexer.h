@@ -60,6 +60,8 @@ struct IndexerOptions {
 struct StreamChunk {
   const proto::LogChunk* chunk = nullptr;  // as stored in the main row
   std::string_view chunk_bytes;            // `chunk` serialized
+  // `chunk_bytes` stay valid until the batch is written: a row may borrow them.
+  bool bytes_outlive_batch = false;
   const proto::ChunkSource* source = nullptr;
   Severity severity = Severity::kInfo;
   AppId app = 0;
@@ -125,11 +127,14 @@ class Indexer {
   void AddObserver(std::unique_ptr<ChunkObserver> observer);
 
   // Derives every row of a decoded, validated chunk into `batch`.
-  // `chunk_bytes` is the chunk as received (DecodeChunk's input), stored as is.
+  // `chunk_bytes` is the chunk as received (DecodeChunk's input), stored as is;
+  // with `bytes_outlive_batch` the caller keeps them valid until `batch` is
+  // written or discarded, and the main row borrows them instead of a copy.
   // Errors are the chunk's (its records fail validation on decompression);
   // on error nothing was added to `batch`.
   ChunkResult<StagedChunk> Stage(const proto::LogChunk& chunk, std::string_view chunk_bytes,
-                                 const proto::ChunkSource& source, WriteBatch& batch);
+                                 const proto::ChunkSource& source, WriteBatch& batch,
+                                 bool bytes_outlive_batch = false);
 
   // Tells the observers whether the batch holding everything staged since the
   // last call was written. Call after every Write() of a staged batch.
@@ -148,7 +153,8 @@ class Indexer {
 
  private:
   void ObserveStream(const proto::LogChunk& chunk, std::string_view bytes, const proto::ChunkSource& source,
-                     ChunkId id, const proto::RecordBatch* records, WriteBatch& batch, bool index_only);
+                     ChunkId id, const proto::RecordBatch* records, WriteBatch& batch, bool index_only,
+                     bool bytes_outlive_batch = false);
 
   TableStore& store_;
   IndexerOptions options_;

@@ -237,6 +237,7 @@ int Serve(const ServeFlags& flags) {
 
   BatchProcessorOptions bo;
   bo.decode = io.decode;
+  bo.messages_outlive_batch = true;  // GroupConsumer keeps a batch's messages until it is written
   for (const auto& [topic, format] : config.consumer.topic_formats) bo.topic_formats[topic] = *BatchProcessor::ParseFormat(format);
   ShipLineDecoder lines(config.consumer.default_app, config.consumer.default_host, clock);
   BatchProcessor processor(indexer, bo, &lines, alerting_config->enabled ? &alert_stage : nullptr);

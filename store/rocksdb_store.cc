@@ -269,9 +269,10 @@ class RocksDbStore::Impl {
       }
       rocksdb::Status s;
       if (e.op == WriteBatch::Op::kPut) {
-        rocksdb::Slice parts[2] = {rocksdb::Slice(stamp, kStampSize), rocksdb::Slice(e.value)};
+        rocksdb::Slice parts[3] = {rocksdb::Slice(stamp, kStampSize), rocksdb::Slice(e.value),
+                                   rocksdb::Slice(e.borrowed.data(), e.borrowed.size())};
         rocksdb::Slice key(e.key);
-        s = wb.Put(t->handle, rocksdb::SliceParts(&key, 1), rocksdb::SliceParts(parts, 2));
+        s = wb.Put(t->handle, rocksdb::SliceParts(&key, 1), rocksdb::SliceParts(parts, 3));
       } else {
         s = wb.Delete(t->handle, e.key);
       }

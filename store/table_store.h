@@ -62,16 +62,29 @@ class WriteBatch {
     Op op;
     std::string table;
     std::string key;
+    // The row's value is `value` followed by `borrowed` (bytes the batch
+    // does not own; see PutBorrowing).
     std::string value;
+    std::string_view borrowed;
+
+    size_t value_size() const { return value.size() + borrowed.size(); }
+    std::string Value() const { return borrowed.empty() ? value : value + std::string(borrowed); }
   };
 
   void Put(std::string_view table, std::string key, std::string value) {
     bytes_ += key.size() + value.size();
-    entries_.push_back(Entry{Op::kPut, std::string(table), std::move(key), std::move(value)});
+    entries_.push_back(Entry{Op::kPut, std::string(table), std::move(key), std::move(value), {}});
+  }
+  // A row whose value is `head` followed by `tail`, without copying `tail`:
+  // it must stay valid until the batch is written or discarded (the
+  // consumer's message buffers, for main rows).
+  void PutBorrowing(std::string_view table, std::string key, std::string head, std::string_view tail) {
+    bytes_ += key.size() + head.size() + tail.size();
+    entries_.push_back(Entry{Op::kPut, std::string(table), std::move(key), std::move(head), tail});
   }
   void Delete(std::string_view table, std::string key) {
     bytes_ += key.size();
-    entries_.push_back(Entry{Op::kDelete, std::string(table), std::move(key), {}});
+    entries_.push_back(Entry{Op::kDelete, std::string(table), std::move(key), {}, {}});
   }
   void Clear() {
     entries_.clear();

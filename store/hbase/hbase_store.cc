@@ -456,7 +456,7 @@ class HBaseTableStore::Impl {
     std::vector<std::string> order;
     for (const WriteBatch::Entry& e : batch.entries()) {
       if (std::find(order.begin(), order.end(), e.table) == order.end()) order.push_back(e.table);
-      const uint64_t size = e.key.size() + e.value.size() + kPutOverheadBytes;
+      const uint64_t size = e.key.size() + e.value_size() + kPutOverheadBytes;
       if (size > options_.max_call_bytes) {
         return Status(Errc::kInvalidArgument, "row of " + std::to_string(size) + " bytes in " + e.table +
                                                   " exceeds max_call_bytes " +
@@ -523,19 +523,19 @@ class HBaseTableStore::Impl {
     for (const WriteBatch::Entry& e : batch.entries()) {
       if (e.table != table) continue;
       const bool put = e.op == WriteBatch::Op::kPut;
-      const uint64_t size = e.key.size() + e.value.size() + kPutOverheadBytes;
+      const uint64_t size = e.key.size() + e.value_size() + kPutOverheadBytes;
       if ((put && !deletes.empty()) || (!put && !puts.empty()) || call_bytes + size > options_.max_call_bytes) {
         if (Status s = flush(); !s.ok()) return s;
       }
       call_bytes += size;
-      call_payload += e.key.size() + e.value.size();
+      call_payload += e.key.size() + e.value_size();
       if (put) {
         h2::TPut p;
         p.row = e.key;
         h2::TColumnValue cv;
         cv.family = kFamily;
         cv.qualifier = kQualifier;
-        cv.value = e.value;
+        cv.value = e.Value();
         p.columnValues.push_back(std::move(cv));
         p.__set_durability(durability);
         puts.push_back(std::move(p));

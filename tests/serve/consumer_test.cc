@@ -45,7 +45,9 @@ class ConsumerTest : public ::testing::Test {
     ASSERT_TRUE(CreateTables(*store_, TableLayout{}).ok());
     indexer_ = std::make_unique<Indexer>(*store_, IndexerOptions{});
     lines_ = std::make_unique<ShipLineDecoder>("", "", SystemClock::Instance());
-    processor_ = std::make_unique<BatchProcessor>(*indexer_, BatchProcessorOptions{}, lines_.get(), nullptr);
+    BatchProcessorOptions bo;
+    bo.messages_outlive_batch = true;  // as serve runs it: main rows borrow the message bytes
+    processor_ = std::make_unique<BatchProcessor>(*indexer_, bo, lines_.get(), nullptr);
     metrics_ = std::make_unique<ConsumerMetrics>(registry_);
     GroupConsumerOptions o;
     o.kafka["bootstrap.servers"] = kafka_->bootstrap();
