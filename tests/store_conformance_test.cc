@@ -66,6 +66,29 @@ TEST_P(StoreConformance, WritesGetsAndDeletes) {
   EXPECT_FALSE(store_->Get("t", "k1")->has_value());
 }
 
+// A row whose value ends with borrowed bytes reads back as head + tail, and
+// the batch counts both; an ordered_prefix hint changes no result.
+TEST_P(StoreConformance, BorrowedValueTailsAreWrittenWhole) {
+  TableOptions o;
+  o.ordered_prefix = 2;
+  ASSERT_TRUE(store_->CreateTable("t", o).ok());
+  const std::string tail(70'000, 'x');
+  WriteBatch b;
+  b.PutBorrowing("t", "k2", "head:", tail);
+  b.PutBorrowing("t", "k1", "", "only tail");
+  b.Put("t", "k3", "owned");
+  EXPECT_EQ(b.bytes(), 2 + 5 + tail.size() + 2 + 9 + 2 + 5);
+  ASSERT_TRUE(store_->Write(b).ok());
+  EXPECT_EQ(store_->Get("t", "k2")->value_or(""), "head:" + tail);
+  EXPECT_EQ(store_->Get("t", "k1")->value_or(""), "only tail");
+  std::vector<std::string> keys;
+  ASSERT_TRUE(store_->Scan(ScanSpec{"t", "", "", false, 0}, [&](std::string_view k, std::string_view) {
+    keys.emplace_back(k);
+    return true;
+  }).ok());
+  EXPECT_EQ(keys, (std::vector<std::string>{"k1", "k2", "k3"}));
+}
+
 TEST_P(StoreConformance, UnknownTableIsAnError) {
   WriteBatch b;
   b.Put("missing", "k", "v");
