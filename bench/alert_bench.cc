@@ -6,9 +6,6 @@
 #include <httplib.h>
 #include <librdkafka/rdkafkacpp.h>
 #include <signal.h>
-#include <spawn.h>
-#include <sys/wait.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
@@ -21,12 +18,11 @@
 
 #include "bench/bench.h"
 #include "bench/bench_util.h"
+#include "common/child_process.h"
 #include "common/chunk_codec.h"
 #include "common/clock.h"
 #include "common/defaults.h"
 #include "common/severity.h"
-
-extern char** environ;
 
 namespace logdex {
 namespace {
@@ -94,17 +90,8 @@ json BenchAlert(const BenchOptions& o) {
   std::vector<std::string> args = {"/proc/self/exe", "serve", "--embedded-kafka", "--bootstrap-file", bootstrap_file,
                                    "--store-dir", (dir / "store").string(), "--http", "127.0.0.1:0",
                                    "--config", config, "--log-level", "warn"};
-  std::vector<char*> argv;
-  for (auto& a : args) argv.push_back(a.data());
-  argv.push_back(nullptr);
-  posix_spawn_file_actions_t fa;
-  posix_spawn_file_actions_init(&fa);
-  const std::string log = (dir / "serve.log").string();
-  posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  posix_spawn_file_actions_adddup2(&fa, 1, 2);
-  pid_t serve = -1;
-  LOGDEX_CHECK(posix_spawn(&serve, argv[0], &fa, nullptr, argv.data(), environ) == 0);
-  posix_spawn_file_actions_destroy(&fa);
+  ChildProcess serve(args, (dir / "serve.log").string());
+  LOGDEX_CHECK(serve.started());
   for (int i = 0; i < 300 && !std::filesystem::exists(bootstrap_file); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
   }
@@ -166,9 +153,8 @@ json BenchAlert(const BenchOptions& o) {
   background.join();
   const double load_seconds = (NowUs() - load_start) / 1e6;
   producer->flush(5000);
-  kill(serve, SIGTERM);
-  int status = 0;
-  waitpid(serve, &status, 0);
+  serve.Signal(SIGTERM);
+  serve.Wait();
   receiver.stop();
   receiver_thread.join();
 

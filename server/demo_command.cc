@@ -11,13 +11,10 @@
 // Every step runs the real subcommand as a child process of this binary, so
 // what the demo prints is what a user typing the same commands would see.
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <httplib.h>
 #include <netinet/in.h>
 #include <signal.h>
-#include <spawn.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
@@ -38,11 +35,10 @@
 #include <thread>
 #include <vector>
 
+#include "common/child_process.h"
 #include "common/clock.h"
 #include "common/time_parse.h"
 #include "server/commands.h"
-
-extern char** environ;
 
 namespace logdex {
 namespace {
@@ -67,57 +63,6 @@ struct DemoOptions {
   int burst_lines = 3000;      // generated checkout-service lines
 };
 
-// A child process of this binary with its output in a file.
-class Child {
- public:
-  Child(const std::vector<std::string>& args, const std::string& log) {
-    std::vector<char*> argv;
-    for (const std::string& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, log.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    if (posix_spawn(&pid_, "/proc/self/exe", &fa, nullptr, argv.data(), environ) != 0) pid_ = -1;
-    posix_spawn_file_actions_destroy(&fa);
-  }
-  ~Child() {
-    if (running()) {
-      kill(pid_, SIGKILL);
-      Wait();
-    }
-  }
-  Child(const Child&) = delete;
-  Child& operator=(const Child&) = delete;
-
-  bool started() const { return pid_ > 0; }
-  bool running() {
-    if (pid_ <= 0 || exited_) return false;
-    int status = 0;
-    if (waitpid(pid_, &status, WNOHANG) == pid_) {
-      exited_ = true;
-      status_ = status;
-    }
-    return !exited_;
-  }
-  void Signal(int sig) {
-    if (running()) kill(pid_, sig);
-  }
-  // The exit code (128 + signal when killed).
-  int Wait() {
-    if (pid_ > 0 && !exited_) {
-      waitpid(pid_, &status_, 0);
-      exited_ = true;
-    }
-    return WIFEXITED(status_) ? WEXITSTATUS(status_) : 128 + WTERMSIG(status_);
-  }
-
- private:
-  pid_t pid_ = -1;
-  bool exited_ = false;
-  int status_ = 0;
-};
-
 std::string ReadFile(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   std::stringstream s;
@@ -127,9 +72,9 @@ std::string ReadFile(const std::string& path) {
 
 // Runs this binary with `args` to its end; its output (stdout and stderr) in `out`.
 int RunLogdex(const std::vector<std::string>& args, const std::string& log, std::string* out) {
-  std::vector<std::string> full = {"logdex"};
+  std::vector<std::string> full = {"/proc/self/exe"};
   full.insert(full.end(), args.begin(), args.end());
-  Child c(full, log);
+  ChildProcess c(full, log);
   if (!c.started()) return 127;
   const int rc = c.Wait();
   if (out) *out = ReadFile(log);
@@ -364,7 +309,7 @@ int RunDemo(const DemoOptions& o) {
   const std::string bootstrap_file = work + "/bootstrap";
   fs::remove(bootstrap_file, ec);
   Section("serve: embedded Kafka, RocksDB in " + work + "/store, HTTP on " + url);
-  Child serve({"logdex", "serve", "--embedded-kafka", "--bootstrap-file", bootstrap_file, "--store-dir",
+  ChildProcess serve({"/proc/self/exe", "serve", "--embedded-kafka", "--bootstrap-file", bootstrap_file, "--store-dir",
                work + "/store", "--http", "127.0.0.1:" + std::to_string(port), "--config", config, "--log-level",
                "warn"},
               work + "/serve.log");
