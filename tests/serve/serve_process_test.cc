@@ -60,6 +60,18 @@ std::string Chunk(uint64_t seq, const std::string& app = "app", int records = 4)
   return PackChunk(app, "host" + std::to_string(seq % 7), b, po).SerializeAsString();
 }
 
+// Waits until `query` answers with `want` records; `found` is the last count.
+bool WaitForRecords(httplib::Client& http, const std::string& query, size_t want, int timeout_ms, size_t* found) {
+  return WaitFor(
+      [&] {
+        auto r = http.Get(query);
+        if (!r || r->status != 200) return false;
+        *found = nlohmann::json::parse(r->body)["records"].size();
+        return *found == want;
+      },
+      timeout_ms);
+}
+
 // Offsets the group has committed, summed over the topic's partitions.
 int64_t Committed(const std::string& bootstrap, const std::string& group, const std::string& topic, int partitions) {
   std::string err;
@@ -167,14 +179,7 @@ TEST_F(ServeProcess, ChunkProducedByKcatIsQueryableWithinOneSecond) {
       << out;
   const int64_t produced = SystemClock::Instance().MonotonicNs();
   size_t found = 0;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        auto r = http.Get("/api/v1/query?app=kcat-app&since=2h&limit=100");
-        if (!r || r->status != 200) return false;
-        found = nlohmann::json::parse(r->body)["records"].size();
-        return found == 3;
-      },
-      5'000))
+  ASSERT_TRUE(WaitForRecords(http, "/api/v1/query?app=kcat-app&since=2h&limit=100", 3, 5'000, &found))
       << "found " << found << "\n" << serve.Log();
   const double seconds = (SystemClock::Instance().MonotonicNs() - produced) / 1e9;
   EXPECT_LT(seconds, 1.0) << "queryable " << seconds << " s after kcat returned";
@@ -205,14 +210,7 @@ TEST_F(ServeProcess, TheHBaseBackendIndexesAndAnswersThroughTheThrift2Gateway) {
   }
   httplib::Client http("127.0.0.1", port);
   size_t found = 0;
-  ASSERT_TRUE(WaitFor(
-      [&] {
-        auto r = http.Get("/api/v1/query?app=hb-app&since=3h&limit=1000");
-        if (!r || r->status != 200) return false;
-        found = nlohmann::json::parse(r->body)["records"].size();
-        return found == 80;
-      },
-      20'000))
+  ASSERT_TRUE(WaitForRecords(http, "/api/v1/query?app=hb-app&since=3h&limit=1000", 80, 20'000, &found))
       << "found " << found << "\n" << serve.Log();
   EXPECT_TRUE((*gateway)->Table("logdex_test:logs").has_value()) << "the main table lives in the namespace";
   EXPECT_GE((*gateway)->stats().calls["putMultiple"], 1u);
