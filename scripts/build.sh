@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Configures (CMake + Ninja) and builds logdex.
-#   scripts/build.sh [release|asan|fuzz]   (default: release)
+#   scripts/build.sh [release|asan|fuzz] [TARGET...]   (default: release, every target)
+#   e.g. scripts/build.sh release logdex   # the binary alone, no tests or benchmarks
 # Build trees: build/ (release), build-asan/ (ASan + UBSan), build-fuzz/ (clang, libFuzzer).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kind=${1:-release}
+shift || true
+targets=()
+for t in "$@"; do targets+=(--target "$t"); done
 launcher=()
 command -v ccache >/dev/null && launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
 jobs=${LOGDEX_JOBS:-$(nproc)}
@@ -18,4 +22,4 @@ esac
 if [ ! -f "$dir/build.ninja" ]; then
   cmake -S . -B "$dir" -G Ninja "${args[@]}" "${launcher[@]}"
 fi
-cmake --build "$dir" -j "$jobs"
+cmake --build "$dir" -j "$jobs" "${targets[@]}"
