@@ -435,7 +435,7 @@ int RunDemo(const DemoOptions& o) {
     std::printf("  %-45s %.0f\n", name, Metric(exposition, name));
   }
   if (latency_n > 0) {
-    std::printf("  %-45s %.1f ms\n", "alert delivery latency (mean, digests incl.)",
+    std::printf("  %-45s %.1f ms\n", "alert delivery latency from produce (mean)",
                 1000 * Metric(exposition, "logdex_alerting_delivery_latency_seconds_sum") / latency_n);
   }
 
