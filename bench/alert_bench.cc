@@ -23,6 +23,7 @@
 #include "common/clock.h"
 #include "common/defaults.h"
 #include "common/severity.h"
+#include "consumer/kafka_clients.h"
 
 namespace logdex {
 namespace {
@@ -100,10 +101,7 @@ json BenchAlert(const BenchOptions& o) {
   LOGDEX_CHECK(!bootstrap.empty());
 
   std::string err;
-  std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
-  conf->set("bootstrap.servers", bootstrap, err);
-  conf->set("linger.ms", "0", err);
-  conf->set("log_level", "2", err);
+  auto conf = KafkaConf({{"bootstrap.servers", bootstrap}, {"linger.ms", "0"}, {"log_level", "2"}});
   std::unique_ptr<RdKafka::Producer> producer(RdKafka::Producer::create(conf.get(), err));
   const std::string topic(kDefaultTopic);
   auto send = [&](const std::string& v, int32_t partition) {

@@ -19,6 +19,7 @@
 #include "consumer/batch_processor.h"
 #include "consumer/embedded_kafka.h"
 #include "consumer/group_consumer.h"
+#include "consumer/kafka_clients.h"
 #include "indexer/indexer.h"
 #include "indexer/tables.h"
 #include "store/rocksdb_store.h"
@@ -49,16 +50,8 @@ double Median(std::vector<double> v) {
 
 // Limit 1: raw consumption of every message, no processing.
 Phase RawConsume(const std::string& bootstrap, const std::string& topic, int partitions, size_t messages) {
-  std::string err;
-  std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
-  conf->set("bootstrap.servers", bootstrap, err);
-  conf->set("group.id", "raw", err);
-  conf->set("log_level", "2", err);
-  std::unique_ptr<RdKafka::KafkaConsumer> c(RdKafka::KafkaConsumer::create(conf.get(), err));
-  std::vector<RdKafka::TopicPartition*> parts;
-  for (int p = 0; p < partitions; ++p) parts.push_back(RdKafka::TopicPartition::create(topic, p, RdKafka::Topic::OFFSET_BEGINNING));
-  c->assign(parts);
-  RdKafka::TopicPartition::destroy(parts);
+  auto c = ConsumerFromStart(bootstrap, "raw", topic, partitions);
+  LOGDEX_CHECK(c != nullptr);
   size_t got = 0;
   double cpu0 = 0;
   int64_t t0 = 0;
@@ -187,9 +180,7 @@ json BenchConsume(const BenchOptions& o, const std::vector<std::string>& lines) 
   }
   {
     std::string err;
-    std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
-    conf->set("bootstrap.servers", bootstrap, err);
-    conf->set("log_level", "2", err);
+    auto conf = KafkaConf({{"bootstrap.servers", bootstrap}, {"log_level", "2"}});
     std::unique_ptr<RdKafka::Producer> p(RdKafka::Producer::create(conf.get(), err));
     for (size_t i = 0; i < chunks.size(); ++i) {
       while (p->produce(topic, static_cast<int32_t>(i % partitions), RdKafka::Producer::RK_MSG_COPY,

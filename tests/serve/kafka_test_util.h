@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "consumer/kafka_clients.h"
 #include "consumer/message.h"
 
 namespace logdex::testing {
@@ -19,10 +20,7 @@ class TestProducer {
  public:
   explicit TestProducer(const std::string& bootstrap) {
     std::string err;
-    std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
-    conf->set("bootstrap.servers", bootstrap, err);
-    conf->set("linger.ms", "1", err);
-    conf->set("log_level", "2", err);
+    auto conf = KafkaConf({{"bootstrap.servers", bootstrap}, {"linger.ms", "1"}, {"log_level", "2"}});
     producer_.reset(RdKafka::Producer::create(conf.get(), err));
   }
 
@@ -57,16 +55,8 @@ class TestProducer {
 // messages or the timeout.
 inline std::vector<InMessage> ReadTopic(const std::string& bootstrap, const std::string& topic, int partitions,
                                         size_t want, int timeout_ms = 20'000) {
-  std::string err;
-  std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
-  conf->set("bootstrap.servers", bootstrap, err);
-  conf->set("group.id", "test-reader", err);
-  conf->set("log_level", "2", err);
-  std::unique_ptr<RdKafka::KafkaConsumer> c(RdKafka::KafkaConsumer::create(conf.get(), err));
-  std::vector<RdKafka::TopicPartition*> parts;
-  for (int p = 0; p < partitions; ++p) parts.push_back(RdKafka::TopicPartition::create(topic, p, RdKafka::Topic::OFFSET_BEGINNING));
-  c->assign(parts);
-  RdKafka::TopicPartition::destroy(parts);
+  auto c = ConsumerFromStart(bootstrap, "test-reader", topic, partitions);
+  if (!c) return {};
   std::vector<InMessage> out;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   while (out.size() < want && std::chrono::steady_clock::now() < deadline) {

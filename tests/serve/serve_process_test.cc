@@ -75,10 +75,7 @@ bool WaitForRecords(httplib::Client& http, const std::string& query, size_t want
 // Offsets the group has committed, summed over the topic's partitions.
 int64_t Committed(const std::string& bootstrap, const std::string& group, const std::string& topic, int partitions) {
   std::string err;
-  std::unique_ptr<RdKafka::Conf> conf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
-  conf->set("bootstrap.servers", bootstrap, err);
-  conf->set("group.id", group, err);
-  conf->set("log_level", "2", err);
+  auto conf = KafkaConf({{"bootstrap.servers", bootstrap}, {"group.id", group}, {"log_level", "2"}});
   std::unique_ptr<RdKafka::KafkaConsumer> c(RdKafka::KafkaConsumer::create(conf.get(), err));
   std::vector<RdKafka::TopicPartition*> parts;
   for (int p = 0; p < partitions; ++p) parts.push_back(RdKafka::TopicPartition::create(topic, p));
@@ -154,6 +151,17 @@ class ServeProcess : public ::testing::Test {
   }
 
   std::string Log(const std::string& name) { return dir_.path() + "/" + name + ".log"; }
+
+  // A mock cluster with logdex's topic (`partitions`) and its DLQ; null on failure.
+  static std::unique_ptr<EmbeddedKafka> StartKafka(int partitions) {
+    auto kafka = EmbeddedKafka::Start(1);
+    const std::string topic(kDefaultTopic);
+    if (!kafka.ok() || !(*kafka)->CreateTopic(topic, partitions).ok() ||
+        !(*kafka)->CreateTopic(topic + ".dlq", 1).ok()) {
+      return nullptr;
+    }
+    return std::move(*kafka);
+  }
 
   TempDir dir_;
 };
@@ -321,12 +329,10 @@ TEST_F(ServeProcess, RealPrometheusScrapesTheConsumedCounter) {
 // Two members share 8 partitions; a third joins and one leaves mid-stream.
 // Together, their stores hold exactly the chunks produced.
 TEST_F(ServeProcess, GroupChurnLosesNothingAndAddsNothing) {
-  auto kafka = EmbeddedKafka::Start(1);
-  ASSERT_TRUE(kafka.ok());
+  auto kafka = StartKafka(8);
+  ASSERT_NE(kafka, nullptr);
   const std::string topic(kDefaultTopic);
-  ASSERT_TRUE((*kafka)->CreateTopic(topic, 8).ok());
-  ASSERT_TRUE((*kafka)->CreateTopic(topic + ".dlq", 1).ok());
-  const std::string b = (*kafka)->bootstrap();
+  const std::string b = kafka->bootstrap();
   auto a = std::make_unique<Process>(ServeArgs("a", {"--brokers", b, "--group", "churn"}), Log("a"));
   Process m2(ServeArgs("b", {"--brokers", b, "--group", "churn"}), Log("b"));
   std::unique_ptr<Process> c;
@@ -369,12 +375,10 @@ TEST_F(ServeProcess, GroupChurnLosesNothingAndAddsNothing) {
 // SIGKILL a member in the middle of ingest and restart it: its tables end up
 // identical to those of a member that ran without a crash.
 TEST_F(ServeProcess, SigkillMidBatchThenRestartGivesIdenticalTables) {
-  auto kafka = EmbeddedKafka::Start(1);
-  ASSERT_TRUE(kafka.ok());
+  auto kafka = StartKafka(8);
+  ASSERT_NE(kafka, nullptr);
   const std::string topic(kDefaultTopic);
-  ASSERT_TRUE((*kafka)->CreateTopic(topic, 8).ok());
-  ASSERT_TRUE((*kafka)->CreateTopic(topic + ".dlq", 1).ok());
-  const std::string b = (*kafka)->bootstrap();
+  const std::string b = kafka->bootstrap();
   TestProducer producer(b);
   const int64_t total = 16000;
   for (int64_t i = 1; i <= total; ++i) ASSERT_TRUE(producer.Queue(topic, static_cast<int32_t>(i % 8), Chunk(i, "app", 2)));
