@@ -369,7 +369,8 @@ TEST_F(ServeProcess, GroupChurnLosesNothingAndAddsNothing) {
     }
   }
   EXPECT_EQ(all.size(), total) << "every produced chunk is stored, none other";
-  EXPECT_EQ(members_with_data, 3u) << "all three members took part";
+  EXPECT_EQ(members_with_data, 3u) << "all three members took part\n== a ==\n"
+                                   << a->Log() << "== b ==\n" << m2.Log() << "== c ==\n" << c->Log();
 }
 
 // SIGKILL a member in the middle of ingest and restart it: its tables end up
