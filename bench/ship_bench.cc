@@ -4,7 +4,17 @@
 // file, and raw snappy compression of it in 64 KiB blocks.
 // "Per core": the ship path runs on one thread; lines/s is per second of that
 // thread's CPU time (CLOCK_THREAD_CPUTIME_ID), wall time is reported too.
+//
+// Then `ship_first_delivery`: how long a new shipper's first chunk takes from
+// send to its acknowledgement by an in-process Kafka cluster (a fresh `logdex
+// ship` run pays this once). The chunk is sent 20 ms after the producer is
+// made, as the first ERROR chunk is at the earliest (its linger). Baselines in
+// the same run: the same producer's one-chunk round trip once warm, and a
+// plain librdkafka producer of the same settings that names its topic at
+// that first produce().
 #include <fcntl.h>
+#include <librdkafka/rdkafkacpp.h>
+#include <prometheus/registry.h>
 #include <snappy.h>
 #include <unistd.h>
 
@@ -14,12 +24,16 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <thread>
 
 #include "bench/bench.h"
 #include "common/clock.h"
 #include "common/result.h"
+#include "consumer/embedded_kafka.h"
+#include "consumer/kafka_clients.h"
 #include "ship/assembler.h"
 #include "ship/chunker.h"
+#include "ship/kafka_producer.h"
 #include "ship/parsers.h"
 #include "ship/tailer.h"
 
@@ -158,6 +172,102 @@ json BenchOne(const std::string& sample_name, ship::Format format, const std::st
                    "ratios (ship / baseline) on the same file in the same run"}};
 }
 
+double Median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v.empty() ? 0 : v[v.size() / 2];
+}
+double Max(const std::vector<double>& v) { return v.empty() ? 0 : *std::max_element(v.begin(), v.end()); }
+
+ship::OutgoingChunk OneChunk(uint64_t seq) {
+  ship::OutgoingChunk c;
+  c.key = "bench/h1/ERROR";
+  c.value = "first delivery " + std::to_string(seq);
+  c.sequence = seq;
+  c.records = 1;
+  c.severity = Severity::kError;
+  return c;
+}
+
+// Polls `p` until it has no chunk in flight; the milliseconds that took.
+double WaitDelivered(ship::KafkaChunkProducer& p, double t0_ms) {
+  for (int i = 0; i < 60'000 && p.in_flight() > 0; ++i) p.Poll(1);
+  LOGDEX_CHECK(p.in_flight() == 0);
+  return SystemClock::Instance().MonotonicNs() / 1e6 - t0_ms;
+}
+
+class CountDelivered final : public RdKafka::DeliveryReportCb {
+ public:
+  void dr_cb(RdKafka::Message& m) override { ok += m.err() == RdKafka::ERR_NO_ERROR; }
+  int ok = 0;
+};
+
+json BenchFirstDelivery(int rounds) {
+  constexpr auto kFirstChunkAfter = std::chrono::milliseconds(20);
+  auto kafka = EmbeddedKafka::Start(1);
+  LOGDEX_CHECK(kafka.ok());
+  const std::string topic = "bench.first";
+  LOGDEX_CHECK((*kafka)->CreateTopic(topic, 8).ok());
+  const Clock& clock = SystemClock::Instance();
+  auto now_ms = [&] { return clock.MonotonicNs() / 1e6; };
+  ship::ProducerOptions po;
+  po.brokers = (*kafka)->bootstrap();
+  po.topic = topic;
+  po.kafka = {{"log_level", "3"}};
+  std::vector<double> cold, warm, naive;
+  uint64_t seq = 0;
+  for (int r = 0; r < rounds; ++r) {
+    // The shipper's producer, new each round: create, send, acknowledged.
+    prometheus::Registry registry;
+    auto p = ship::KafkaChunkProducer::Create(po, registry, clock);
+    LOGDEX_CHECK(p.ok());
+    std::this_thread::sleep_for(kFirstChunkAfter);
+    const double t0 = now_ms();
+    LOGDEX_CHECK((*p)->Send(OneChunk(++seq)).ok());
+    cold.push_back(WaitDelivered(**p, t0));
+    // The same producer once warm: one chunk's round trip.
+    const double t1 = now_ms();
+    LOGDEX_CHECK((*p)->Send(OneChunk(++seq)).ok());
+    warm.push_back(WaitDelivered(**p, t1));
+    LOGDEX_CHECK((*p)->Finish(10'000).delivered_chunks == 2);
+
+    // Baseline: librdkafka with the shipper's settings, topic named at produce().
+    CountDelivered dr;
+    std::string err;
+    auto conf = KafkaConf({{"bootstrap.servers", po.brokers}, {"enable.idempotence", "true"}, {"acks", "all"},
+                           {"linger.ms", "5"}, {"compression.type", "none"}, {"log_level", "3"}},
+                          &err);
+    LOGDEX_CHECK(conf && conf->set("dr_cb", static_cast<RdKafka::DeliveryReportCb*>(&dr), err) == RdKafka::Conf::CONF_OK);
+    std::unique_ptr<RdKafka::Producer> raw(RdKafka::Producer::create(conf.get(), err));
+    LOGDEX_CHECK(raw != nullptr);
+    std::this_thread::sleep_for(kFirstChunkAfter);
+    const double t2 = now_ms();
+    std::string value = "first delivery baseline";
+    LOGDEX_CHECK(raw->produce(topic, RdKafka::Topic::PARTITION_UA, RdKafka::Producer::RK_MSG_COPY, value.data(),
+                              value.size(), nullptr, 0, 0, nullptr) == RdKafka::ERR_NO_ERROR);
+    for (int i = 0; i < 60'000 && dr.ok == 0; ++i) raw->poll(1);
+    LOGDEX_CHECK(dr.ok == 1);
+    naive.push_back(now_ms() - t2);
+  }
+  auto round_list = [](const std::vector<double>& v) {
+    json a = json::array();
+    for (double x : v) a.push_back(R2(x));
+    return a;
+  };
+  return {{"benchmark", "ship_first_delivery"},
+          {"rounds", rounds},
+          {"first_chunk_ms_median", R2(Median(cold))},
+          {"first_chunk_ms_max", R2(Max(cold))},
+          {"first_chunk_ms", round_list(cold)},
+          {"baseline_warm_chunk_ms_median", R2(Median(warm))},
+          {"baseline_topic_at_first_produce_ms_median", R2(Median(naive))},
+          {"baseline_topic_at_first_produce_ms", round_list(naive)},
+          {"ratio_first_to_warm", R2(Median(cold) / Median(warm))},
+          {"ratio_first_to_topic_at_first_produce", R2(Median(cold) / Median(naive))},
+          {"note", "wall ms from sending the first chunk, 20 ms after the producer was made, to its "
+                   "acknowledgement by an in-process mock Kafka cluster; warm = the same producer's next one-chunk "
+                   "round trip"}};
+}
+
 }  // namespace
 
 int RunShipBench(const BenchOptions& o) {
@@ -186,6 +296,8 @@ int RunShipBench(const BenchOptions& o) {
     std::filesystem::remove(file);
   }
   if (made) std::filesystem::remove_all(dir);
+  std::printf("%s\n", BenchFirstDelivery(std::max(3, static_cast<int>(5 * o.scale))).dump().c_str());
+  std::fflush(stdout);
   return rc;
 }
 

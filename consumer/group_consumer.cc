@@ -93,6 +93,12 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     pconf->set("event_cb", static_cast<RdKafka::EventCb*>(this), err);
     producer_.reset(RdKafka::Producer::create(pconf.get(), err));
     if (!producer_) return Status(Errc::kInvalidArgument, "kafka dlq producer: " + err);
+    // Dead-letter topics of listed topics are named now, so that the
+    // producer's first metadata request covers them; one first named at the
+    // first dead letter waits for librdkafka's 1 s scan of unknown topics.
+    for (const std::string& t : o_.topics) {
+      dlq_topics_.emplace_back(RdKafka::Topic::create(producer_.get(), t + o_.dlq_suffix, nullptr, err));
+    }
 
     std::vector<std::string> subs = o_.topics;
     if (!o_.topic_regex.empty()) {
@@ -388,6 +394,7 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
   const Clock& clock_;
   std::unique_ptr<RdKafka::KafkaConsumer> consumer_;
   std::unique_ptr<RdKafka::Producer> producer_;
+  std::vector<std::unique_ptr<RdKafka::Topic>> dlq_topics_;  // handles held so their metadata is known early
   mutable std::mutex mu_;  // guards pending_ and assigned_
   std::vector<InMessage> pending_;
   std::map<std::pair<std::string, int32_t>, int64_t> assigned_;  // -> lag

@@ -39,6 +39,7 @@ struct KafkaChunkProducer::Impl : public RdKafka::DeliveryReportCb, public RdKaf
   ProducerOptions options;
   const Clock* clock = nullptr;
   std::unique_ptr<RdKafka::Producer> producer;
+  std::unique_ptr<RdKafka::Topic> topic;
   Backlog backlog{0, 0};
   std::map<uint64_t, std::unique_ptr<OutgoingChunk>> in_flight;
   bool available = true;
@@ -49,6 +50,7 @@ struct KafkaChunkProducer::Impl : public RdKafka::DeliveryReportCb, public RdKaf
   std::optional<int64_t> last_drop_log_ns;  // none yet
   uint64_t drops_since_log = 0;
   bool record_order = false;
+  bool librdkafka_debug = false;  // the user set librdkafka's `debug`: show its log lines
   std::vector<uint64_t> order;
   DeliveryReport report;
 
@@ -144,8 +146,8 @@ struct KafkaChunkProducer::Impl : public RdKafka::DeliveryReportCb, public RdKaf
     if (in_flight.empty()) last_progress_ns = Now();
     OutgoingChunk* p = c.get();
     RdKafka::ErrorCode err =
-        producer->produce(options.topic, RdKafka::Topic::PARTITION_UA, 0 /* no copy: we keep the bytes */,
-                          p->value.data(), p->value.size(), p->key.data(), p->key.size(), 0, p);
+        producer->produce(topic.get(), RdKafka::Topic::PARTITION_UA, 0 /* no copy: we keep the bytes */,
+                          p->value.data(), p->value.size(), p->key.data(), p->key.size(), p);
     if (err == RdKafka::ERR__QUEUE_FULL) return false;
     if (err != RdKafka::ERR_NO_ERROR) {
       Fail(*p, "produce: " + RdKafka::err2str(err));
@@ -214,7 +216,11 @@ struct KafkaChunkProducer::Impl : public RdKafka::DeliveryReportCb, public RdKaf
         }
         break;
       case RdKafka::Event::EVENT_LOG:
-        if (e.severity() <= RdKafka::Event::EVENT_SEVERITY_ERROR) spdlog::debug("ship: librdkafka {}: {}", e.fac(), e.str());
+        if (e.severity() <= RdKafka::Event::EVENT_SEVERITY_ERROR) {
+          spdlog::debug("ship: librdkafka {}: {}", e.fac(), e.str());
+        } else if (librdkafka_debug) {
+          spdlog::info("ship: librdkafka {}: {}", e.fac(), e.str());  // asked for with --kafka debug=...
+        }
         break;
       default:
         break;
@@ -245,6 +251,7 @@ Result<std::unique_ptr<KafkaChunkProducer>> KafkaChunkProducer::Create(const Pro
       {"client.id", "logdex-ship"},
   };
   settings.insert(settings.end(), options.kafka.begin(), options.kafka.end());
+  for (const auto& [k, v] : options.kafka) impl->librdkafka_debug |= k == "debug" && !v.empty();
   for (const auto& [k, v] : settings) {
     if (conf->set(k, v, err) != RdKafka::Conf::CONF_OK) {
       return Error{Errc::kInvalidArgument, "Kafka setting " + k + "=" + v + ": " + err};
@@ -256,6 +263,12 @@ Result<std::unique_ptr<KafkaChunkProducer>> KafkaChunkProducer::Create(const Pro
   }
   impl->producer.reset(RdKafka::Producer::create(conf.get(), err));
   if (!impl->producer) return Error{Errc::kInvalidArgument, "cannot create the Kafka producer: " + err};
+  // The topic handle is made now, before the first broker connection is up, so
+  // that the connection's first metadata request covers it. A topic first
+  // named at the first produce() can miss that request and wait for
+  // librdkafka's 1 s scan of unknown topics: every first chunk 1 s late.
+  impl->topic.reset(RdKafka::Topic::create(impl->producer.get(), options.topic, nullptr, err));
+  if (!impl->topic) return Error{Errc::kInvalidArgument, "Kafka topic " + options.topic + ": " + err};
   impl->last_progress_ns = clock.MonotonicNs();
   return std::unique_ptr<KafkaChunkProducer>(new KafkaChunkProducer(std::move(impl)));
 }
@@ -270,6 +283,7 @@ KafkaChunkProducer::~KafkaChunkProducer() {
   impl_->finishing = true;
   impl_->producer->purge(RdKafka::Producer::PURGE_QUEUE | RdKafka::Producer::PURGE_INFLIGHT);
   for (int i = 0; i < 100 && !impl_->in_flight.empty(); ++i) impl_->producer->poll(10);
+  impl_->topic.reset();
   impl_->producer.reset();
 }
 
