@@ -195,7 +195,7 @@ AlertingConfig Parse(const YAML::Node& root) {
     const std::string dp = p + ".delivery";
     CheckKeys(d, dp,
               {"poll_interval", "scan_batch", "max_attempts", "max_age", "backoff_initial", "backoff_max",
-               "backlog_warn_rows", "backlog_warn_age"});
+               "backlog_warn_rows", "backlog_warn_age", "dispatch", "dispatch_topic"});
     if (auto v = d["poll_interval"]) c.delivery.poll_interval_ms = Duration(v, dp + ".poll_interval", 1);
     if (auto v = d["scan_batch"]) c.delivery.scan_batch = Uint(v, dp + ".scan_batch", 1);
     if (auto v = d["max_attempts"]) c.delivery.max_attempts = Uint(v, dp + ".max_attempts", 1);
@@ -204,6 +204,15 @@ AlertingConfig Parse(const YAML::Node& root) {
     if (auto v = d["backoff_max"]) c.delivery.backoff_max_ms = Duration(v, dp + ".backoff_max", 1);
     if (auto v = d["backlog_warn_rows"]) c.delivery.backlog_warn_rows = Uint(v, dp + ".backlog_warn_rows", 1);
     if (auto v = d["backlog_warn_age"]) c.delivery.backlog_warn_age_ms = Duration(v, dp + ".backlog_warn_age", 1);
+    if (auto v = d["dispatch"]) {
+      const std::string mode = Scalar(v, dp + ".dispatch");
+      using D = DeliveryConfig::Dispatch;
+      if (mode == "auto") c.delivery.dispatch = D::kAuto;
+      else if (mode == "every_member") c.delivery.dispatch = D::kEveryMember;
+      else if (mode == "partition_0_owner") c.delivery.dispatch = D::kPartitionZeroOwner;
+      else Fail(v, dp + ".dispatch", "unknown mode \"" + mode + "\" (auto, every_member, partition_0_owner)");
+    }
+    if (auto v = d["dispatch_topic"]) c.delivery.dispatch_topic = Scalar(v, dp + ".dispatch_topic");
   }
   if (auto sinks = root["sinks"]) {
     if (!sinks.IsSequence()) Fail(sinks, p + ".sinks", "expected a list");

@@ -74,6 +74,13 @@ struct DeliveryConfig {
   // oldest due row is older than backlog_warn_age_ms.
   uint32_t backlog_warn_rows = 1'000;
   int64_t backlog_warn_age_ms = 60'000;
+  // Which group members deliver from the outbox. With a store per member
+  // (RocksDB) each must deliver its own; with a shared store (HBase) only the
+  // member that owns `dispatch_topic` partition 0 should, or every member
+  // would deliver the same rows. kAuto picks by the store backend.
+  enum class Dispatch { kAuto, kEveryMember, kPartitionZeroOwner };
+  Dispatch dispatch = Dispatch::kAuto;
+  std::string dispatch_topic;          // empty = the first of consumer.topics
 };
 
 enum class SinkType { kWebhook, kAlertmanager, kSlack, kPagerDuty };

@@ -49,6 +49,7 @@ SinkDispatcher::SinkDispatcher(AlertingConfig config, TableStore& store, std::ve
     }
     lane->capacity = std::max<size_t>(64, lane->concurrency * 8);
     metrics_.CircuitOpen(s->name()).Set(0);
+    metrics_.DispatcherActive().Set(1);
     const std::string name = s->name();
     lane->sink = std::move(s);
     LOGDEX_CHECK(lanes_.emplace(name, std::move(lane)).second);  // sink names are unique
@@ -336,8 +337,36 @@ void SinkDispatcher::Wake() {
   wake_cv_.notify_all();
 }
 
+void SinkDispatcher::SetActive(bool active) {
+  if (active_.exchange(active) == active) return;
+  metrics_.DispatcherActive().Set(active ? 1 : 0);
+  spdlog::info("alerting: this member {} from the outbox", active ? "now delivers" : "no longer delivers");
+  if (!active) {
+    // The backlog gauges describe what this member delivers: nothing now.
+    metrics_.OutboxDue().Set(0);
+    metrics_.OutboxOldestDueAge().Set(0);
+    for (auto& [name, lane] : lanes_) {
+      std::vector<Task> dropped;
+      {
+        std::lock_guard lock(lane->mu);
+        dropped.swap(lane->stack);
+      }
+      std::lock_guard lock(mu_);
+      for (const Task& t : dropped) inflight_.erase(t.key);
+    }
+  }
+  Wake();
+}
+
 void SinkDispatcher::SchedulerLoop() {
   while (!stopping_.load()) {
+    if (!active_.load()) {
+      std::unique_lock lock(mu_);
+      wake_cv_.wait_for(lock, std::chrono::milliseconds(config_.delivery.poll_interval_ms),
+                        [&] { return wake_ || stopping_.load(); });
+      wake_ = false;
+      continue;
+    }
     const int64_t now = clock_.NowMs();
     if (now >= next_backlog_check_ms_) {
       next_backlog_check_ms_ = now + kBacklogCheckEveryMs;
@@ -358,9 +387,18 @@ void SinkDispatcher::SchedulerLoop() {
         std::lock_guard lock(mu_);
         for (Task* t : list) inflight_.insert(t->key);
       }
+      bool queued;
       {
-        std::lock_guard lock(lane->mu);
-        for (auto it = list.rbegin(); it != list.rend(); ++it) lane->stack.push_back(std::move(**it));
+        std::lock_guard lock(lane->mu);  // SetActive(false) clears the stack under it
+        queued = active_.load();
+        if (queued) {
+          for (auto it = list.rbegin(); it != list.rend(); ++it) lane->stack.push_back(std::move(**it));
+        }
+      }
+      if (!queued) {
+        std::lock_guard lock(mu_);
+        for (Task* t : list) inflight_.erase(t->key);
+        continue;
       }
       lane->cv.notify_all();
     }

@@ -88,6 +88,12 @@ class SinkDispatcher {
   void Stop();
   // Makes the scheduler rescan now (serve calls it after writing a batch with alerts).
   void Wake();
+  // Whether this dispatcher delivers (default true). While inactive it reads
+  // nothing from the outbox and drops its queued work (the rows stay in the
+  // outbox); requests already under way finish. Serve sets it from partition
+  // ownership when members share one outbox (DeliveryConfig::Dispatch).
+  void SetActive(bool active);
+  bool active() const { return active_.load(); }
 
   // One synchronous pass on the calling thread: every due row (up to
   // scan_batch), newest first. kFailedPrecondition while started.
@@ -133,6 +139,7 @@ class SinkDispatcher {
   bool wake_ = false;
   std::atomic<bool> running_{false};
   std::atomic<bool> stopping_{false};
+  std::atomic<bool> active_{true};
   std::unordered_set<std::string> inflight_;  // outbox keys queued or being delivered
   // Keys whose delivery finished (row deleted or moved) -> scan generation at
   // that moment. A scan that started earlier may still see the old row in its

@@ -57,7 +57,13 @@ AlertingMetrics::AlertingMetrics(prometheus::Registry& r)
                              .Name("logdex_alerting_outbox_oldest_due_age_seconds")
                              .Help("Age in seconds of the oldest due outbox row at the last backlog check.")
                              .Register(r)
-                             .Add({})) {}
+                             .Add({})),
+      dispatching_(BuildGauge()
+                       .Name("logdex_alerting_dispatcher_active")
+                       .Help("1 while this member delivers from the outbox; 0 while another member does "
+                             "(alerting.delivery.dispatch: partition_0_owner).")
+                       .Register(r)
+                       .Add({})) {}
 
 prometheus::Histogram& AlertingMetrics::Latency(const std::string& sink) {
   static const prometheus::Histogram::BucketBoundaries kBuckets = {0.005, 0.01, 0.025, 0.05, 0.1, 0.25,

@@ -21,6 +21,7 @@
 //   logdex_alerting_circuit_opened_total{sink}                 times the circuit opened
 //   logdex_alerting_outbox_due_notifications                   gauge: due rows at the last backlog check
 //   logdex_alerting_outbox_oldest_due_age_seconds              gauge: age of the oldest due row
+//   logdex_alerting_dispatcher_active                          gauge: 1 while this member delivers
 //
 // Thread-safety: all methods are safe for concurrent use. Several
 // AlertingMetrics on one registry share the same series (the registry merges
@@ -59,6 +60,7 @@ class AlertingMetrics {
   prometheus::Counter& CircuitOpened(const std::string& sink) { return circuit_opened_.Add({{"sink", sink}}); }
   prometheus::Gauge& OutboxDue() { return outbox_due_; }
   prometheus::Gauge& OutboxOldestDueAge() { return outbox_oldest_age_; }
+  prometheus::Gauge& DispatcherActive() { return dispatching_; }
 
  private:
   prometheus::Family<prometheus::Counter>& detected_;
@@ -73,6 +75,7 @@ class AlertingMetrics {
   prometheus::Family<prometheus::Counter>& circuit_opened_;
   prometheus::Gauge& outbox_due_;
   prometheus::Gauge& outbox_oldest_age_;
+  prometheus::Gauge& dispatching_;
 };
 
 }  // namespace logdex::alerting

@@ -116,6 +116,13 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
   void rebalance_cb(RdKafka::KafkaConsumer* consumer, RdKafka::ErrorCode err,
                     std::vector<RdKafka::TopicPartition*>& parts) override {
     metrics_.rebalances.Increment();
+    std::set<std::pair<std::string, int32_t>> owned;
+    ApplyRebalance(consumer, err, parts, &owned);
+    if (o_.on_assignment) o_.on_assignment(owned);
+  }
+
+  void ApplyRebalance(RdKafka::KafkaConsumer* consumer, RdKafka::ErrorCode err,
+                      std::vector<RdKafka::TopicPartition*>& parts, std::set<std::pair<std::string, int32_t>>* owned) {
     std::lock_guard lock(mu_);
     if (err == RdKafka::ERR__ASSIGN_PARTITIONS) {
       consumer->assign(parts);
@@ -140,6 +147,7 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
                    before - pending_.size());
     }
     metrics_.assigned_partitions.Set(static_cast<double>(assigned_.size()));
+    for (const auto& [tp, lag] : assigned_) owned->insert(tp);
   }
 
   void event_cb(RdKafka::Event& event) override {

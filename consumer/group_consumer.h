@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -51,6 +52,9 @@ struct GroupConsumerOptions {
   // Called on the Run thread after each batch is durable (e.g. to wake the
   // alert dispatcher when the batch staged alerts).
   std::function<void(const ProcessedBatch&)> on_written;
+  // Called on the Run thread after every assignment change with the
+  // partitions this member now owns (empty after a revoke).
+  std::function<void(const std::set<std::pair<std::string, int32_t>>&)> on_assignment;
 };
 
 // Where this member stands, for /readyz.

@@ -63,6 +63,22 @@ Status WriteFileAtomically(const std::string& path, const std::string& text) {
   return Status::Ok();
 }
 
+// Which members deliver alerts from the outbox: "" = every member (each has
+// its own store), else the topic whose partition 0's owner is the one member
+// that delivers (members share one outbox in HBase). An error names the key.
+Result<std::string> DispatchTopic(const ServeConfig& serve, const alerting::AlertingConfig& alerting) {
+  using D = alerting::DeliveryConfig::Dispatch;
+  D mode = alerting.delivery.dispatch;
+  if (mode == D::kAuto) mode = serve.store.backend == "hbase" ? D::kPartitionZeroOwner : D::kEveryMember;
+  if (mode == D::kEveryMember) return std::string();
+  if (!alerting.delivery.dispatch_topic.empty()) return alerting.delivery.dispatch_topic;
+  // A regex replaces the topic list (GroupConsumer subscribes to one or the other).
+  if (serve.consumer.topic_regex.empty() && !serve.consumer.topics.empty()) return serve.consumer.topics.front();
+  return Error{Errc::kInvalidArgument,
+               "alerting.delivery.dispatch_topic: needed with consumer.topic_regex when the outbox is shared "
+               "(store.backend: hbase, or dispatch: partition_0_owner): name a topic the regex matches"};
+}
+
 // The configured store: embedded RocksDB, or HBase through its Thrift2 gateway
 // (connected now, so a wrong address fails at start, not at the first batch).
 Result<std::unique_ptr<TableStore>> OpenStore(const StoreConfig& c) {
@@ -256,6 +272,20 @@ int Serve(const ServeFlags& flags) {
   go.on_written = [&dispatcher](const ProcessedBatch& b) {
     if (b.alerts_staged > 0) dispatcher.Wake();
   };
+  auto dispatch_topic = DispatchTopic(config, *alerting_config);
+  if (!dispatch_topic.ok()) {
+    std::fprintf(stderr, "logdex serve: %s\n", dispatch_topic.error().message.c_str());
+    return 2;
+  }
+  if (!dispatch_topic->empty()) {
+    // One outbox shared by the group: only the owner of this partition delivers.
+    const std::pair<std::string, int32_t> decides{*dispatch_topic, 0};
+    dispatcher.SetActive(false);
+    go.on_assignment = [&dispatcher, decides](const std::set<std::pair<std::string, int32_t>>& owned) {
+      dispatcher.SetActive(owned.count(decides) > 0);
+    };
+    spdlog::info("alerting: the outbox is shared; the owner of {}[0] delivers from it", decides.first);
+  }
   GroupConsumer consumer(go, **store, processor, metrics, clock);
 
   QueryOptions qo;
@@ -327,8 +357,13 @@ int CheckConfig(const std::string& path) {
     std::fprintf(stderr, "%s\n", loaded.error().message.c_str());
     return 1;
   }
-  if (auto a = alerting::ParseAlertingConfig(loaded->alerting); !a.ok()) {
+  auto a = alerting::ParseAlertingConfig(loaded->alerting);
+  if (!a.ok()) {
     std::fprintf(stderr, "%s: %s\n", path.c_str(), a.error().message.c_str());
+    return 1;
+  }
+  if (auto t = DispatchTopic(*loaded, *a); !t.ok()) {
+    std::fprintf(stderr, "%s: %s\n", path.c_str(), t.error().message.c_str());
     return 1;
   }
   std::printf("%s: OK\n", path.c_str());

@@ -71,6 +71,19 @@ TEST(AlertingConfig, ErrorNamesLineAndKeyOfABadDuration) {
   EXPECT_NE(c.error().message.find("alerting.sinks[0].timeout"), std::string::npos) << c.error().message;
 }
 
+TEST(AlertingConfig, DispatchModeIsParsedAndAnUnknownOneNamedWithItsLine) {
+  auto ok = ParseText("alerting:\n  delivery:\n    dispatch: partition_0_owner\n    dispatch_topic: logs.a\n");
+  ASSERT_TRUE(ok.ok()) << ok.error().ToString();
+  EXPECT_EQ(ok->delivery.dispatch, DeliveryConfig::Dispatch::kPartitionZeroOwner);
+  EXPECT_EQ(ok->delivery.dispatch_topic, "logs.a");
+  EXPECT_EQ(ParseText("alerting: {}\n")->delivery.dispatch, DeliveryConfig::Dispatch::kAuto);
+  auto bad = ParseText("alerting:\n  delivery:\n    dispatch: leader\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("line 3"), std::string::npos) << bad.error().message;
+  EXPECT_NE(bad.error().message.find("alerting.delivery.dispatch"), std::string::npos) << bad.error().message;
+  EXPECT_NE(bad.error().message.find("every_member"), std::string::npos) << bad.error().message;
+}
+
 TEST(AlertingConfig, ErrorNamesAnUnknownKeyAndItsLine) {
   auto c = ParseText(
       "alerting:\n"

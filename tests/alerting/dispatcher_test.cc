@@ -406,6 +406,29 @@ TEST_F(DispatcherTest, ThreadedDispatcherDeliversEachRowOnceWithParallelWorkers)
   EXPECT_TRUE(ReadOutbox(*store_).empty());
 }
 
+// A member that does not own the shared outbox reads nothing from it; the
+// rows wait, and go out once it is made the delivering member.
+TEST_F(DispatcherTest, AnInactiveDispatcherLeavesTheOutboxToItsOwner) {
+  config_.delivery.poll_interval_ms = 5;
+  auto d = HttpDispatcher();
+  d->SetActive(false);
+  EXPECT_EQ(MetricValue(registry_, "logdex_alerting_dispatcher_active", {}), 0);
+  ASSERT_TRUE(d->Start().ok());
+  StageEvents(4);
+  d->Wake();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // 60 scheduler periods
+  EXPECT_TRUE(receiver_.requests().empty());
+  EXPECT_EQ(ReadOutbox(*store_).size(), 4u);
+  d->SetActive(true);
+  EXPECT_EQ(MetricValue(registry_, "logdex_alerting_dispatcher_active", {}), 1);
+  EXPECT_TRUE(receiver_.WaitFor(4, std::chrono::seconds(10)));
+  d->Stop();
+  auto keys = ReceivedKeys();
+  EXPECT_EQ(std::set<std::string>(keys.begin(), keys.end()).size(), 4u);
+  EXPECT_EQ(keys.size(), 4u);
+  EXPECT_TRUE(ReadOutbox(*store_).empty());
+}
+
 TEST_F(DispatcherTest, MetricsExpositionPassesPromtool) {
   StageEvents(2);
   receiver_.set_status(503);

@@ -12,6 +12,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <sstream>
 
 #include "common/chunk_codec.h"
 #include "common/clock.h"
@@ -235,6 +236,119 @@ TEST_F(ServeProcess, TheHBaseBackendIndexesAndAnswersThroughTheThrift2Gateway) {
                  Log("unreachable"));
   EXPECT_EQ(failed.Wait(), 1);
   EXPECT_NE(failed.Log().find("logdex serve: store:"), std::string::npos) << failed.Log();
+}
+
+// A gauge or counter of a member's /metrics (the first series of `name`); -1 when absent.
+double MetricOf(int port, const std::string& name) {
+  httplib::Client http("127.0.0.1", port);
+  auto r = http.Get("/metrics");
+  if (!r || r->status != 200) return -1;
+  std::istringstream in(r->body);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(name, 0) == 0 && line.size() > name.size() && (line[name.size()] == ' ' || line[name.size()] == '{')) {
+      return std::stod(line.substr(line.rfind(' ') + 1));
+    }
+  }
+  return -1;
+}
+
+std::string ErrorChunk(const std::string& app, uint64_t seq) {
+  proto::RecordBatch b;
+  proto::LogRecord* r = b.add_records();
+  r->set_ts_ms(SystemClock::Instance().NowMs() - 1000);
+  r->set_severity(SeverityCode(Severity::kError));
+  r->set_message("charge " + std::to_string(seq) + " declined by " + app);
+  PackOptions po;
+  po.producer_id = 77;
+  po.sequence = seq;
+  return PackChunk(app, "pay-1", b, po).SerializeAsString();
+}
+
+// Two members on one HBase store share one outbox. Only the owner of the
+// topic's partition 0 delivers from it, so each alert reaches the webhook
+// once, not once per member; when that member leaves, the other takes over.
+TEST_F(ServeProcess, MembersSharingAnHBaseOutboxDeliverEachAlertOnce) {
+  HBaseTestServerOptions so;
+  so.dir = dir_.path() + "/hbase";
+  auto gateway = HBaseTestServer::Start(so);
+  ASSERT_TRUE(gateway.ok()) << gateway.error().ToString();
+  alerting::testing::WebhookReceiver receiver;
+  const std::string config = dir_.path() + "/shared.yaml";
+  std::ofstream(config) << "consumer:\n  session_timeout: 6s\n  batch_max_messages: 50\n  shutdown_deadline: 20s\n"
+                        << "kafka:\n  log_level: \"3\"\n"
+                        << "store:\n  backend: hbase\n  hbase:\n    host: 127.0.0.1\n    port: " << (*gateway)->port()
+                        << "\n    namespace: shared\n"
+                        << "alerting:\n  sinks:\n    - name: hook\n      type: webhook\n      url: " << receiver.url()
+                        << "\n";
+  auto kafka = StartKafka(8);
+  ASSERT_NE(kafka, nullptr);
+  const std::string b = kafka->bootstrap(), topic(kDefaultTopic);
+  const int port_a = FreePort(), port_b = FreePort();
+  auto member = [&](const std::string& name, int port) {
+    return std::make_unique<Process>(
+        std::vector<std::string>{LOGDEX_BINARY, "serve", "--config", config, "--http", "127.0.0.1:" + std::to_string(port),
+                                 "--brokers", b, "--group", "shared"},
+        Log(name));
+  };
+  auto a = member("a", port_a);
+  auto m2 = member("b", port_b);
+  auto active = [&] { return std::make_pair(MetricOf(port_a, "logdex_alerting_dispatcher_active"),
+                                            MetricOf(port_b, "logdex_alerting_dispatcher_active")); };
+  ASSERT_TRUE(WaitFor([&] {
+    return MetricOf(port_a, "logdex_consumer_assigned_partitions") == 4 &&
+           MetricOf(port_b, "logdex_consumer_assigned_partitions") == 4;
+  }, 60'000)) << a->Log() << m2->Log();
+  ASSERT_TRUE(WaitFor([&] { return active().first + active().second == 1; }, 10'000))
+      << "exactly one member delivers: " << active().first << " + " << active().second;
+
+  TestProducer producer(b);
+  auto send_and_count = [&](uint64_t from, uint64_t to) -> std::map<std::string, int> {
+    for (uint64_t i = from; i <= to; ++i) {
+      // One app per chunk: each is its own group, sent at once. Every partition.
+      EXPECT_TRUE(producer.Send(topic, static_cast<int32_t>(i % 8), ErrorChunk("shop-" + std::to_string(i), i)));
+    }
+    EXPECT_TRUE(receiver.WaitFor(to, std::chrono::seconds(30))) << receiver.requests().size() << " of " << to;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // room for a second delivery to show up
+    std::map<std::string, int> per_key;
+    for (const auto& req : receiver.requests()) {
+      auto j = nlohmann::json::parse(req.body, nullptr, false);
+      per_key[j.is_discarded() ? "?" : j.value("idempotency_key", "?")]++;
+    }
+    return per_key;
+  };
+  auto first = send_and_count(1, 12);
+  EXPECT_EQ(first.size(), 12u);
+  for (const auto& [key, n] : first) EXPECT_EQ(n, 1) << key << " delivered " << n << " times";
+
+  // The delivering member leaves; the other owns every partition and delivers.
+  Process& leaving = active().first == 1 ? *a : *m2;
+  const int staying_port = active().first == 1 ? port_b : port_a;
+  leaving.Signal(SIGTERM);
+  EXPECT_EQ(leaving.Wait(), 0) << leaving.Log();
+  ASSERT_TRUE(WaitFor([&] { return MetricOf(staying_port, "logdex_alerting_dispatcher_active") == 1; }, 30'000));
+  auto second = send_and_count(13, 18);
+  EXPECT_EQ(second.size(), 18u);
+  for (const auto& [key, n] : second) EXPECT_EQ(n, 1) << key << " delivered " << n << " times";
+  for (auto* p : {a.get(), m2.get()}) {
+    if (p != &leaving) {
+      p->Signal(SIGTERM);
+      EXPECT_EQ(p->Wait(), 0) << p->Log();
+    }
+  }
+}
+
+// A shared outbox needs a topic whose partition 0 decides who delivers; with
+// a topic regex, check-config (and serve) asks for it by its key.
+TEST_F(ServeProcess, CheckConfigAsksForTheDispatchTopicOfAHBaseRegexSetup) {
+  const std::string base = "consumer:\n  topic_regex: '^logs\\..*'\nstore:\n  backend: hbase\n  hbase:\n    host: hb\n";
+  const std::string without = dir_.path() + "/regex.yaml", with = dir_.path() + "/regex-topic.yaml";
+  std::ofstream(without) << base;
+  std::ofstream(with) << base << "alerting:\n  delivery:\n    dispatch_topic: logs.app\n";
+  Process refused({LOGDEX_BINARY, "check-config", without}, Log("refused"));
+  EXPECT_EQ(refused.Wait(), 1);
+  EXPECT_NE(refused.Log().find("alerting.delivery.dispatch_topic"), std::string::npos) << refused.Log();
+  Process accepted({LOGDEX_BINARY, "check-config", with}, Log("accepted"));
+  EXPECT_EQ(accepted.Wait(), 0) << accepted.Log();
 }
 
 // An ERROR line produced to Kafka reaches a webhook receiver through a real
