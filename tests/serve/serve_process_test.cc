@@ -120,6 +120,12 @@ std::set<uint64_t> StoredSequences(const std::string& dir) {
   return seqs;
 }
 
+// The port of a serve command line's --http HOST:PORT.
+int HttpPort(const std::vector<std::string>& args) {
+  auto it = std::find(args.begin(), args.end(), "--http");
+  return it == args.end() || it + 1 == args.end() ? -1 : std::stoi(it[1].substr(it[1].rfind(':') + 1));
+}
+
 class ServeProcess : public ::testing::Test {
  protected:
   std::vector<std::string> ServeArgs(const std::string& name, const std::vector<std::string>& extra) {
@@ -447,7 +453,9 @@ TEST_F(ServeProcess, GroupChurnLosesNothingAndAddsNothing) {
   ASSERT_NE(kafka, nullptr);
   const std::string topic(kDefaultTopic);
   const std::string b = kafka->bootstrap();
-  auto a = std::make_unique<Process>(ServeArgs("a", {"--brokers", b, "--group", "churn"}), Log("a"));
+  const auto args_a = ServeArgs("a", {"--brokers", b, "--group", "churn"});
+  const auto args_c = ServeArgs("c", {"--brokers", b, "--group", "churn"});
+  auto a = std::make_unique<Process>(args_a, Log("a"));
   Process m2(ServeArgs("b", {"--brokers", b, "--group", "churn"}), Log("b"));
   std::unique_ptr<Process> c;
 
@@ -459,8 +467,20 @@ TEST_F(ServeProcess, GroupChurnLosesNothingAndAddsNothing) {
       ASSERT_TRUE(producer.Flush());
       std::this_thread::sleep_for(std::chrono::milliseconds(250));  // ~10 s in all
     }
-    if (i == 1200) c = std::make_unique<Process>(ServeArgs("c", {"--brokers", b, "--group", "churn"}), Log("c"));
-    if (i == 2400) a->Signal(SIGTERM);  // leaves the group mid-stream
+    if (i == 1200) c = std::make_unique<Process>(args_c, Log("c"));
+    if (i == 2400) {
+      // a leaves the group mid-stream, once it has written a batch (on a
+      // loaded machine its first assignment can come late).
+      ASSERT_TRUE(WaitFor([&] { return MetricOf(HttpPort(args_a), "logdex_consumer_batches_total") > 0; }, 60'000))
+          << a->Log();
+      a->Signal(SIGTERM);
+    }
+    if (i == 3200) {
+      // c owns partitions before the last 800 chunks, which go to every partition.
+      ASSERT_TRUE(WaitFor([&] { return MetricOf(HttpPort(args_c), "logdex_consumer_assigned_partitions") > 0; },
+                          60'000))
+          << c->Log();
+    }
   }
   ASSERT_TRUE(producer.Flush());
   ASSERT_TRUE(WaitFor([&] { return Committed(b, "churn", topic, 8) == static_cast<int64_t>(total); }, 90'000))
