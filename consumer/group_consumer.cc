@@ -116,6 +116,12 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
   void rebalance_cb(RdKafka::KafkaConsumer* consumer, RdKafka::ErrorCode err,
                     std::vector<RdKafka::TopicPartition*>& parts) override {
     metrics_.rebalances.Increment();
+    // Before a revoke, what is written but not yet committed (skip_wal) is
+    // made durable and committed, so that the new owners start after it.
+    if (err != RdKafka::ERR__ASSIGN_PARTITIONS) {
+      FlushAndCommit();
+      unflushed_offsets_.clear();  // what a failed flush left: replayed by the new owners
+    }
     std::set<std::pair<std::string, int32_t>> owned;
     ApplyRebalance(consumer, err, parts, &owned);
     if (o_.on_assignment) o_.on_assignment(owned);
@@ -174,6 +180,7 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
         batch.swap(pending_);
       }
       UpdateLag();
+      if (o_.flush && Ms(clock_) - last_flush_ms_ >= o_.flush_interval_ms) FlushAndCommit();
       if (batch.empty()) continue;
       const int64_t started = Ms(clock_);
       ProcessedBatch out;
@@ -185,7 +192,12 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
       }
       processor_.Settle(true);
       if (o_.on_written) o_.on_written(out);
-      Commit(out);
+      if (!o_.flush) {
+        Commit(out.next_offsets);
+      } else {
+        Defer(out);
+        if (unflushed_bytes_ >= o_.flush_bytes) FlushAndCommit();
+      }
       metrics_.messages.Increment(static_cast<double>(out.messages));
       metrics_.bytes.Increment(static_cast<double>(out.bytes));
       metrics_.records.Increment(static_cast<double>(out.records));
@@ -194,6 +206,7 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
       metrics_.batches.Increment();
       metrics_.batch_seconds.Observe((Ms(clock_) - started) / 1000.0);
     }
+    FlushAndCommit();
     spdlog::info("consumer: leaving group {}", o_.group_id);
     consumer_->close();
     producer_->flush(1000);
@@ -353,11 +366,46 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     return true;
   }
 
-  void Commit(const ProcessedBatch& out) {
+
+  // Offsets of a batch that is written but not durable until the next flush.
+  void Defer(const ProcessedBatch& out) {
+    for (const auto& [tp, next] : out.next_offsets) {
+      int64_t& o = unflushed_offsets_[tp];
+      o = std::max(o, next);
+    }
+    unflushed_bytes_ += out.bytes;
+    unflushed_messages_ += out.messages;
+    metrics_.unflushed_messages.Set(static_cast<double>(unflushed_messages_));
+  }
+
+  // Flushes the store, then commits every deferred offset. A failed flush
+  // keeps them deferred (retried at the next interval; a crash replays).
+  // Run thread only, as are the unflushed_* members.
+  void FlushAndCommit() {
+    if (!o_.flush) return;
+    last_flush_ms_ = Ms(clock_);
+    if (unflushed_offsets_.empty()) return;
+    const int64_t t0 = Ms(clock_);
+    Status s = o_.flush();
+    metrics_.flush_seconds.Observe((Ms(clock_) - t0) / 1000.0);
+    if (!s.ok()) {
+      metrics_.flush_failures.Increment();
+      spdlog::warn("store: flush failed ({}); offsets of {} messages stay uncommitted, retrying in {} ms",
+                   s.ToString(), unflushed_messages_, o_.flush_interval_ms);
+      return;
+    }
+    Commit(unflushed_offsets_);
+    unflushed_offsets_.clear();
+    unflushed_bytes_ = 0;
+    unflushed_messages_ = 0;
+    metrics_.unflushed_messages.Set(0);
+  }
+
+  void Commit(const std::map<std::pair<std::string, int32_t>, int64_t>& next_offsets) {
     std::vector<RdKafka::TopicPartition*> offsets;
     {
       std::lock_guard lock(mu_);
-      for (const auto& [tp, next] : out.next_offsets) {
+      for (const auto& [tp, next] : next_offsets) {
         if (!assigned_.count(tp)) continue;  // revoked meanwhile: its new owner decides
         offsets.push_back(RdKafka::TopicPartition::create(tp.first, tp.second, next));
       }
@@ -408,6 +456,11 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
   std::map<std::pair<std::string, int32_t>, int64_t> assigned_;  // -> lag
   bool paused_ = false;
   int64_t lag_updated_ms_ = INT64_MIN / 2;
+  // With o_.flush: written, not yet durable (Run thread only).
+  std::map<std::pair<std::string, int32_t>, int64_t> unflushed_offsets_;
+  uint64_t unflushed_bytes_ = 0;
+  uint64_t unflushed_messages_ = 0;
+  int64_t last_flush_ms_ = 0;
 };
 
 GroupConsumer::GroupConsumer(GroupConsumerOptions options, TableStore& store, BatchProcessor& processor,

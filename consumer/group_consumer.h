@@ -52,6 +52,14 @@ struct GroupConsumerOptions {
   // Called on the Run thread after each batch is durable (e.g. to wake the
   // alert dispatcher when the batch staged alerts).
   std::function<void(const ProcessedBatch&)> on_written;
+  // When set, a written batch is durable only once this returns ok (a
+  // RocksDB memtable flush, for durability skip_wal: Kafka is then the
+  // write-ahead log). Offsets wait and are committed after a flush, which runs
+  // every flush_interval_ms or flush_bytes of written messages, before a
+  // revoke and at shutdown. A crash replays from the last commit.
+  std::function<Status()> flush;
+  int64_t flush_interval_ms = 5'000;
+  uint64_t flush_bytes = 256ull << 20;
   // Called on the Run thread after every assignment change with the
   // partitions this member now owns (empty after a revoke).
   std::function<void(const std::set<std::pair<std::string, int32_t>>&)> on_assignment;

@@ -39,6 +39,12 @@ ConsumerMetrics::ConsumerMetrics(prometheus::Registry& r)
       assigned_partitions(Gauge(r, "logdex_consumer_assigned_partitions", "Partitions assigned to this member")),
       rebalances(Counter(r, "logdex_consumer_rebalances_total", "Consumer group rebalances seen")),
       alerts_staged(Counter(r, "logdex_consumer_alerts_staged_total", "Alerts written to the outbox with their batch")),
+      flush_seconds(Seconds(r, "logdex_store_flush_seconds",
+                            "Latency of the memtable flushes that precede offset commits (durability skip_wal)")),
+      flush_failures(Counter(r, "logdex_store_flush_failures_total",
+                             "Store flushes that failed; their offsets stay uncommitted (durability skip_wal)")),
+      unflushed_messages(Gauge(r, "logdex_consumer_unflushed_messages",
+                               "Messages written but not yet flushed, so not committed (durability skip_wal)")),
       dead_lettered_(BuildCounter()
                          .Name("logdex_consumer_dead_lettered_total")
                          .Help("Messages sent to the dead-letter topic, by reason")

@@ -35,6 +35,10 @@ class ConsumerMetrics {
   prometheus::Gauge& assigned_partitions;
   prometheus::Counter& rebalances;
   prometheus::Counter& alerts_staged;
+  // durability skip_wal: offsets wait for a store flush.
+  prometheus::Histogram& flush_seconds;
+  prometheus::Counter& flush_failures;
+  prometheus::Gauge& unflushed_messages;  // written, offsets not yet committed
 
   prometheus::Counter& DeadLettered(const std::string& reason);
   prometheus::Counter& RowsWritten(const std::string& table);

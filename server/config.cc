@@ -148,11 +148,12 @@ Status Validate(const ServeConfig& c) {
   if (c.consumer.topics.empty() && c.consumer.topic_regex.empty()) {
     return Status(Errc::kInvalidArgument, "consumer: give topics or topic_regex");
   }
-  if (c.store.durability == Durability::kSkipWal) {
-    // Committing offsets for unflushed memtables would lose data on a crash;
-    // commits gated on RocksDB's flush events are not built yet.
+  if (c.store.durability == Durability::kSkipWal && c.store.backend == "hbase") {
+    // HBase's SKIP_WAL gives no flush signal through Thrift: offsets would be
+    // committed for writes a region server crash can still lose.
     return Status(Errc::kInvalidArgument,
-                  "store.durability: skip_wal is not supported by serve yet (use async or sync)");
+                  "store.durability: skip_wal is for the rocksdb backend only (with hbase it would be at-most-once; "
+                  "use async or sync)");
   }
   if (c.store.backend != "rocksdb" && c.store.backend != "hbase") {
     return Status(Errc::kInvalidArgument, "store.backend: must be rocksdb or hbase");
@@ -229,6 +230,8 @@ Result<ServeConfig> ParseConfig(const std::string& yaml, const std::string& name
                              w.Fail(v, key, "must be skip_wal, async or sync");
                            }
                          })},
+                        {"flush_interval", w.Duration(s.flush_interval_ms, 10)},
+                        {"flush_bytes", w.Bytes(s.flush_bytes)},
                         {"ttl", F([&](const YAML::Node& v, const std::string& key) {
                            int64_t ms = 0;
                            w.Duration(ms, 1000)(v, key);

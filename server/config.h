@@ -59,6 +59,11 @@ struct StoreConfig {
   std::string dir = "logdex-data";        // RocksDB directory
   HBaseConfig hbase;
   Durability durability = Durability::kAsync;
+  // With durability skip_wal (RocksDB), Kafka is the write-ahead log: serve
+  // flushes the memtables this often (or after this many message bytes) and
+  // only then commits the offsets of what the flush persisted.
+  int64_t flush_interval_ms = 5'000;
+  uint64_t flush_bytes = 256ull << 20;
   int64_t ttl_seconds = 7 * 24 * 3600;    // retention
   uint32_t salt_buckets = 16;             // main-table salt buckets (fixed for a store's life)
   uint64_t block_cache_bytes = 128ull << 20;

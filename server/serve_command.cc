@@ -269,6 +269,16 @@ int Serve(const ServeFlags& flags) {
   go.batch_max_wait_ms = config.consumer.batch_max_wait_ms;
   go.session_timeout_ms = config.consumer.session_timeout_ms;
   go.retry_backoff_max_ms = config.consumer.retry_backoff_max_ms;
+  if (config.store.durability == Durability::kSkipWal) {
+    // Kafka is the write-ahead log: offsets are committed after a flush.
+    auto* rocks = dynamic_cast<RocksDbStore*>(store->get());
+    LOGDEX_CHECK(rocks != nullptr);  // Validate() allows skip_wal with rocksdb only
+    go.flush = [rocks] { return rocks->Flush(); };
+    go.flush_interval_ms = config.store.flush_interval_ms;
+    go.flush_bytes = config.store.flush_bytes;
+    spdlog::info("serve: durability skip_wal: offsets are committed after memtable flushes (every {} ms or {} bytes)",
+                 go.flush_interval_ms, go.flush_bytes);
+  }
   go.on_written = [&dispatcher](const ProcessedBatch& b) {
     if (b.alerts_staged > 0) dispatcher.Wake();
   };

@@ -47,10 +47,16 @@ TEST(Config, ErrorsNameTheLineAndTheKey) {
   EXPECT_NE(m.find("bad.yaml:8: http.ready_max_lag: must be between"), std::string::npos) << m;
 }
 
-TEST(Config, RefusesSkipWalUntilCommitsFollowFlushes) {
-  auto c = ParseConfig("store:\n  durability: skip_wal\n", "w.yaml");
-  ASSERT_FALSE(c.ok());
-  EXPECT_NE(c.error().message.find("skip_wal is not supported"), std::string::npos) << c.error().message;
+TEST(Config, SkipWalIsForRocksDbWhereCommitsFollowFlushes) {
+  auto c = ParseConfig("store:\n  durability: skip_wal\n  flush_interval: 2s\n  flush_bytes: 64MiB\n", "w.yaml");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->store.durability, Durability::kSkipWal);
+  EXPECT_EQ(c->store.flush_interval_ms, 2000);
+  EXPECT_EQ(c->store.flush_bytes, 64ull << 20);
+  auto h = ParseConfig("store:\n  durability: skip_wal\n  backend: hbase\n  hbase: {host: hb}\n", "h.yaml");
+  ASSERT_FALSE(h.ok());
+  EXPECT_NE(h.error().message.find("skip_wal is for the rocksdb backend only"), std::string::npos)
+      << h.error().message;
 }
 
 TEST(Config, ReportsYamlSyntaxErrorsWithTheirLine) {

@@ -56,10 +56,13 @@ class ConsumerTest : public ::testing::Test {
     o.topics = {"t"};
     o.session_timeout_ms = 6000;
     o.retry_backoff_max_ms = 200;
+    Configure(o);
     consumer_ = std::make_unique<GroupConsumer>(o, *store_, *processor_, *metrics_, SystemClock::Instance());
     ASSERT_TRUE(consumer_->Start().ok());
     thread_ = std::thread([this] { EXPECT_TRUE(consumer_->Run(stop_).ok()); });
   }
+
+  virtual void Configure(GroupConsumerOptions&) {}
 
   void TearDown() override {
     stop_ = true;
@@ -209,6 +212,37 @@ TEST_F(ConsumerTest, ABrokerOutageDelaysButLosesNothing) {
   ASSERT_TRUE(producer.Flush());
   ASSERT_TRUE(WaitFor([&] { return MainRows() == seq; }, 30'000)) << "indexed " << MainRows() << " of " << seq;
   EXPECT_GT(metrics_->kafka_errors.Value(), errors_before) << "the outage shows in the metrics";
+}
+
+// durability skip_wal: a written batch is durable only after a flush, so its
+// offsets wait for one; a failing flush commits nothing (and says so).
+class SkipWalConsumerTest : public ConsumerTest {
+ protected:
+  void Configure(GroupConsumerOptions& o) override {
+    o.flush_interval_ms = 300;
+    o.flush = [this]() -> Status {
+      ++flushes_;
+      if (fail_flush_) return Status(Errc::kIOError, "flush refused");
+      return store_->Flush();
+    };
+  }
+  int64_t Committed() { return testing::Committed(kafka_->bootstrap(), "g", "t", kPartitions); }
+
+  std::atomic<bool> fail_flush_{true};
+  std::atomic<int> flushes_{0};
+};
+
+TEST_F(SkipWalConsumerTest, OffsetsAreCommittedOnlyAfterAFlush) {
+  TestProducer producer(kafka_->bootstrap());
+  for (uint64_t seq = 1; seq <= 12; ++seq) ASSERT_TRUE(producer.Send("t", static_cast<int32_t>(seq % kPartitions), Chunk(seq)));
+  ASSERT_TRUE(WaitFor([&] { return MainRows() == 12; }, 20'000));
+  ASSERT_TRUE(WaitFor([&] { return metrics_->flush_failures.Value() >= 2; }, 10'000)) << "flushes are retried";
+  EXPECT_EQ(Committed(), 0) << "written but not flushed: nothing committed";
+  EXPECT_EQ(metrics_->unflushed_messages.Value(), 12);
+  fail_flush_ = false;
+  ASSERT_TRUE(WaitFor([&] { return Committed() == 12; }, 10'000)) << "committed " << Committed();
+  EXPECT_EQ(metrics_->unflushed_messages.Value(), 0);
+  EXPECT_GT(flushes_.load(), 2);
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 
 #include <librdkafka/rdkafkacpp.h>
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <string>
@@ -77,6 +78,23 @@ inline std::vector<InMessage> ReadTopic(const std::string& bootstrap, const std:
   }
   c->close();
   return out;
+}
+
+// Offsets `group` has committed, summed over partitions 0..partitions-1 of `topic`.
+inline int64_t Committed(const std::string& bootstrap, const std::string& group, const std::string& topic,
+                         int partitions) {
+  std::string err;
+  auto conf = KafkaConf({{"bootstrap.servers", bootstrap}, {"group.id", group}, {"log_level", "2"}});
+  std::unique_ptr<RdKafka::KafkaConsumer> c(RdKafka::KafkaConsumer::create(conf.get(), err));
+  std::vector<RdKafka::TopicPartition*> parts;
+  for (int p = 0; p < partitions; ++p) parts.push_back(RdKafka::TopicPartition::create(topic, p));
+  int64_t sum = 0;
+  if (c->committed(parts, 5000) == RdKafka::ERR_NO_ERROR) {
+    for (auto* p : parts) sum += std::max<int64_t>(0, p->offset());
+  }
+  RdKafka::TopicPartition::destroy(parts);
+  c->close();
+  return sum;
 }
 
 // Polls `cond` every 20 ms until it holds or `timeout_ms` passes.

@@ -8,6 +8,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -31,6 +32,7 @@
 namespace logdex {
 namespace {
 
+using testing::Committed;
 using testing::Process;
 using testing::TestProducer;
 using testing::WaitFor;
@@ -71,22 +73,6 @@ bool WaitForRecords(httplib::Client& http, const std::string& query, size_t want
         return *found == want;
       },
       timeout_ms);
-}
-
-// Offsets the group has committed, summed over the topic's partitions.
-int64_t Committed(const std::string& bootstrap, const std::string& group, const std::string& topic, int partitions) {
-  std::string err;
-  auto conf = KafkaConf({{"bootstrap.servers", bootstrap}, {"group.id", group}, {"log_level", "2"}});
-  std::unique_ptr<RdKafka::KafkaConsumer> c(RdKafka::KafkaConsumer::create(conf.get(), err));
-  std::vector<RdKafka::TopicPartition*> parts;
-  for (int p = 0; p < partitions; ++p) parts.push_back(RdKafka::TopicPartition::create(topic, p));
-  int64_t sum = 0;
-  if (c->committed(parts, 5000) == RdKafka::ERR_NO_ERROR) {
-    for (auto* p : parts) sum += std::max<int64_t>(0, p->offset());
-  }
-  RdKafka::TopicPartition::destroy(parts);
-  c->close();
-  return sum;
 }
 
 // Every row of the chunk tables (main, indexes, meta) of a closed store.
@@ -138,9 +124,17 @@ class ServeProcess : public ::testing::Test {
   std::string Config() {
     const std::string path = dir_.path() + "/serve.yaml";
     std::ofstream(path) << "consumer:\n  session_timeout: 6s\n  batch_max_messages: 50\n  shutdown_deadline: 20s\n"
-                        << "kafka:\n  log_level: \"3\"\n";
+                        << "kafka:\n  log_level: \"3\"\n" << store_yaml_;
     return path;
   }
+
+  // SIGKILLs a member in the middle of ingest and restarts it; its tables end
+  // up identical to those of a member that ran without a crash. With
+  // `skip_wal`, the kill lands while written rows await a flush, and the test
+  // checks that the crash lost them (Kafka replays them).
+  void SigkillScenario(bool skip_wal);
+
+  std::string store_yaml_;  // appended to Config()'s file
 
   // Starts `serve --embedded-kafka` on `port` and waits for its bootstrap
   // file; `bootstrap` is left empty when it does not come.
@@ -507,9 +501,7 @@ TEST_F(ServeProcess, GroupChurnLosesNothingAndAddsNothing) {
                                    << a->Log() << "== b ==\n" << m2.Log() << "== c ==\n" << c->Log();
 }
 
-// SIGKILL a member in the middle of ingest and restart it: its tables end up
-// identical to those of a member that ran without a crash.
-TEST_F(ServeProcess, SigkillMidBatchThenRestartGivesIdenticalTables) {
+void ServeProcess::SigkillScenario(bool skip_wal) {
   auto kafka = StartKafka(8);
   ASSERT_NE(kafka, nullptr);
   const std::string topic(kDefaultTopic);
@@ -525,16 +517,33 @@ TEST_F(ServeProcess, SigkillMidBatchThenRestartGivesIdenticalTables) {
     ref.Signal(SIGTERM);
     ASSERT_EQ(ref.Wait(), 0) << ref.Log();
   }
+  if (skip_wal) {
+    // A flush (then a commit) every 256 KiB of messages: several during ingest.
+    store_yaml_ = "store:\n  durability: skip_wal\n  flush_bytes: 256KiB\n  flush_interval: 2s\n";
+  }
   int64_t at_kill = 0;
+  double indexed_at_kill = 0;
   {
-    Process victim(ServeArgs("crash", {"--brokers", b, "--group", "crash"}), Log("crash1"));
-    ASSERT_TRUE(WaitFor([&] { return (at_kill = Committed(b, "crash", topic, 8)) > total / 10; }, 120'000))
-        << victim.Log();
+    const auto args = ServeArgs("crash", {"--brokers", b, "--group", "crash"});
+    Process victim(args, Log("crash1"));
+    ASSERT_TRUE(WaitFor([&] {
+      if ((at_kill = Committed(b, "crash", topic, 8)) <= total / 10) return false;
+      if (!skip_wal) return true;
+      indexed_at_kill = MetricOf(HttpPort(args), "logdex_indexer_chunks_total");
+      return MetricOf(HttpPort(args), "logdex_consumer_unflushed_messages") > 0;
+    }, 120'000)) << victim.Log();
     victim.Signal(SIGKILL);
     EXPECT_EQ(victim.Wait(), 128 + SIGKILL);
   }
   EXPECT_LT(at_kill, total) << "the kill must land before the end of ingest";
+  if (skip_wal) {
+    // Without a WAL the crash lost what no flush had persisted...
+    const size_t survived = Dump(dir_.path() + "/crash")[std::string(kMainTable)].size();
+    EXPECT_LT(static_cast<double>(survived), indexed_at_kill);
+    EXPECT_GE(static_cast<int64_t>(survived), at_kill) << "every committed chunk was flushed";
+  }
   {
+    // ... and the restart replays it from the last commit.
     Process again(ServeArgs("crash", {"--brokers", b, "--group", "crash"}), Log("crash2"));
     ASSERT_TRUE(WaitFor([&] { return Committed(b, "crash", topic, 8) == total; }, 120'000)) << again.Log();
     again.Signal(SIGTERM);
@@ -545,6 +554,11 @@ TEST_F(ServeProcess, SigkillMidBatchThenRestartGivesIdenticalTables) {
   ASSERT_EQ(ref[std::string(kMainTable)].size(), static_cast<size_t>(total));
   for (auto& [table, rows] : ref) EXPECT_TRUE(crashed[table] == rows) << table << ": tables differ after the crash";
 }
+
+TEST_F(ServeProcess, SigkillMidBatchThenRestartGivesIdenticalTables) { SigkillScenario(false); }
+
+// durability skip_wal: Kafka is the write-ahead log, offsets follow flushes.
+TEST_F(ServeProcess, SigkillWithSkipWalLosesOnlyUncommittedRowsAndReplaysThem) { SigkillScenario(true); }
 
 }  // namespace
 }  // namespace logdex
