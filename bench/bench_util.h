@@ -51,9 +51,11 @@ class ScratchDir {
 };
 
 // A RocksDB store at `dir` holding logdex's tables (default options).
-inline std::unique_ptr<RocksDbStore> OpenStoreWithTables(const std::string& dir) {
+inline std::unique_ptr<RocksDbStore> OpenStoreWithTables(const std::string& dir,
+                                                        Durability durability = Durability::kAsync) {
   RocksDbOptions ro;
   ro.path = dir;
+  ro.durability = durability;
   auto store = RocksDbStore::Open(ro);
   LOGDEX_CHECK(store.ok());
   LOGDEX_CHECK(CreateTables(**store, TableLayout{}).ok());

@@ -88,11 +88,13 @@ Phase RawStore(const BenchOptions& o, const std::vector<std::string>& chunks, in
 
 // End to end: a consumer-group member indexing into RocksDB, from the first
 // message consumed to the last batch durable (then it is queryable), then a
-// flush of the memtables as in the raw store phase.
+// flush of the memtables as in the raw store phase. With `skip_wal`, as
+// serve runs store.durability skip_wal: no WAL, offsets committed after
+// flushes (every 5 s, so here at the end).
 EndToEnd RunEndToEnd(const BenchOptions& o, const std::string& bootstrap, const std::string& topic,
-                     const std::string& group, size_t messages_total) {
+                     const std::string& group, size_t messages_total, bool skip_wal = false) {
   bench::ScratchDir dir(o.dir, "e2e");
-  auto store = bench::OpenStoreWithTables(dir.str());
+  auto store = bench::OpenStoreWithTables(dir.str(), skip_wal ? Durability::kSkipWal : Durability::kAsync);
   Indexer indexer(*store, IndexerOptions{});
   BatchProcessorOptions bo;
   bo.messages_outlive_batch = true;  // as serve runs it
@@ -105,6 +107,7 @@ EndToEnd RunEndToEnd(const BenchOptions& o, const std::string& bootstrap, const 
   go.group_id = group;
   go.topics = {topic};
   go.session_timeout_ms = 6000;
+  if (skip_wal) go.flush = [&store] { return store->Flush(); };
   EndToEnd out;
   std::atomic<uint64_t> messages{0};
   std::atomic<int64_t> first_ns{0}, last_ns{0};
@@ -195,7 +198,7 @@ json BenchConsume(const BenchOptions& o, const std::vector<std::string>& lines) 
   // Three rounds of each phase, interleaved, so that a noisy neighbour
   // spreads over all three; each figure is the median round.
   constexpr int kRounds = 3;
-  std::vector<double> consume_rates, store_rates, e2e_rates, e2e_walls;
+  std::vector<double> consume_rates, store_rates, e2e_rates, e2e_walls, skip_wal_rates;
   for (int round = 0; round < kRounds; ++round) {
     const Phase c = RawConsume(bootstrap, topic, partitions, chunks.size());
     consume_rates.push_back(total_lines / c.cpu_s);
@@ -205,6 +208,9 @@ json BenchConsume(const BenchOptions& o, const std::vector<std::string>& lines) 
     LOGDEX_CHECK(e.indexed_records == total_lines);
     e2e_rates.push_back(e.lines / e.phase.cpu_s);
     e2e_walls.push_back(e.phase.wall_s);
+    const EndToEnd w = RunEndToEnd(o, bootstrap, topic, "skip-wal-" + std::to_string(round), chunks.size(), true);
+    LOGDEX_CHECK(w.indexed_records == total_lines);
+    skip_wal_rates.push_back(w.lines / w.phase.cpu_s);
   }
 
   const double e2e_pc = R(Median(e2e_rates)), consume_pc = R(Median(consume_rates)), store_pc = R(Median(store_rates));
@@ -225,6 +231,9 @@ json BenchConsume(const BenchOptions& o, const std::vector<std::string>& lines) 
           {"ratio_to_raw_consume", R(e2e_pc / consume_pc)},
           {"ratio_to_raw_store_write", R(e2e_pc / store_pc)},
           {"ratio_to_slower_limit", R(e2e_pc / slower)},
+          {"end_to_end_skip_wal_lines_per_core_s", R(Median(skip_wal_rates))},
+          {"ratio_skip_wal_to_end_to_end", R(Median(skip_wal_rates) / e2e_pc)},
+          {"rounds_end_to_end_skip_wal", rounded(skip_wal_rates)},
           {"rounds_end_to_end", rounded(e2e_rates)},
           {"rounds_raw_consume", rounded(consume_rates)},
           {"rounds_raw_store_write", rounded(store_rates)},
