@@ -49,11 +49,11 @@ SinkDispatcher::SinkDispatcher(AlertingConfig config, TableStore& store, std::ve
     }
     lane->capacity = std::max<size_t>(64, lane->concurrency * 8);
     metrics_.CircuitOpen(s->name()).Set(0);
-    metrics_.DispatcherActive().Set(1);
     const std::string name = s->name();
     lane->sink = std::move(s);
     LOGDEX_CHECK(lanes_.emplace(name, std::move(lane)).second);  // sink names are unique
   }
+  metrics_.DispatcherActive().Set(1);
 }
 
 SinkDispatcher::~SinkDispatcher() { Stop(); }
@@ -342,9 +342,6 @@ void SinkDispatcher::SetActive(bool active) {
   metrics_.DispatcherActive().Set(active ? 1 : 0);
   spdlog::info("alerting: this member {} from the outbox", active ? "now delivers" : "no longer delivers");
   if (!active) {
-    // The backlog gauges describe what this member delivers: nothing now.
-    metrics_.OutboxDue().Set(0);
-    metrics_.OutboxOldestDueAge().Set(0);
     for (auto& [name, lane] : lanes_) {
       std::vector<Task> dropped;
       {
@@ -354,6 +351,15 @@ void SinkDispatcher::SetActive(bool active) {
       std::lock_guard lock(mu_);
       for (const Task& t : dropped) inflight_.erase(t.key);
     }
+    // Deliveries under way finish before this returns (bounded by the sinks'
+    // timeouts): the member that takes over must not meet a row this one is
+    // still delivering or rescheduling.
+    int64_t longest = 0;
+    for (const auto& sc : config_.sinks) longest = std::max(longest, sc.timeout_ms);
+    std::unique_lock lock(mu_);
+    if (!idle_cv_.wait_for(lock, std::chrono::milliseconds(longest + 1000), [&] { return inflight_.empty(); })) {
+      spdlog::warn("alerting: {} deliveries still under way after handing the outbox over", inflight_.size());
+    }
   }
   Wake();
 }
@@ -361,6 +367,9 @@ void SinkDispatcher::SetActive(bool active) {
 void SinkDispatcher::SchedulerLoop() {
   while (!stopping_.load()) {
     if (!active_.load()) {
+      // The backlog gauges describe what this member delivers: nothing.
+      metrics_.OutboxDue().Set(0);
+      metrics_.OutboxOldestDueAge().Set(0);
       std::unique_lock lock(mu_);
       wake_cv_.wait_for(lock, std::chrono::milliseconds(config_.delivery.poll_interval_ms),
                         [&] { return wake_ || stopping_.load(); });
@@ -398,6 +407,7 @@ void SinkDispatcher::SchedulerLoop() {
       if (!queued) {
         std::lock_guard lock(mu_);
         for (Task* t : list) inflight_.erase(t->key);
+        if (inflight_.empty()) idle_cv_.notify_all();
         continue;
       }
       lane->cv.notify_all();
@@ -425,6 +435,7 @@ void SinkDispatcher::WorkerLoop(Lane& lane) {
       std::lock_guard lock(mu_);
       inflight_.erase(task.key);
       completed_[task.key] = scan_gen_;
+      if (inflight_.empty()) idle_cv_.notify_all();
     }
     if (ignored.retried || ignored.deferred) continue;
     // This sink ran out of queued work: rescan now rather than at the next poll

@@ -90,8 +90,9 @@ class SinkDispatcher {
   void Wake();
   // Whether this dispatcher delivers (default true). While inactive it reads
   // nothing from the outbox and drops its queued work (the rows stay in the
-  // outbox); requests already under way finish. Serve sets it from partition
-  // ownership when members share one outbox (DeliveryConfig::Dispatch).
+  // outbox). SetActive(false) returns once the requests already under way
+  // have finished (at most the longest sink timeout + 1 s). Serve sets it from
+  // partition ownership when members share one outbox (DeliveryConfig::Dispatch).
   void SetActive(bool active);
   bool active() const { return active_.load(); }
 
@@ -140,6 +141,7 @@ class SinkDispatcher {
   std::atomic<bool> running_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<bool> active_{true};
+  std::condition_variable idle_cv_;  // with mu_: inflight_ became empty
   std::unordered_set<std::string> inflight_;  // outbox keys queued or being delivered
   // Keys whose delivery finished (row deleted or moved) -> scan generation at
   // that moment. A scan that started earlier may still see the old row in its

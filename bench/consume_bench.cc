@@ -89,8 +89,9 @@ Phase RawStore(const BenchOptions& o, const std::vector<std::string>& chunks, in
 // End to end: a consumer-group member indexing into RocksDB, from the first
 // message consumed to the last batch durable (then it is queryable), then a
 // flush of the memtables as in the raw store phase. With `skip_wal`, as
-// serve runs store.durability skip_wal: no WAL, offsets committed after
-// flushes (every 5 s, so here at the end).
+// serve runs store.durability skip_wal: no WAL, and a flush then a commit
+// every 8 MiB of messages (serve's default is 256 MiB or 5 s; the smaller
+// step keeps several flush-and-commit cycles inside this short run).
 EndToEnd RunEndToEnd(const BenchOptions& o, const std::string& bootstrap, const std::string& topic,
                      const std::string& group, size_t messages_total, bool skip_wal = false) {
   bench::ScratchDir dir(o.dir, "e2e");
@@ -107,7 +108,10 @@ EndToEnd RunEndToEnd(const BenchOptions& o, const std::string& bootstrap, const 
   go.group_id = group;
   go.topics = {topic};
   go.session_timeout_ms = 6000;
-  if (skip_wal) go.flush = [&store] { return store->Flush(); };
+  if (skip_wal) {
+    go.flush = [&store] { return store->Flush(); };
+    go.flush_bytes = 8ull << 20;
+  }
   EndToEnd out;
   std::atomic<uint64_t> messages{0};
   std::atomic<int64_t> first_ns{0}, last_ns{0};

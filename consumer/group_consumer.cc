@@ -120,7 +120,7 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     // made durable and committed, so that the new owners start after it.
     if (err != RdKafka::ERR__ASSIGN_PARTITIONS) {
       FlushAndCommit();
-      unflushed_offsets_.clear();  // what a failed flush left: replayed by the new owners
+      ForgetUnflushed();  // what a failed flush left: replayed by the new owners
     }
     std::set<std::pair<std::string, int32_t>> owned;
     ApplyRebalance(consumer, err, parts, &owned);
@@ -196,7 +196,7 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
         Commit(out.next_offsets);
       } else {
         Defer(out);
-        if (unflushed_bytes_ >= o_.flush_bytes) FlushAndCommit();
+        if (unflushed_bytes_ >= o_.flush_bytes && !flush_failing_) FlushAndCommit();  // failing: the interval retries
       }
       metrics_.messages.Increment(static_cast<double>(out.messages));
       metrics_.bytes.Increment(static_cast<double>(out.bytes));
@@ -378,27 +378,34 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     metrics_.unflushed_messages.Set(static_cast<double>(unflushed_messages_));
   }
 
+  void ForgetUnflushed() {
+    unflushed_offsets_.clear();
+    unflushed_bytes_ = 0;
+    unflushed_messages_ = 0;
+    metrics_.unflushed_messages.Set(0);
+  }
+
   // Flushes the store, then commits every deferred offset. A failed flush
   // keeps them deferred (retried at the next interval; a crash replays).
+  // It flushes on the interval even with no offsets deferred: the alert
+  // dispatcher's outbox deletes go to the memtables too, and a crash must
+  // not bring back rows delivered more than one interval ago.
   // Run thread only, as are the unflushed_* members.
   void FlushAndCommit() {
     if (!o_.flush) return;
     last_flush_ms_ = Ms(clock_);
-    if (unflushed_offsets_.empty()) return;
     const int64_t t0 = Ms(clock_);
     Status s = o_.flush();
     metrics_.flush_seconds.Observe((Ms(clock_) - t0) / 1000.0);
+    flush_failing_ = !s.ok();
     if (!s.ok()) {
       metrics_.flush_failures.Increment();
       spdlog::warn("store: flush failed ({}); offsets of {} messages stay uncommitted, retrying in {} ms",
                    s.ToString(), unflushed_messages_, o_.flush_interval_ms);
       return;
     }
-    Commit(unflushed_offsets_);
-    unflushed_offsets_.clear();
-    unflushed_bytes_ = 0;
-    unflushed_messages_ = 0;
-    metrics_.unflushed_messages.Set(0);
+    if (!unflushed_offsets_.empty()) Commit(unflushed_offsets_);
+    ForgetUnflushed();
   }
 
   void Commit(const std::map<std::pair<std::string, int32_t>, int64_t>& next_offsets) {
@@ -461,6 +468,7 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
   uint64_t unflushed_bytes_ = 0;
   uint64_t unflushed_messages_ = 0;
   int64_t last_flush_ms_ = 0;
+  bool flush_failing_ = false;
 };
 
 GroupConsumer::GroupConsumer(GroupConsumerOptions options, TableStore& store, BatchProcessor& processor,

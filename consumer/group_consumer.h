@@ -9,6 +9,8 @@
 //   then its rows (and staged alerts) are written to the store in one write
 //   batch, then its offsets are committed: nothing is committed before it is
 //   durable, and a crash replays the batch (chunk ids make that a no-op);
+//   with `flush` set (skip_wal), durable means flushed, and the offsets wait
+//   for the next flush;
 // - while the store or the DLQ fails, every assigned partition is paused and
 //   the batch is retried with backoff (log line, `logdex_consumer_paused`);
 //   nothing is ever dropped;
@@ -49,8 +51,9 @@ struct GroupConsumerOptions {
   int64_t batch_max_wait_ms = 50;
   int64_t session_timeout_ms = 10'000;
   int64_t retry_backoff_max_ms = 5'000;
-  // Called on the Run thread after each batch is durable (e.g. to wake the
-  // alert dispatcher when the batch staged alerts).
+  // Called on the Run thread after each batch is written (e.g. to wake the
+  // alert dispatcher when the batch staged alerts); durable too, unless
+  // `flush` is set (then durable at the next flush).
   std::function<void(const ProcessedBatch&)> on_written;
   // When set, a written batch is durable only once this returns ok (a
   // RocksDB memtable flush, for durability skip_wal: Kafka is then the

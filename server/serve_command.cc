@@ -69,8 +69,14 @@ Status WriteFileAtomically(const std::string& path, const std::string& text) {
 Result<std::string> DispatchTopic(const ServeConfig& serve, const alerting::AlertingConfig& alerting) {
   using D = alerting::DeliveryConfig::Dispatch;
   D mode = alerting.delivery.dispatch;
-  if (mode == D::kAuto) mode = serve.store.backend == "hbase" ? D::kPartitionZeroOwner : D::kEveryMember;
-  if (mode == D::kEveryMember) return std::string();
+  const bool shared = serve.store.backend == "hbase";
+  if (mode == D::kPartitionZeroOwner && !shared) {
+    return Error{Errc::kInvalidArgument,
+                 "alerting.delivery.dispatch: partition_0_owner needs an outbox the members share (store.backend: "
+                 "hbase); with rocksdb each member must deliver its own"};
+  }
+  if (mode == D::kAuto) mode = shared ? D::kPartitionZeroOwner : D::kEveryMember;
+  if (mode == D::kEveryMember || !alerting.enabled || alerting.sinks.empty()) return std::string();
   if (!alerting.delivery.dispatch_topic.empty()) return alerting.delivery.dispatch_topic;
   // A regex replaces the topic list (GroupConsumer subscribes to one or the other).
   if (serve.consumer.topic_regex.empty() && !serve.consumer.topics.empty()) return serve.consumer.topics.front();

@@ -1,9 +1,11 @@
 // Helpers shared by tests.
 #pragma once
 
+#include <chrono>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <thread>
 
 namespace logdex {
 
@@ -27,4 +29,18 @@ class TempDir {
   std::string path_;
 };
 
+namespace testing {
+
+// Polls `cond` every 20 ms until it holds or `timeout_ms` passes.
+template <class F>
+bool WaitFor(F cond, int timeout_ms) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
+  while (std::chrono::steady_clock::now() < deadline) {
+    if (cond()) return true;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  return cond();
+}
+
+}  // namespace testing
 }  // namespace logdex

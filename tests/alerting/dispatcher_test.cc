@@ -30,6 +30,8 @@ class FakeSink final : public AlertSink {
   explicit FakeSink(std::string name) : name_(std::move(name)) {}
   const std::string& name() const override { return name_; }
   DeliveryResult Deliver(const Notification& n) override {
+    ++started_;
+    if (delay_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_.load()));
     std::lock_guard lock(mu_);
     DeliveryResult r;
     if (up_) {
@@ -47,6 +49,8 @@ class FakeSink final : public AlertSink {
     std::lock_guard lock(mu_);
     up_ = up;
   }
+  void set_delay_ms(int ms) { delay_ms_ = ms; }  // each delivery takes this long
+  int started() const { return started_.load(); }
   std::vector<Notification> delivered() const {
     std::lock_guard lock(mu_);
     return delivered_;
@@ -58,6 +62,8 @@ class FakeSink final : public AlertSink {
 
  private:
   std::string name_;
+  std::atomic<int> delay_ms_{0};
+  std::atomic<int> started_{0};
   mutable std::mutex mu_;
   bool up_ = true;
   size_t failures_ = 0;
@@ -426,6 +432,33 @@ TEST_F(DispatcherTest, AnInactiveDispatcherLeavesTheOutboxToItsOwner) {
   auto keys = ReceivedKeys();
   EXPECT_EQ(std::set<std::string>(keys.begin(), keys.end()).size(), 4u);
   EXPECT_EQ(keys.size(), 4u);
+  EXPECT_TRUE(ReadOutbox(*store_).empty());
+}
+
+// Handing the outbox over waits for the delivery under way and drops the
+// queued ones; taking it back delivers the rest, each once.
+TEST_F(DispatcherTest, GoingInactiveFinishesTheDeliveryUnderWayAndDropsTheQueue) {
+  config_.delivery.poll_interval_ms = 5;
+  StageEvents(5);
+  FakeSink* fake = nullptr;
+  auto d = FakeDispatcher(&fake);
+  fake->set_delay_ms(300);
+  ASSERT_TRUE(d->Start().ok());
+  ASSERT_TRUE(logdex::testing::WaitFor([&] { return fake->started() >= 1; }, 5'000));
+  d->SetActive(false);
+  const size_t at_handover = fake->delivered().size();
+  EXPECT_GE(at_handover, 1u) << "SetActive(false) returned before the delivery under way finished";
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  EXPECT_EQ(fake->delivered().size(), at_handover) << "an inactive dispatcher delivered";
+  EXPECT_EQ(ReadOutbox(*store_).size(), 5u - at_handover);
+  fake->set_delay_ms(0);
+  d->SetActive(true);
+  ASSERT_TRUE(logdex::testing::WaitFor([&] { return fake->delivered().size() >= 5; }, 10'000));
+  d->Stop();
+  std::set<std::string> keys;
+  for (const auto& n : fake->delivered()) keys.insert(n.idempotency_key);
+  EXPECT_EQ(keys.size(), 5u);
+  EXPECT_EQ(fake->delivered().size(), 5u);
   EXPECT_TRUE(ReadOutbox(*store_).empty());
 }
 

@@ -14,6 +14,7 @@
 
 #include "consumer/kafka_clients.h"
 #include "consumer/message.h"
+#include "tests/test_util.h"
 
 namespace logdex::testing {
 
@@ -95,17 +96,6 @@ inline int64_t Committed(const std::string& bootstrap, const std::string& group,
   RdKafka::TopicPartition::destroy(parts);
   c->close();
   return sum;
-}
-
-// Polls `cond` every 20 ms until it holds or `timeout_ms` passes.
-template <class F>
-bool WaitFor(F cond, int timeout_ms) {
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-  while (std::chrono::steady_clock::now() < deadline) {
-    if (cond()) return true;
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));
-  }
-  return cond();
 }
 
 }  // namespace logdex::testing

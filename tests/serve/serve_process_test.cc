@@ -321,8 +321,9 @@ TEST_F(ServeProcess, MembersSharingAnHBaseOutboxDeliverEachAlertOnce) {
   for (const auto& [key, n] : first) EXPECT_EQ(n, 1) << key << " delivered " << n << " times";
 
   // The delivering member leaves; the other owns every partition and delivers.
-  Process& leaving = active().first == 1 ? *a : *m2;
-  const int staying_port = active().first == 1 ? port_b : port_a;
+  const bool a_delivers = active().first == 1;
+  Process& leaving = a_delivers ? *a : *m2;
+  const int staying_port = a_delivers ? port_b : port_a;
   leaving.Signal(SIGTERM);
   EXPECT_EQ(leaving.Wait(), 0) << leaving.Log();
   ASSERT_TRUE(WaitFor([&] { return MetricOf(staying_port, "logdex_alerting_dispatcher_active") == 1; }, 30'000));
@@ -340,10 +341,21 @@ TEST_F(ServeProcess, MembersSharingAnHBaseOutboxDeliverEachAlertOnce) {
 // A shared outbox needs a topic whose partition 0 decides who delivers; with
 // a topic regex, check-config (and serve) asks for it by its key.
 TEST_F(ServeProcess, CheckConfigAsksForTheDispatchTopicOfAHBaseRegexSetup) {
-  const std::string base = "consumer:\n  topic_regex: '^logs\\..*'\nstore:\n  backend: hbase\n  hbase:\n    host: hb\n";
+  const std::string base = "consumer:\n  topic_regex: '^logs\\..*'\nstore:\n  backend: hbase\n  hbase:\n    host: hb\n"
+                           "alerting:\n  sinks:\n    - {name: hook, type: webhook, url: 'http://127.0.0.1:9/'}\n";
   const std::string without = dir_.path() + "/regex.yaml", with = dir_.path() + "/regex-topic.yaml";
+  const std::string no_sinks = dir_.path() + "/regex-no-sinks.yaml", rocks = dir_.path() + "/rocks.yaml";
   std::ofstream(without) << base;
-  std::ofstream(with) << base << "alerting:\n  delivery:\n    dispatch_topic: logs.app\n";
+  std::ofstream(with) << base << "  delivery:\n    dispatch_topic: logs.app\n";
+  // Nothing to deliver, nothing to decide; and partition_0_owner needs a shared outbox.
+  std::ofstream(no_sinks) << "consumer:\n  topic_regex: '^logs\\..*'\nstore:\n  backend: hbase\n  hbase:\n    host: hb\n";
+  std::ofstream(rocks) << "alerting:\n  delivery: {dispatch: partition_0_owner}\n";
+  Process no_sinks_ok({LOGDEX_BINARY, "check-config", no_sinks}, Log("no-sinks"));
+  EXPECT_EQ(no_sinks_ok.Wait(), 0) << no_sinks_ok.Log();
+  Process rocks_refused({LOGDEX_BINARY, "check-config", rocks}, Log("rocks"));
+  EXPECT_EQ(rocks_refused.Wait(), 1);
+  EXPECT_NE(rocks_refused.Log().find("partition_0_owner needs an outbox the members share"), std::string::npos)
+      << rocks_refused.Log();
   Process refused({LOGDEX_BINARY, "check-config", without}, Log("refused"));
   EXPECT_EQ(refused.Wait(), 1);
   EXPECT_NE(refused.Log().find("alerting.delivery.dispatch_topic"), std::string::npos) << refused.Log();
@@ -518,8 +530,8 @@ void ServeProcess::SigkillScenario(bool skip_wal) {
     ASSERT_EQ(ref.Wait(), 0) << ref.Log();
   }
   if (skip_wal) {
-    // A flush (then a commit) every 256 KiB of messages: several during ingest.
-    store_yaml_ = "store:\n  durability: skip_wal\n  flush_bytes: 256KiB\n  flush_interval: 2s\n";
+    // A flush (then a commit) every 512 KiB of messages or 2 s: a few during ingest.
+    store_yaml_ = "store:\n  durability: skip_wal\n  flush_bytes: 512KiB\n  flush_interval: 2s\n";
   }
   int64_t at_kill = 0;
   double indexed_at_kill = 0;
@@ -529,8 +541,12 @@ void ServeProcess::SigkillScenario(bool skip_wal) {
     ASSERT_TRUE(WaitFor([&] {
       if ((at_kill = Committed(b, "crash", topic, 8)) <= total / 10) return false;
       if (!skip_wal) return true;
-      indexed_at_kill = MetricOf(HttpPort(args), "logdex_indexer_chunks_total");
-      return MetricOf(HttpPort(args), "logdex_consumer_unflushed_messages") > 0;
+      // Written rows await a flush, and no flush ran while this looked.
+      const int port = HttpPort(args);
+      const double flushes = MetricOf(port, "logdex_store_flush_seconds_count");
+      indexed_at_kill = MetricOf(port, "logdex_indexer_chunks_total");
+      return MetricOf(port, "logdex_consumer_unflushed_messages") > 0 &&
+             MetricOf(port, "logdex_store_flush_seconds_count") == flushes;
     }, 120'000)) << victim.Log();
     victim.Signal(SIGKILL);
     EXPECT_EQ(victim.Wait(), 128 + SIGKILL);
