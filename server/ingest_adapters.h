@@ -34,17 +34,22 @@ class ShipLineDecoder final : public LineDecoder {
 // AlertStager behind the consumer's AlertStage interface.
 class StagerAlertStage final : public AlertStage {
  public:
-  explicit StagerAlertStage(alerting::AlertStager& stager) : stager_(stager) {}
+  // `shared_store`: other members write the same alert state (HBase), so the
+  // stager reloads it from the store for every batch instead of trusting
+  // its cache; otherwise group windows and digest counts would diverge.
+  explicit StagerAlertStage(alerting::AlertStager& stager, bool shared_store = false)
+      : stager_(stager), shared_store_(shared_store) {}
   Result<size_t> Stage(const AlertableChunk& chunk, int64_t kafka_ts_ms, WriteBatch& batch) override {
     if (!stager_.Wants(chunk.chunk)) return size_t{0};
     return stager_.Stage(chunk.chunk, chunk.id, chunk.records, kafka_ts_ms, batch);
   }
   void Settle(bool written) override {
-    if (!written) stager_.DiscardCache();
+    if (!written || shared_store_) stager_.DiscardCache();
   }
 
  private:
   alerting::AlertStager& stager_;
+  const bool shared_store_;
 };
 
 }  // namespace logdex

@@ -243,7 +243,7 @@ int Serve(const ServeFlags& flags) {
     return 1;
   }
   alerting::AlertStager stager(*alerting_config, **store, clock, registry);
-  StagerAlertStage alert_stage(stager);
+  StagerAlertStage alert_stage(stager, /*shared_store=*/config.store.backend == "hbase");
   alerting::SinkDispatcher dispatcher(*alerting_config, **store, alerting::MakeSinks(*alerting_config, clock), clock,
                                       registry);
 

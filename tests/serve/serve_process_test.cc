@@ -106,6 +106,20 @@ std::set<uint64_t> StoredSequences(const std::string& dir) {
   return seqs;
 }
 
+// A gauge or counter of a member's /metrics (the first series of `name`); -1 when absent.
+double MetricOf(int port, const std::string& name) {
+  httplib::Client http("127.0.0.1", port);
+  auto r = http.Get("/metrics");
+  if (!r || r->status != 200) return -1;
+  std::istringstream in(r->body);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(name, 0) == 0 && line.size() > name.size() && (line[name.size()] == ' ' || line[name.size()] == '{')) {
+      return std::stod(line.substr(line.rfind(' ') + 1));
+    }
+  }
+  return -1;
+}
+
 // The port of a serve command line's --http HOST:PORT.
 int HttpPort(const std::vector<std::string>& args) {
   auto it = std::find(args.begin(), args.end(), "--http");
@@ -126,6 +140,48 @@ class ServeProcess : public ::testing::Test {
     std::ofstream(path) << "consumer:\n  session_timeout: 6s\n  batch_max_messages: 50\n  shutdown_deadline: 20s\n"
                         << "kafka:\n  log_level: \"3\"\n" << store_yaml_;
     return path;
+  }
+
+  // Two serve members, "a" and "b", in one group on one HBase store (the
+  // Thrift2 test gateway) with alerts to `receiver`; returns once each owns 4
+  // of the 8 partitions. `alerting_extra` goes under the alerting section.
+  struct SharedMembers {
+    std::unique_ptr<HBaseTestServer> gateway;
+    std::unique_ptr<EmbeddedKafka> kafka;
+    int port_a = 0, port_b = 0;
+    std::unique_ptr<Process> a, b;
+  };
+  void StartSharedMembers(const std::string& alerting_extra, alerting::testing::WebhookReceiver& receiver,
+                          SharedMembers* m) {
+    HBaseTestServerOptions so;
+    so.dir = dir_.path() + "/hbase";
+    auto gateway = HBaseTestServer::Start(so);
+    ASSERT_TRUE(gateway.ok()) << gateway.error().ToString();
+    m->gateway = std::move(*gateway);
+    const std::string config = dir_.path() + "/shared.yaml";
+    std::ofstream(config) << "consumer:\n  session_timeout: 6s\n  batch_max_messages: 50\n  shutdown_deadline: 20s\n"
+                          << "kafka:\n  log_level: \"3\"\n"
+                          << "store:\n  backend: hbase\n  hbase:\n    host: 127.0.0.1\n    port: " << m->gateway->port()
+                          << "\n    namespace: shared\n"
+                          << "alerting:\n  sinks:\n    - name: hook\n      type: webhook\n      url: " << receiver.url()
+                          << "\n" << alerting_extra;
+    m->kafka = StartKafka(8);
+    ASSERT_NE(m->kafka, nullptr);
+    m->port_a = FreePort();
+    m->port_b = FreePort();
+    auto member = [&](const std::string& name, int port) {
+      return std::make_unique<Process>(
+          std::vector<std::string>{LOGDEX_BINARY, "serve", "--config", config, "--http",
+                                   "127.0.0.1:" + std::to_string(port), "--brokers", m->kafka->bootstrap(), "--group",
+                                   "shared"},
+          Log(name));
+    };
+    m->a = member("a", m->port_a);
+    m->b = member("b", m->port_b);
+    ASSERT_TRUE(WaitFor([&] {
+      return MetricOf(m->port_a, "logdex_consumer_assigned_partitions") == 4 &&
+             MetricOf(m->port_b, "logdex_consumer_assigned_partitions") == 4;
+    }, 60'000)) << m->a->Log() << m->b->Log();
   }
 
   // SIGKILLs a member in the middle of ingest and restarts it; its tables end
@@ -238,20 +294,6 @@ TEST_F(ServeProcess, TheHBaseBackendIndexesAndAnswersThroughTheThrift2Gateway) {
   EXPECT_NE(failed.Log().find("logdex serve: store:"), std::string::npos) << failed.Log();
 }
 
-// A gauge or counter of a member's /metrics (the first series of `name`); -1 when absent.
-double MetricOf(int port, const std::string& name) {
-  httplib::Client http("127.0.0.1", port);
-  auto r = http.Get("/metrics");
-  if (!r || r->status != 200) return -1;
-  std::istringstream in(r->body);
-  for (std::string line; std::getline(in, line);) {
-    if (line.rfind(name, 0) == 0 && line.size() > name.size() && (line[name.size()] == ' ' || line[name.size()] == '{')) {
-      return std::stod(line.substr(line.rfind(' ') + 1));
-    }
-  }
-  return -1;
-}
-
 std::string ErrorChunk(const std::string& app, uint64_t seq) {
   proto::RecordBatch b;
   proto::LogRecord* r = b.add_records();
@@ -268,36 +310,16 @@ std::string ErrorChunk(const std::string& app, uint64_t seq) {
 // topic's partition 0 delivers from it, so each alert reaches the webhook
 // once, not once per member; when that member leaves, the other takes over.
 TEST_F(ServeProcess, MembersSharingAnHBaseOutboxDeliverEachAlertOnce) {
-  HBaseTestServerOptions so;
-  so.dir = dir_.path() + "/hbase";
-  auto gateway = HBaseTestServer::Start(so);
-  ASSERT_TRUE(gateway.ok()) << gateway.error().ToString();
   alerting::testing::WebhookReceiver receiver;
-  const std::string config = dir_.path() + "/shared.yaml";
-  std::ofstream(config) << "consumer:\n  session_timeout: 6s\n  batch_max_messages: 50\n  shutdown_deadline: 20s\n"
-                        << "kafka:\n  log_level: \"3\"\n"
-                        << "store:\n  backend: hbase\n  hbase:\n    host: 127.0.0.1\n    port: " << (*gateway)->port()
-                        << "\n    namespace: shared\n"
-                        << "alerting:\n  sinks:\n    - name: hook\n      type: webhook\n      url: " << receiver.url()
-                        << "\n";
-  auto kafka = StartKafka(8);
-  ASSERT_NE(kafka, nullptr);
-  const std::string b = kafka->bootstrap(), topic(kDefaultTopic);
-  const int port_a = FreePort(), port_b = FreePort();
-  auto member = [&](const std::string& name, int port) {
-    return std::make_unique<Process>(
-        std::vector<std::string>{LOGDEX_BINARY, "serve", "--config", config, "--http", "127.0.0.1:" + std::to_string(port),
-                                 "--brokers", b, "--group", "shared"},
-        Log(name));
-  };
-  auto a = member("a", port_a);
-  auto m2 = member("b", port_b);
+  SharedMembers m;
+  StartSharedMembers("", receiver, &m);
+  if (HasFatalFailure()) return;
+  const int port_a = m.port_a, port_b = m.port_b;
+  auto& a = m.a;
+  auto& m2 = m.b;
+  const std::string b = m.kafka->bootstrap(), topic(kDefaultTopic);
   auto active = [&] { return std::make_pair(MetricOf(port_a, "logdex_alerting_dispatcher_active"),
                                             MetricOf(port_b, "logdex_alerting_dispatcher_active")); };
-  ASSERT_TRUE(WaitFor([&] {
-    return MetricOf(port_a, "logdex_consumer_assigned_partitions") == 4 &&
-           MetricOf(port_b, "logdex_consumer_assigned_partitions") == 4;
-  }, 60'000)) << a->Log() << m2->Log();
   ASSERT_TRUE(WaitFor([&] { return active().first + active().second == 1; }, 10'000))
       << "exactly one member delivers: " << active().first << " + " << active().second;
 
@@ -335,6 +357,61 @@ TEST_F(ServeProcess, MembersSharingAnHBaseOutboxDeliverEachAlertOnce) {
       p->Signal(SIGTERM);
       EXPECT_EQ(p->Wait(), 0) << p->Log();
     }
+  }
+}
+
+// Members sharing an HBase store share the alert state too: one group's
+// records, arriving on both members' partitions, give one immediate
+// notification in the window and digests whose counts add up to the rest.
+TEST_F(ServeProcess, MembersSharingAnHBaseStoreKeepOneGroupWindowAndItsCounts) {
+  alerting::testing::WebhookReceiver receiver;
+  SharedMembers m;
+  StartSharedMembers("  limits: {group_window: 10s, digest_delay: 500ms, per_app: 0, global: 0}\n", receiver, &m);
+  if (HasFatalFailure()) return;
+  TestProducer producer(m.kafka->bootstrap());
+  const int total = 16;
+  for (int i = 1; i <= total; ++i) {
+    // One template ("order <n> declined": the number is masked), hosts and partitions alternate.
+    proto::RecordBatch b;
+    proto::LogRecord* r = b.add_records();
+    r->set_ts_ms(SystemClock::Instance().NowMs());
+    r->set_severity(SeverityCode(Severity::kError));
+    r->set_message("order " + std::to_string(1000 + i) + " declined");
+    PackOptions po;
+    po.producer_id = 88;
+    po.sequence = static_cast<uint64_t>(i);
+    ASSERT_TRUE(producer.Send(std::string(kDefaultTopic), i % 8,
+                              PackChunk("shop", "pay-" + std::to_string(i % 8), b, po).SerializeAsString()));
+    // Each record's batch is written before the next is sent: the members
+    // take turns, they do not race (concurrent batches are not serialized).
+    ASSERT_TRUE(WaitFor([&] {
+      return MetricOf(m.port_a, "logdex_indexer_chunks_total") + MetricOf(m.port_b, "logdex_indexer_chunks_total") == i;
+    }, 20'000)) << "chunk " << i;
+  }
+  // The window (10 s from the first) closes, then its digest falls due.
+  int events = 0, counted = 0;
+  ASSERT_TRUE(WaitFor([&] {
+    events = counted = 0;
+    for (const auto& req : receiver.requests()) {
+      auto j = nlohmann::json::parse(req.body, nullptr, false);
+      if (j.is_discarded()) continue;
+      events += j.value("kind", "") == "event";
+      counted += j.value("count", 0);
+    }
+    return counted >= total;
+  }, 30'000)) << "notifications counted " << counted << " of " << total << "\n" << m.a->Log() << m.b->Log();
+  std::this_thread::sleep_for(std::chrono::milliseconds(1500));  // room for an extra one to show up
+  events = counted = 0;
+  for (const auto& req : receiver.requests()) {
+    auto j = nlohmann::json::parse(req.body, nullptr, false);
+    events += j.value("kind", "") == "event";
+    counted += j.value("count", 0);
+  }
+  EXPECT_EQ(events, 1) << "one immediate notification per group window, whichever member saw the record";
+  EXPECT_EQ(counted, total) << "the notifications' counts add up to every record";
+  for (auto* p : {m.a.get(), m.b.get()}) {
+    p->Signal(SIGTERM);
+    EXPECT_EQ(p->Wait(), 0) << p->Log();
   }
 }
 
