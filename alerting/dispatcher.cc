@@ -366,56 +366,55 @@ void SinkDispatcher::SetActive(bool active) {
 
 void SinkDispatcher::SchedulerLoop() {
   while (!stopping_.load()) {
-    if (!active_.load()) {
+    if (active_.load()) {
+      SchedulePass();
+    } else {
       // The backlog gauges describe what this member delivers: nothing.
       metrics_.OutboxDue().Set(0);
       metrics_.OutboxOldestDueAge().Set(0);
-      std::unique_lock lock(mu_);
-      wake_cv_.wait_for(lock, std::chrono::milliseconds(config_.delivery.poll_interval_ms),
-                        [&] { return wake_ || stopping_.load(); });
-      wake_ = false;
-      continue;
-    }
-    const int64_t now = clock_.NowMs();
-    if (now >= next_backlog_check_ms_) {
-      next_backlog_check_ms_ = now + kBacklogCheckEveryMs;
-      if (auto b = CheckBacklog(); !b.ok()) spdlog::warn("alerting: backlog check failed: {}", b.error().ToString());
-    }
-    std::vector<Task> tasks;
-    size_t corrupt = 0;
-    if (Status s = ScanDue(now, &tasks, &corrupt); !s.ok())
-      spdlog::warn("alerting: outbox scan failed: {}", s.ToString());
-    // Per sink, newest first; pushed oldest first so that the newest is on top of the stack.
-    std::unordered_map<Lane*, std::vector<Task*>> per_lane;
-    for (auto& t : tasks) {
-      Lane* lane = nullptr;
-      if (Admit(t, now, &lane)) per_lane[lane].push_back(&t);
-    }
-    for (auto& [lane, list] : per_lane) {
-      {
-        std::lock_guard lock(mu_);
-        for (Task* t : list) inflight_.insert(t->key);
-      }
-      bool queued;
-      {
-        std::lock_guard lock(lane->mu);  // SetActive(false) clears the stack under it
-        queued = active_.load();
-        if (queued) {
-          for (auto it = list.rbegin(); it != list.rend(); ++it) lane->stack.push_back(std::move(**it));
-        }
-      }
-      if (!queued) {
-        std::lock_guard lock(mu_);
-        for (Task* t : list) inflight_.erase(t->key);
-        if (inflight_.empty()) idle_cv_.notify_all();
-        continue;
-      }
-      lane->cv.notify_all();
     }
     std::unique_lock lock(mu_);
     wake_cv_.wait_for(lock, std::chrono::milliseconds(config_.delivery.poll_interval_ms),
                       [&] { return wake_ || stopping_.load(); });
     wake_ = false;
+  }
+}
+
+void SinkDispatcher::SchedulePass() {
+  const int64_t now = clock_.NowMs();
+  if (now >= next_backlog_check_ms_) {
+    next_backlog_check_ms_ = now + kBacklogCheckEveryMs;
+    if (auto b = CheckBacklog(); !b.ok()) spdlog::warn("alerting: backlog check failed: {}", b.error().ToString());
+  }
+  std::vector<Task> tasks;
+  size_t corrupt = 0;
+  if (Status s = ScanDue(now, &tasks, &corrupt); !s.ok()) spdlog::warn("alerting: outbox scan failed: {}", s.ToString());
+  // Per sink, newest first; pushed oldest first so that the newest is on top of the stack.
+  std::unordered_map<Lane*, std::vector<Task*>> per_lane;
+  for (auto& t : tasks) {
+    Lane* lane = nullptr;
+    if (Admit(t, now, &lane)) per_lane[lane].push_back(&t);
+  }
+  for (auto& [lane, list] : per_lane) {
+    {
+      std::lock_guard lock(mu_);
+      for (Task* t : list) inflight_.insert(t->key);
+    }
+    bool queued;
+    {
+      std::lock_guard lock(lane->mu);  // SetActive(false) clears the stack under it
+      queued = active_.load();
+      if (queued) {
+        for (auto it = list.rbegin(); it != list.rend(); ++it) lane->stack.push_back(std::move(**it));
+      }
+    }
+    if (!queued) {
+      std::lock_guard lock(mu_);
+      for (Task* t : list) inflight_.erase(t->key);
+      if (inflight_.empty()) idle_cv_.notify_all();
+      continue;
+    }
+    lane->cv.notify_all();
   }
 }
 

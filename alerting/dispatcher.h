@@ -123,6 +123,8 @@ class SinkDispatcher {
   void DropRow(const std::string& key, const std::string& sink, const std::string& reason, const std::string& why);
   int64_t Backoff(uint32_t attempts);
   void SchedulerLoop();
+  // One scheduler pass: backlog check when due, then due rows onto the lanes.
+  void SchedulePass();
   void WorkerLoop(Lane& lane);
 
   const AlertingConfig config_;

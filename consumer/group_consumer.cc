@@ -366,7 +366,6 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     return true;
   }
 
-
   // Offsets of a batch that is written but not durable until the next flush.
   void Defer(const ProcessedBatch& out) {
     for (const auto& [tp, next] : out.next_offsets) {
@@ -394,9 +393,8 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
   void FlushAndCommit() {
     if (!o_.flush) return;
     last_flush_ms_ = Ms(clock_);
-    const int64_t t0 = Ms(clock_);
     Status s = o_.flush();
-    metrics_.flush_seconds.Observe((Ms(clock_) - t0) / 1000.0);
+    metrics_.flush_seconds.Observe((Ms(clock_) - last_flush_ms_) / 1000.0);
     flush_failing_ = !s.ok();
     if (!s.ok()) {
       metrics_.flush_failures.Increment();

@@ -120,17 +120,28 @@ double MetricOf(int port, const std::string& name) {
   return -1;
 }
 
-// The port of a serve command line's --http HOST:PORT.
-int HttpPort(const std::vector<std::string>& args) {
-  auto it = std::find(args.begin(), args.end(), "--http");
-  return it == args.end() || it + 1 == args.end() ? -1 : std::stoi(it[1].substr(it[1].rfind(':') + 1));
+// The port a serve process listens on (it is started with --http HOST:0 and
+// prints "http: listening on HOST:PORT"): the kernel picks it, so parallel
+// tests never collide. -1 when the line does not come within the timeout.
+int ListeningPort(const Process& serve, int timeout_ms = 30'000) {
+  static const std::string kLine = "http: listening on ";
+  int port = -1;
+  WaitFor([&] {
+    const std::string log = serve.Log();
+    const size_t at = log.find(kLine);
+    if (at == std::string::npos) return false;
+    const size_t colon = log.find(':', at + kLine.size());
+    port = colon == std::string::npos ? -1 : std::atoi(log.c_str() + colon + 1);
+    return port > 0;
+  }, timeout_ms);
+  return port;
 }
 
 class ServeProcess : public ::testing::Test {
  protected:
   std::vector<std::string> ServeArgs(const std::string& name, const std::vector<std::string>& extra) {
     std::vector<std::string> args = {LOGDEX_BINARY, "serve", "--store-dir", dir_.path() + "/" + name,
-                                     "--http", "127.0.0.1:" + std::to_string(FreePort()), "--config", Config()};
+                                     "--http", "127.0.0.1:0", "--config", Config()};
     args.insert(args.end(), extra.begin(), extra.end());
     return args;
   }
@@ -167,17 +178,18 @@ class ServeProcess : public ::testing::Test {
                           << "\n" << alerting_extra;
     m->kafka = StartKafka(8);
     ASSERT_NE(m->kafka, nullptr);
-    m->port_a = FreePort();
-    m->port_b = FreePort();
-    auto member = [&](const std::string& name, int port) {
+    auto member = [&](const std::string& name) {
       return std::make_unique<Process>(
-          std::vector<std::string>{LOGDEX_BINARY, "serve", "--config", config, "--http",
-                                   "127.0.0.1:" + std::to_string(port), "--brokers", m->kafka->bootstrap(), "--group",
-                                   "shared"},
+          std::vector<std::string>{LOGDEX_BINARY, "serve", "--config", config, "--http", "127.0.0.1:0", "--brokers",
+                                   m->kafka->bootstrap(), "--group", "shared"},
           Log(name));
     };
-    m->a = member("a", m->port_a);
-    m->b = member("b", m->port_b);
+    m->a = member("a");
+    m->b = member("b");
+    m->port_a = ListeningPort(*m->a);
+    m->port_b = ListeningPort(*m->b);
+    ASSERT_GT(m->port_a, 0) << m->a->Log();
+    ASSERT_GT(m->port_b, 0) << m->b->Log();
     ASSERT_TRUE(WaitFor([&] {
       return MetricOf(m->port_a, "logdex_consumer_assigned_partitions") == 4 &&
              MetricOf(m->port_b, "logdex_consumer_assigned_partitions") == 4;
@@ -194,16 +206,17 @@ class ServeProcess : public ::testing::Test {
 
   // Starts `serve --embedded-kafka` on `port` and waits for its bootstrap
   // file; `bootstrap` is left empty when it does not come.
-  std::unique_ptr<Process> StartEmbedded(int port, std::string* bootstrap, std::vector<std::string> extra = {}) {
+  std::unique_ptr<Process> StartEmbedded(int* port, std::string* bootstrap, std::vector<std::string> extra = {}) {
     const std::string bootstrap_file = dir_.path() + "/bootstrap";
     std::vector<std::string> args = {LOGDEX_BINARY, "serve", "--embedded-kafka", "--bootstrap-file", bootstrap_file,
-                                     "--store-dir", dir_.path() + "/store", "--http", "127.0.0.1:" + std::to_string(port)};
+                                     "--store-dir", dir_.path() + "/store", "--http", "127.0.0.1:0"};
     args.insert(args.end(), extra.begin(), extra.end());
     auto serve = std::make_unique<Process>(args, Log("serve"));
     bootstrap->clear();
     if (WaitFor([&] { return std::filesystem::exists(bootstrap_file); }, 20'000)) {
       std::getline(std::ifstream(bootstrap_file), *bootstrap);
     }
+    *port = ListeningPort(*serve);
     return serve;
   }
 
@@ -227,9 +240,9 @@ class ServeProcess : public ::testing::Test {
 // `serve --embedded-kafka`; it is queryable over HTTP within a second.
 TEST_F(ServeProcess, ChunkProducedByKcatIsQueryableWithinOneSecond) {
   if (testing::Run("command -v kcat") != 0) GTEST_SKIP() << "kcat is not installed (scripts/install-deps.sh)";
-  const int port = FreePort();
+  int port = 0;
   std::string bootstrap;
-  auto serve_process = StartEmbedded(port, &bootstrap);
+  auto serve_process = StartEmbedded(&port, &bootstrap);
   Process& serve = *serve_process;
   ASSERT_FALSE(bootstrap.empty()) << serve.Log();
   httplib::Client http("127.0.0.1", port);
@@ -264,9 +277,9 @@ TEST_F(ServeProcess, TheHBaseBackendIndexesAndAnswersThroughTheThrift2Gateway) {
   const std::string config = dir_.path() + "/hbase.yaml";
   std::ofstream(config) << "store:\n  backend: hbase\n  hbase:\n    host: 127.0.0.1\n    port: " << (*gateway)->port()
                         << "\n    namespace: logdex_test\n";
-  const int port = FreePort();
+  int port = 0;
   std::string bootstrap;
-  auto serve_process = StartEmbedded(port, &bootstrap, {"--config", config});
+  auto serve_process = StartEmbedded(&port, &bootstrap, {"--config", config});
   Process& serve = *serve_process;
   ASSERT_FALSE(bootstrap.empty()) << serve.Log();
   TestProducer producer(bootstrap);
@@ -287,7 +300,7 @@ TEST_F(ServeProcess, TheHBaseBackendIndexesAndAnswersThroughTheThrift2Gateway) {
 
   const std::string unreachable = dir_.path() + "/unreachable.yaml";
   std::ofstream(unreachable) << "store:\n  backend: hbase\n  hbase:\n    port: " << FreePort() << "\n";
-  Process failed({LOGDEX_BINARY, "serve", "--embedded-kafka", "--http", "127.0.0.1:" + std::to_string(FreePort()),
+  Process failed({LOGDEX_BINARY, "serve", "--embedded-kafka", "--http", "127.0.0.1:0",
                   "--config", unreachable},
                  Log("unreachable"));
   EXPECT_EQ(failed.Wait(), 1);
@@ -454,7 +467,8 @@ TEST_F(ServeProcess, AnErrorLineReachesTheReceiverThroughARealAlertmanager) {
   std::ofstream(config) << "alerting:\n  sinks:\n    - name: am\n      type: alertmanager\n"
                         << "      url: http://127.0.0.1:" << am.port() << "\n";
   std::string bootstrap;
-  auto serve_process = StartEmbedded(FreePort(), &bootstrap, {"--config", config});
+  int port = 0;
+  auto serve_process = StartEmbedded(&port, &bootstrap, {"--config", config});
   Process& serve = *serve_process;
   ASSERT_FALSE(bootstrap.empty()) << serve.Log();
 
@@ -488,9 +502,10 @@ TEST_F(ServeProcess, RealPrometheusScrapesTheConsumedCounter) {
   if (testing::Run("command -v prometheus && command -v promtool") != 0) {
     GTEST_SKIP() << "prometheus is not installed (scripts/install-deps.sh --servers)";
   }
-  const int port = FreePort(), prom_port = FreePort();
+  const int prom_port = FreePort();
+  int port = 0;
   std::string bootstrap;
-  auto serve_process = StartEmbedded(port, &bootstrap);
+  auto serve_process = StartEmbedded(&port, &bootstrap);
   Process& serve = *serve_process;
   ASSERT_FALSE(bootstrap.empty()) << serve.Log();
   TestProducer producer(bootstrap);
@@ -554,13 +569,13 @@ TEST_F(ServeProcess, GroupChurnLosesNothingAndAddsNothing) {
     if (i == 2400) {
       // a leaves the group mid-stream, once it has written a batch (on a
       // loaded machine its first assignment can come late).
-      ASSERT_TRUE(WaitFor([&] { return MetricOf(HttpPort(args_a), "logdex_consumer_batches_total") > 0; }, 60'000))
+      ASSERT_TRUE(WaitFor([&] { return MetricOf(ListeningPort(*a), "logdex_consumer_batches_total") > 0; }, 60'000))
           << a->Log();
       a->Signal(SIGTERM);
     }
     if (i == 3200) {
       // c owns partitions before the last 800 chunks, which go to every partition.
-      ASSERT_TRUE(WaitFor([&] { return MetricOf(HttpPort(args_c), "logdex_consumer_assigned_partitions") > 0; },
+      ASSERT_TRUE(WaitFor([&] { return MetricOf(ListeningPort(*c), "logdex_consumer_assigned_partitions") > 0; },
                           60'000))
           << c->Log();
     }
@@ -619,7 +634,7 @@ void ServeProcess::SigkillScenario(bool skip_wal) {
       if ((at_kill = Committed(b, "crash", topic, 8)) <= total / 10) return false;
       if (!skip_wal) return true;
       // Written rows await a flush, and no flush ran while this looked.
-      const int port = HttpPort(args);
+      const int port = ListeningPort(victim);
       const double flushes = MetricOf(port, "logdex_store_flush_seconds_count");
       indexed_at_kill = MetricOf(port, "logdex_indexer_chunks_total");
       return MetricOf(port, "logdex_consumer_unflushed_messages") > 0 &&
