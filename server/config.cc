@@ -6,6 +6,7 @@
 #include <fstream>
 #include <functional>
 #include <sstream>
+#include <utility>
 
 namespace logdex {
 namespace {
@@ -46,11 +47,21 @@ class Walker {
   }
 
   // A two-valued choice: `out` = (value == yes); anything else is an error.
-  Field OneOf(bool& out, std::string yes, std::string no) {
-    return [this, &out, yes, no](const YAML::Node& v, const std::string& key) {
+
+  // One of the named values ("must be a, b or c" otherwise, in this order).
+  template <class E>
+  Field Choice(E& out, std::vector<std::pair<std::string, E>> choices) {
+    return [this, &out, choices](const YAML::Node& v, const std::string& key) {
       const std::string s = v.IsScalar() ? v.as<std::string>() : "";
-      if (s != yes && s != no) return Fail(v, key, "must be " + yes + " or " + no);
-      out = s == yes;
+      std::string names;
+      for (size_t i = 0; i < choices.size(); ++i) {
+        if (s == choices[i].first) {
+          out = choices[i].second;
+          return;
+        }
+        names += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i].first;
+      }
+      Fail(v, key, "must be " + names);
     };
   }
 
@@ -218,18 +229,9 @@ Result<ServeConfig> ParseConfig(const std::string& yaml, const std::string& name
                  w.Map(n, p,
                        {{"backend", w.String(s.backend)},
                         {"dir", w.String(s.dir)},
-                        {"durability", F([&](const YAML::Node& v, const std::string& key) {
-                           const std::string d = v.IsScalar() ? v.as<std::string>() : "";
-                           if (d == "skip_wal") {
-                             s.durability = Durability::kSkipWal;
-                           } else if (d == "async") {
-                             s.durability = Durability::kAsync;
-                           } else if (d == "sync") {
-                             s.durability = Durability::kSync;
-                           } else {
-                             w.Fail(v, key, "must be skip_wal, async or sync");
-                           }
-                         })},
+                        {"durability", w.Choice(s.durability, {{"skip_wal", Durability::kSkipWal},
+                                                                 {"async", Durability::kAsync},
+                                                                 {"sync", Durability::kSync}})},
                         {"flush_interval", w.Duration(s.flush_interval_ms, 10)},
                         {"flush_bytes", w.Bytes(s.flush_bytes)},
                         {"ttl", F([&](const YAML::Node& v, const std::string& key) {
@@ -245,8 +247,8 @@ Result<ServeConfig> ParseConfig(const std::string& yaml, const std::string& name
                                  {{"host", w.String(b.host)},
                                   {"port", w.Number<int>(b.port, 1, 65535)},
                                   {"namespace", w.String(b.ns)},
-                                  {"transport", w.OneOf(b.framed, "framed", "buffered")},
-                                  {"protocol", w.OneOf(b.compact, "compact", "binary")},
+                                  {"transport", w.Choice(b.framed, {{"framed", true}, {"buffered", false}})},
+                                  {"protocol", w.Choice(b.compact, {{"compact", true}, {"binary", false}})},
                                   {"pool_size", w.Number<int>(b.pool_size, 1, 256)},
                                   {"rpc_timeout", w.Duration(b.rpc_timeout_ms, 100)},
                                   {"retries", w.Number<int>(b.retries, 0, 100)}});
@@ -256,18 +258,9 @@ Result<ServeConfig> ParseConfig(const std::string& yaml, const std::string& name
                  auto& x = c.indexer;
                  w.Map(n, p,
                        {{"max_chunk_span", w.Duration(x.max_chunk_span_ms, 1000)},
-                        {"verify", F([&](const YAML::Node& v, const std::string& key) {
-                           const std::string m = v.IsScalar() ? v.as<std::string>() : "";
-                           if (m == "header") {
-                             x.verify = IngestVerify::kHeader;
-                           } else if (m == "snappy") {
-                             x.verify = IngestVerify::kSnappy;
-                           } else if (m == "full") {
-                             x.verify = IngestVerify::kFull;
-                           } else {
-                             w.Fail(v, key, "must be header, snappy or full");
-                           }
-                         })},
+                        {"verify", w.Choice(x.verify, {{"header", IngestVerify::kHeader},
+                                                         {"snappy", IngestVerify::kSnappy},
+                                                         {"full", IngestVerify::kFull}})},
                         {"max_uncompressed", w.Bytes(x.max_uncompressed_bytes)},
                         {"tags", F([&](const YAML::Node& t, const std::string& tp) {
                            w.Map(t, tp,
