@@ -5,6 +5,7 @@
 #include <array>
 #include <deque>
 #include <nlohmann/json.hpp>
+#include <utf8cpp/utf8.h>
 
 #include "ship/timestamp.h"
 
@@ -43,6 +44,42 @@ std::optional<Severity> LevelToken(std::string_view tok) {
   while (!tok.empty() && (tok.front() == '[' || tok.front() == '(' || tok.front() == '<')) tok.remove_prefix(1);
   if (tok.size() < 3 || tok.size() > 11) return std::nullopt;  // single letters are too ambiguous here
   return LevelWord(tok);
+}
+
+// Whether a JSON text nests arrays/objects deeper than `limit`: one pass,
+// brackets inside strings skipped. It runs before the parser so that a line
+// built to exhaust the stack is refused in linear time and constant memory.
+bool JsonNestingExceeds(std::string_view text, int limit) {
+  int depth = 0;
+  bool in_string = false;
+  for (size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    if (in_string) {
+      if (c == '\\') ++i;
+      else if (c == '"') in_string = false;
+      continue;
+    }
+    switch (c) {
+      case '"': in_string = true; break;
+      case '{':
+      case '[':
+        if (++depth > limit) return true;
+        break;
+      case '}':
+      case ']': --depth; break;
+      default: break;
+    }
+  }
+  return false;
+}
+
+bool IsValidUtf8(std::string_view s) { return utf8::is_valid(s.begin(), s.end()); }
+
+// `s` with every invalid UTF-8 sequence replaced by U+FFFD, into `out`.
+void ReplaceInvalidUtf8(std::string_view s, std::string* out) {
+  out->clear();
+  out->reserve(s.size() + 16);
+  utf8::replace_invalid(s.begin(), s.end(), std::back_inserter(*out));
 }
 
 enum class Field { kOther, kLevel, kTime, kMessage, kHost, kApp };
@@ -144,12 +181,14 @@ struct LineParser::Impl {
   Format sticky = Format::kAuto;  // auto: the last format that matched
   int64_t last_ts_ms = 0;
   bool have_last_ts = false;
+  std::optional<int64_t> fallback_ts_ms;  // StartInput's; else the clock
 
   // Buffers that ParsedLine views may point into; reused across lines.
   // (deques: growing one never moves the strings that views point into)
   std::deque<std::string> values;  // unescaped JSON/logfmt strings
   std::deque<std::string> keys;    // sanitized keys
   size_t values_used = 0, keys_used = 0;
+  std::string repaired;  // a JSON line with its invalid UTF-8 replaced
 
   TimeContext Ctx() const { return TimeContext{&zone, clock}; }
 
@@ -457,9 +496,28 @@ struct LineParser::Impl {
   }
 
   // ---- JSON -----------------------------------------------------------
+  // Guards first (a hostile line must not take the process down): a line
+  // over kMaxJsonLineBytes is not parsed (a DOM costs ~10x the text); nesting
+  // deeper than kMaxJsonDepth is refused before parsing, since nlohmann's
+  // dump() of a nested value recurses once per level (100,000 levels
+  // overflowed the stack); invalid UTF-8 is replaced by U+FFFD in a copy
+  // (nlohmann refuses it, and one bad byte must not lose the line).
   bool ParseJson(std::string_view line, ParsedLine* out) {
     size_t p = SkipSpaces(line, 0);
     if (p >= line.size() || line[p] != '{') return false;
+    if (line.size() > kMaxJsonLineBytes) {
+      out->rejection = kJsonTooLong;
+      return false;
+    }
+    if (JsonNestingExceeds(line, kMaxJsonDepth)) {
+      out->rejection = kJsonTooDeep;
+      return false;
+    }
+    if (!IsValidUtf8(line)) {
+      ReplaceInvalidUtf8(line, &repaired);
+      line = repaired;
+      out->utf8_replaced = true;
+    }
     nlohmann::json doc = nlohmann::json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
     if (doc.is_discarded() || !doc.is_object()) return false;
     // First copy keys and values into stable buffers, then take views.
@@ -586,7 +644,11 @@ struct LineParser::Impl {
       case Format::kRegex: ok = ParseRegex(line, out); break;
       case Format::kAuto: break;
     }
-    if (!ok) Reset(out);
+    if (!ok) {
+      const std::string_view rejection = out->rejection;
+      Reset(out);
+      out->rejection = rejection;  // kept for the caller: why a format refused the line
+    }
     return ok;
   }
 
@@ -599,6 +661,8 @@ struct LineParser::Impl {
     out->tags.clear();
     out->app = {};
     out->host = {};
+    out->rejection = {};
+    out->utf8_replaced = false;
     values_used = 0;
     keys_used = 0;
   }
@@ -627,6 +691,7 @@ struct LineParser::Impl {
     if (ok) {
       out->parsed = true;
       out->format = used;
+      out->rejection = {};
     } else {
       out->message = line;
     }
@@ -635,7 +700,7 @@ struct LineParser::Impl {
       last_ts_ms = out->ts_ms;
       have_last_ts = true;
     } else {
-      out->ts_ms = have_last_ts ? last_ts_ms : clock->NowMs();
+      out->ts_ms = have_last_ts ? last_ts_ms : fallback_ts_ms ? *fallback_ts_ms : clock->NowMs();
     }
   }
 };
@@ -646,6 +711,11 @@ LineParser::~LineParser() = default;
 const ParserOptions& LineParser::options() const { return impl_->options; }
 
 void LineParser::Parse(std::string_view line, ParsedLine* out) { impl_->Parse(line, out); }
+
+void LineParser::StartInput(int64_t fallback_ts_ms) {
+  impl_->have_last_ts = false;
+  impl_->fallback_ts_ms = fallback_ts_ms;
+}
 
 Result<std::unique_ptr<LineParser>> LineParser::Create(const ParserOptions& options, const Clock& clock) {
   auto impl = std::make_unique<Impl>();

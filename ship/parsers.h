@@ -19,7 +19,11 @@
 //   json    one JSON object per line: level/severity/lvl/loglevel/levelname,
 //           time/ts/@timestamp/timestamp, msg/message, host/hostname,
 //           app/service/application; every other field becomes a tag
-//           (objects and arrays as compact JSON text).
+//           (objects and arrays as compact JSON text). Guards: a line
+//           nesting deeper than kMaxJsonDepth or longer than
+//           kMaxJsonLineBytes is not parsed (it stays whole, unparsed, with
+//           `rejection` set); invalid UTF-8 is replaced by U+FFFD and the
+//           line parsed (`utf8_replaced` set).
 //   logfmt  key=value pairs with the same field names as JSON.
 //   apache  Apache httpd error log: [ctime] [level] or [module:level] ...
 //   logcat  Android logcat threadtime (MM-dd HH:mm:ss.SSS pid tid L tag: msg)
@@ -36,7 +40,8 @@
 //
 // Unparsed lines: a line that does not match keeps its text as the message,
 // severity = ParserOptions::default_severity, timestamp = the last parsed
-// one (or the clock's now before any), parsed = false. Nothing is dropped.
+// one (or, before any, StartInput's fallback, else the clock's now),
+// parsed = false. Nothing is dropped.
 //
 // Tag keys: a tag id is hash("key=value"), so a key must not contain '='.
 // Rule: every '=' in a key becomes '_', and an empty key becomes "_".
@@ -83,7 +88,20 @@ struct ParsedLine {
   std::vector<TagView> tags;  // keys never contain '='
   std::string_view app;       // empty: the line names no app
   std::string_view host;      // empty: the line names no host
+  // Invalid UTF-8 in a JSON line was replaced by U+FFFD (the line is kept).
+  bool utf8_replaced = false;
+  // When not parsed: why a format that looked like the line's refused it
+  // (kJsonTooDeep), else empty. A static string.
+  std::string_view rejection;
 };
+
+// JSON lines nesting objects/arrays deeper than this are not parsed as JSON
+// (they stay whole, as unparsed text): the guard against stack exhaustion.
+inline constexpr int kMaxJsonDepth = 64;
+inline constexpr std::string_view kJsonTooDeep = "JSON nested deeper than 64 levels";
+// Likewise JSON lines longer than this (a parsed document costs ~10x its text).
+inline constexpr size_t kMaxJsonLineBytes = 1 << 20;
+inline constexpr std::string_view kJsonTooLong = "JSON line over 1 MiB";
 
 struct ParserOptions {
   Format format = Format::kAuto;
@@ -116,6 +134,13 @@ class LineParser {
   // Parses one line (without its newline; a trailing '\r' is ignored).
   // Never fails; see "Unparsed lines" above.
   void Parse(std::string_view line, ParsedLine* out);
+
+  // Starts a new input whose lines without a timestamp, before the first
+  // line that has one, take `fallback_ts_ms` instead of the clock's now;
+  // forgets the previous input's last timestamp. serve calls it per Kafka
+  // message with the message's timestamp, so that a replay parses the same
+  // times as the first pass.
+  void StartInput(int64_t fallback_ts_ms);
 
   const ParserOptions& options() const;
 

@@ -271,5 +271,69 @@ TEST(Assembler, MultilineOffKeepsEveryLine) {
   EXPECT_EQ(sink.records.size(), 2u);
 }
 
+// A JSON line nested 100,000 levels deep used to overflow the stack (ship
+// exited 139; serve took a SIGSEGV and replayed into it after a restart).
+// Over kMaxJsonDepth it is not parsed as JSON: the line stays whole, as
+// unparsed text, and says why.
+TEST(Parsers, JsonNestedPastTheDepthGuardStaysWholeAsUnparsedText) {
+  std::string deep = R"({"time":"2026-11-29T10:00:00Z","level":"error","x":)";
+  deep += std::string(100'000, '[') + std::string(100'000, ']') + "}";
+  for (Format f : {Format::kJson, Format::kAuto}) {
+    auto p = Make(f);
+    ParsedLine out;
+    p->Parse(deep, &out);
+    EXPECT_FALSE(out.parsed);
+    EXPECT_EQ(out.rejection, kJsonTooDeep);
+    EXPECT_EQ(out.message, deep) << "kept whole";
+  }
+  // Just under the guard, nested values are kept as compact JSON text.
+  std::string ok = R"({"time":"2026-11-29T10:00:00Z","msg":"m","x":)" + std::string(kMaxJsonDepth - 1, '[') +
+                   std::string(kMaxJsonDepth - 1, ']') + "}";
+  auto p = Make(Format::kJson);
+  ParsedLine out;
+  p->Parse(ok, &out);
+  EXPECT_TRUE(out.parsed);
+  EXPECT_TRUE(out.rejection.empty());
+  EXPECT_EQ(Tags(out)["x"], std::string(kMaxJsonDepth - 1, '[') + std::string(kMaxJsonDepth - 1, ']'));
+  // Brackets inside strings do not count.
+  std::string quoted = R"({"time":"2026-11-29T10:00:00Z","msg":")" + std::string(1000, '[') + R"("})";
+  p->Parse(quoted, &out);
+  EXPECT_TRUE(out.parsed);
+  EXPECT_EQ(out.message, std::string(1000, '['));
+}
+
+// Invalid UTF-8 inside a JSON string used to fail the whole line (serve
+// dead-lettered its message); it is replaced by U+FFFD, the line kept and
+// flagged so that callers count it.
+TEST(Parsers, InvalidUtf8InAJsonLineIsReplacedAndTheLineKept) {
+  auto p = Make(Format::kJson);
+  ParsedLine out;
+  p->Parse("{\"time\":\"2026-11-29T10:00:00Z\",\"msg\":\"bad \xff\xfe byte\",\"k\xc3\":\"v\"}", &out);
+  ASSERT_TRUE(out.parsed);
+  EXPECT_TRUE(out.utf8_replaced);
+  EXPECT_EQ(out.message, "bad \xef\xbf\xbd\xef\xbf\xbd byte");
+  EXPECT_EQ(Tags(out).count("k\xef\xbf\xbd"), 1u);
+  p->Parse(R"({"time":"2026-11-29T10:00:00Z","msg":"fine é"})", &out);
+  EXPECT_FALSE(out.utf8_replaced);
+  EXPECT_EQ(out.message, "fine é");
+}
+
+// StartInput: untimed lines before the first timed one take the input's
+// fallback time, not the previous input's last time or the clock.
+TEST(Parsers, StartInputGivesUntimedLinesTheInputsTimeNotThePreviousOnes) {
+  auto p = Make(Format::kAuto);
+  ParsedLine out;
+  p->Parse("2026-11-29 10:00:00,000 INFO first input", &out);
+  ASSERT_TRUE(out.has_ts);
+  p->StartInput(1'700'000'000'000);
+  p->Parse("no time here", &out);
+  EXPECT_FALSE(out.has_ts);
+  EXPECT_EQ(out.ts_ms, 1'700'000'000'000);
+  p->Parse("2026-11-29 11:00:00,000 INFO timed", &out);
+  const int64_t timed = out.ts_ms;
+  p->Parse("continuation", &out);
+  EXPECT_EQ(out.ts_ms, timed) << "within an input, the previous line's time";
+}
+
 }  // namespace
 }  // namespace logdex::ship
