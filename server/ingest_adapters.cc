@@ -59,10 +59,23 @@ Result<std::vector<proto::LogChunk>> ShipLineDecoder::Decode(const InMessage& m,
   ao.multiline = !json;
   ship::RecordAssembler assembler(parser, d, ao);
 
+  // A line without a time of its own (before any line that has one) takes
+  // the Kafka message's timestamp, never the previous message's time or the
+  // clock: a replay must derive the same rows.
+  const int64_t fallback_ts = m.timestamp_ms > 0 ? m.timestamp_ms : 0;
+  parser.StartInput(fallback_ts);
+  if (fallback_ts == 0) {
+    // Kafka gives every message a timestamp since v0.10; without one the
+    // record's time is the clock's, so a replay would not write the same row.
+    ++counters_.untimed_messages;
+    parser.StartInput(d.clock.NowMs());
+  }
+
   // Lines of the message; JSON lines are checked for a timestamp one by one.
   std::string_view rest = m.value;
   size_t line_no = 0;
   ship::ParsedLine probe;
+  uint64_t utf8_lines = 0;
   while (!rest.empty()) {
     const size_t nl = rest.find('\n');
     std::string_view line = rest.substr(0, nl);
@@ -71,7 +84,11 @@ Result<std::vector<proto::LogChunk>> ShipLineDecoder::Decode(const InMessage& m,
     if (line.empty() || line == "\r") continue;
     if (json) {
       d.json->Parse(line, &probe);
+      if (!probe.parsed && !probe.rejection.empty()) {
+        return Error{Errc::kInvalidArgument, "line " + std::to_string(line_no) + ": " + std::string(probe.rejection)};
+      }
       if (!probe.parsed) return Error{Errc::kInvalidArgument, "line " + std::to_string(line_no) + " is not a JSON object"};
+      if (probe.utf8_replaced) ++utf8_lines;
       if (!probe.has_ts) {
         return Error{Errc::kInvalidArgument, "line " + std::to_string(line_no) +
                                                  " has no timestamp (time, ts, @timestamp or timestamp)"};
@@ -81,6 +98,8 @@ Result<std::vector<proto::LogChunk>> ShipLineDecoder::Decode(const InMessage& m,
   }
   if (Status s = assembler.Flush(); !s.ok()) return s.error();
   if (d.streams.empty()) return Error{Errc::kInvalidArgument, "the message holds no log line"};
+  counters_.utf8_replaced_lines += utf8_lines;
+  counters_.unparsed_lines += assembler.unparsed_lines();
 
   std::vector<proto::LogChunk> chunks;
   for (auto& [stream, batch] : d.streams) {

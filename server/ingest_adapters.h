@@ -17,18 +17,34 @@ namespace logdex {
 // - json: one object per line; every line needs a timestamp field, else the
 //   message is dead-lettered (reason unparseable_lines);
 // - text: any format `logdex ship --format auto` knows; a line without a
-//   timestamp takes the previous line's (or the clock's, for the first);
+//   timestamp takes the previous line's of the same message, or the Kafka
+//   message's timestamp for the message's first lines (so a replay writes the
+//   same rows);
 // - app and host come from the line's fields, else the defaults; a record
-//   with neither is an error.
+//   with neither is an error;
+// - guards: a JSON line nested deeper than ship::kMaxJsonDepth or longer
+//   than ship::kMaxJsonLineBytes dead-letters its message with that reason;
+//   invalid UTF-8 in a JSON line is replaced (U+FFFD) and the line kept,
+//   and counted.
+// Not thread-safe (one per consumer loop); counters() likewise.
 class ShipLineDecoder final : public LineDecoder {
  public:
+  struct Counters {
+    uint64_t utf8_replaced_lines = 0;  // JSON lines kept with invalid UTF-8 replaced
+    uint64_t unparsed_lines = 0;       // text lines no format matched (kept whole)
+    uint64_t untimed_messages = 0;     // messages without a Kafka timestamp
+  };
+
   ShipLineDecoder(std::string default_app, std::string default_host, const Clock& clock);
   ~ShipLineDecoder() override;
   Result<std::vector<proto::LogChunk>> Decode(const InMessage& message, InputFormat format) override;
 
+  const Counters& counters() const { return counters_; }
+
  private:
   struct Impl;
   std::unique_ptr<Impl> impl_;
+  Counters counters_;
 };
 
 // AlertStager behind the consumer's AlertStage interface.

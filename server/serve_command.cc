@@ -29,6 +29,7 @@
 #include "server/config.h"
 #include "server/http_server.h"
 #include "server/ingest_adapters.h"
+#include "server/ingest_metrics.h"
 #include "store/hbase/hbase_store.h"
 #include "store/rocksdb_store.h"
 
@@ -285,8 +286,10 @@ int Serve(const ServeFlags& flags) {
     spdlog::info("serve: durability skip_wal: offsets are committed after memtable flushes (every {} ms or {} bytes)",
                  go.flush_interval_ms, go.flush_bytes);
   }
-  go.on_written = [&dispatcher](const ProcessedBatch& b) {
+  IngestMetrics ingest_metrics(registry, clock);
+  go.on_written = [&dispatcher, &ingest_metrics, &indexer, &lines](const ProcessedBatch& b) {
     if (b.alerts_staged > 0) dispatcher.Wake();
+    ingest_metrics.Update(indexer.counters(), lines.counters());
   };
   auto dispatch_topic = DispatchTopic(config, *alerting_config);
   if (!dispatch_topic.ok()) {

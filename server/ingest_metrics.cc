@@ -1,0 +1,86 @@
+#include "server/ingest_metrics.h"
+
+#include <prometheus/family.h>
+#include <spdlog/spdlog.h>
+
+namespace logdex {
+namespace {
+
+prometheus::Family<prometheus::Counter>& NotIndexed(prometheus::Registry& r) {
+  return prometheus::BuildCounter()
+      .Name("logdex_indexer_tags_not_indexed_total")
+      .Help("Record tags kept in their records but not indexed (found by scan=true), by the cap that stopped them")
+      .Register(r);
+}
+
+prometheus::Counter& Counter(prometheus::Registry& r, const std::string& name, const std::string& help) {
+  return prometheus::BuildCounter().Name(name).Help(help).Register(r).Add({});
+}
+
+void Grow(prometheus::Counter& c, uint64_t now, uint64_t before) {
+  if (now > before) c.Increment(static_cast<double>(now - before));
+}
+
+}  // namespace
+
+IngestMetrics::IngestMetrics(prometheus::Registry& r, const Clock& clock)
+    : values_over_cap_(NotIndexed(r).Add({{"reason", "values_per_hour"}})),
+      keys_over_cap_(NotIndexed(r).Add({{"reason", "keys_per_hour"}})),
+      record_cap_(NotIndexed(r).Add({{"reason", "tags_per_record"}})),
+      denied_(NotIndexed(r).Add({{"reason", "denied"}})),
+      store_read_failures_(Counter(r, "logdex_indexer_store_read_failures_total",
+                                   "Chunk stagings failed by a store read (the batch is retried)")),
+      utf8_replaced_(Counter(r, "logdex_line_input_invalid_utf8_lines_total",
+                             "JSON lines kept with their invalid UTF-8 replaced by U+FFFD")),
+      unparsed_(Counter(r, "logdex_line_input_unparsed_lines_total",
+                        "Text lines no format matched, kept whole as their message")),
+      untimed_(Counter(r, "logdex_line_input_untimed_messages_total",
+                       "Line messages without a Kafka timestamp (lines without a time take the clock's)")),
+      clock_(clock) {}
+
+void IngestMetrics::Update(const IndexerCounters& i, const ShipLineDecoder::Counters& l) {
+  Grow(values_over_cap_, i.tag_values_over_cap, last_indexer_.tag_values_over_cap);
+  Grow(keys_over_cap_, i.tag_keys_over_cap, last_indexer_.tag_keys_over_cap);
+  Grow(record_cap_, i.tags_over_record_cap, last_indexer_.tags_over_record_cap);
+  Grow(denied_, i.tag_keys_denied, last_indexer_.tag_keys_denied);
+  Grow(store_read_failures_, i.store_read_failures, last_indexer_.store_read_failures);
+  Grow(utf8_replaced_, l.utf8_replaced_lines, last_lines_.utf8_replaced_lines);
+  Grow(unparsed_, l.unparsed_lines, last_lines_.unparsed_lines);
+  Grow(untimed_, l.untimed_messages, last_lines_.untimed_messages);
+  last_indexer_ = i;
+  last_lines_ = l;
+
+  const int64_t now = clock_.MonotonicNs() / 1'000'000;
+  if (now - logged_ms_ < 60'000) return;
+  const IndexerCounters& a = logged_indexer_;
+  const ShipLineDecoder::Counters& b = logged_lines_;
+  const uint64_t not_indexed = (i.tag_values_over_cap - a.tag_values_over_cap) +
+                               (i.tag_keys_over_cap - a.tag_keys_over_cap) +
+                               (i.tags_over_record_cap - a.tags_over_record_cap);
+  if (not_indexed > 0) {
+    spdlog::warn("indexer: {} tags kept in their records but not indexed since the last report ({} over a key's "
+                 "values per hour, {} over the keys per hour, {} past a record's first {}); scan=true finds them",
+                 not_indexed, i.tag_values_over_cap - a.tag_values_over_cap, i.tag_keys_over_cap - a.tag_keys_over_cap,
+                 i.tags_over_record_cap - a.tags_over_record_cap, kMaxIndexedTagsPerRecord);
+  }
+  if (i.store_read_failures > a.store_read_failures) {
+    spdlog::warn("indexer: {} chunk stagings failed on a store read since the last report; their batches were retried",
+                 i.store_read_failures - a.store_read_failures);
+  }
+  if (l.utf8_replaced_lines > b.utf8_replaced_lines) {
+    spdlog::warn("line input: {} JSON lines held invalid UTF-8, kept with U+FFFD in its place",
+                 l.utf8_replaced_lines - b.utf8_replaced_lines);
+  }
+  if (l.untimed_messages > b.untimed_messages) {
+    spdlog::warn("line input: {} messages had no Kafka timestamp; their untimed lines took the clock's time",
+                 l.untimed_messages - b.untimed_messages);
+  }
+  if (not_indexed > 0 || i.store_read_failures > a.store_read_failures || l.utf8_replaced_lines > b.utf8_replaced_lines ||
+      l.untimed_messages > b.untimed_messages) {
+    logged_ms_ = now;
+    logged_indexer_ = i;
+    logged_lines_ = l;
+  }
+}
+
+}  // namespace logdex
