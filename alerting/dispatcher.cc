@@ -234,9 +234,13 @@ void SinkDispatcher::Apply(Lane& lane, const Task& task, const DeliveryResult& r
   }
   auto old_key = OutboxKey::Decode(task.key);
   LOGDEX_CHECK(old_key.has_value());  // ScanDue only passes decodable keys
+  // The new row first, then the old one's delete: a store that applies a
+  // batch row by row (HBase) and fails half-way then keeps the old row (due
+  // again: at least once) rather than losing the notification.
+  const std::string new_key = OutboxKey{now + Backoff(next.attempts), old_key->alert_id}.Encode();
   WriteBatch b;
-  b.Delete(kOutboxTable, task.key);  // before the put: the new key may equal the old one
-  b.Put(kOutboxTable, OutboxKey{now + Backoff(next.attempts), old_key->alert_id}.Encode(), EncodeOutboxEntry(next));
+  b.Put(kOutboxTable, new_key, EncodeOutboxEntry(next));
+  if (new_key != task.key) b.Delete(kOutboxTable, task.key);
   if (Status s = store_.Write(b); !s.ok()) {
     spdlog::warn("alerting: could not reschedule {} for {}: {} (it stays due)", n.idempotency_key, sink, s.ToString());
     return;

@@ -2,6 +2,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cctype>
 #include <cinttypes>
 #include <cstdio>
 #include <ctime>
@@ -203,6 +204,35 @@ Result<OutboxEntry> DecodeOutboxEntry(std::string_view value) {
   } catch (const std::exception& ex) {
     return Error{Errc::kCorruption, std::string("outbox entry: ") + ex.what()};
   }
+}
+
+namespace {
+
+std::string UrlEncode(std::string_view s) {
+  static const char* hex = "0123456789ABCDEF";
+  std::string out;
+  for (unsigned char c : s) {
+    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
+      out.push_back(static_cast<char>(c));
+    } else {
+      out.push_back('%');
+      out.push_back(hex[c >> 4]);
+      out.push_back(hex[c & 15]);
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+std::string QueryLink(std::string_view base, std::string_view app, std::string_view host, Severity severity,
+                      int64_t from_ms, int64_t to_ms) {
+  if (base.empty()) return {};
+  while (base.size() > 1 && base.back() == '/') base.remove_suffix(1);
+  std::string url = std::string(base) + std::string(kQueryApiPath) + "?app=" + UrlEncode(app);
+  if (!host.empty()) url += "&host=" + UrlEncode(host);
+  return url + "&severity=" + std::string(SeverityName(severity)) + "&from=" + std::to_string(from_ms - 60'000) +
+         "&to=" + std::to_string(to_ms + 60'000);
 }
 
 }  // namespace logdex::alerting

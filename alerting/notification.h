@@ -75,6 +75,13 @@ uint64_t OutboxAlertId(std::string_view idempotency_key, std::string_view sink);
 
 // "2026-11-29T12:00:03.250Z" (RFC 3339, UTC, milliseconds).
 std::string FormatRfc3339(int64_t ms);
+
+// The link a notification carries to the records it is about: serve's query
+// API, <base>/api/v1/query?app=..[&host=..]&severity=..&from=..&to=.. (ms,
+// a minute either side). Empty when `base` is.
+inline constexpr std::string_view kQueryApiPath = "/api/v1/query";
+std::string QueryLink(std::string_view base, std::string_view app, std::string_view host, Severity severity,
+                      int64_t from_ms, int64_t to_ms);
 // "12:00:03 UTC"
 std::string FormatClock(int64_t ms);
 // Valid UTF-8: invalid sequences become U+FFFD; at most `max_bytes` (cut on a character boundary).

@@ -41,21 +41,6 @@ std::string SeenKey(ChunkId id) {
   return k;
 }
 
-std::string UrlEncode(std::string_view s) {
-  static const char* hex = "0123456789ABCDEF";
-  std::string out;
-  for (unsigned char c : s) {
-    if (std::isalnum(c) || c == '-' || c == '_' || c == '.' || c == '~') {
-      out.push_back(static_cast<char>(c));
-    } else {
-      out.push_back('%');
-      out.push_back(hex[c >> 4]);
-      out.push_back(hex[c & 15]);
-    }
-  }
-  return out;
-}
-
 }  // namespace
 
 // The latest record folded into a state: what its digest shows.
@@ -161,11 +146,7 @@ void AlertStager::DiscardCache() {
 
 std::string AlertStager::QueryUrl(std::string_view app, std::string_view host, Severity s, int64_t from_ms,
                                   int64_t to_ms) const {
-  if (config_.query_base_url.empty()) return {};
-  std::string url = config_.query_base_url + "/query?app=" + UrlEncode(app);
-  if (!host.empty()) url += "&host=" + UrlEncode(host);
-  return url + "&severity=" + std::string(SeverityName(s)) + "&from=" + std::to_string(from_ms - 60'000) +
-         "&to=" + std::to_string(to_ms + 60'000);
+  return QueryLink(config_.query_base_url, app, host, s, from_ms, to_ms);
 }
 
 AlertStager::State* AlertStager::Load(const std::string& key, bool* found, Status* error) {

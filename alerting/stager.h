@@ -101,7 +101,7 @@ class AlertStager {
   void PutState(const std::string& key, const State& s, WriteBatch& batch);
   size_t PutDigest(State& s, WriteBatch& batch);
   size_t PutEvent(const Notification& n, const std::vector<std::string>& sinks, WriteBatch& batch);
-  // <query_base_url>/query?app=..[&host=..]&severity=..&from=..&to=.. (a minute either side).
+  // QueryLink() with the configured base (empty without one).
   std::string QueryUrl(std::string_view app, std::string_view host, Severity s, int64_t from_ms, int64_t to_ms) const;
   void MaybeEvict(int64_t now_ms);
 

@@ -198,6 +198,63 @@ TEST_F(DispatcherTest, FailedAttemptIsRetriedWithJitteredExponentialBackoff) {
   EXPECT_EQ(MetricValue(registry_, "logdex_alerting_notifications_failed_total", {{"sink", "hook"}, {"reason", "http_5xx"}}), 4);
 }
 
+// A store that applies a batch row by row, as HBase's gateway does (no
+// cross-row atomicity), and whose outbox puts fail on demand.
+class RowByRowStore final : public TableStore {
+ public:
+  explicit RowByRowStore(TableStore& base) : base_(base) {}
+  Status CreateTable(std::string_view name, const TableOptions& o) override { return base_.CreateTable(name, o); }
+  bool HasTable(std::string_view name) const override { return base_.HasTable(name); }
+  Status Write(const WriteBatch& b) override {
+    for (const WriteBatch::Entry& e : b.entries()) {
+      if (e.op == WriteBatch::Op::kPut && e.table == kOutboxTable && fail_outbox_puts) {
+        return Status(Errc::kUnavailable, "injected put failure");
+      }
+      WriteBatch one;
+      if (e.op == WriteBatch::Op::kPut) {
+        one.Put(e.table, e.key, e.Value());
+      } else {
+        one.Delete(e.table, e.key);
+      }
+      if (Status s = base_.Write(one); !s.ok()) return s;
+    }
+    return Status::Ok();
+  }
+  Result<std::optional<std::string>> Get(std::string_view t, std::string_view k) override { return base_.Get(t, k); }
+  Status Scan(const ScanSpec& spec, const RowVisitor& v) override { return base_.Scan(spec, v); }
+  Status FuzzyScan(const FuzzyScanSpec& spec, const RowVisitor& v) override { return base_.FuzzyScan(spec, v); }
+  StoreCounters counters() const override { return base_.counters(); }
+  bool fail_outbox_puts = false;
+
+ private:
+  TableStore& base_;
+};
+
+// Rescheduling a failed delivery used to delete the old outbox row before
+// putting the new one: on a store without cross-row atomicity, a failed put
+// then lost the notification.
+TEST_F(DispatcherTest, AFailedRescheduleOnARowByRowStoreKeepsTheNotification) {
+  StageEvents(1);
+  RowByRowStore rows(*store_);
+  auto sink = std::make_unique<FakeSink>("hook");
+  FakeSink* fake = sink.get();
+  std::vector<std::unique_ptr<AlertSink>> sinks;
+  sinks.push_back(std::move(sink));
+  SinkDispatcher d(config_, rows, std::move(sinks), clock_, registry_, 7);
+  fake->set_up(false);
+  rows.fail_outbox_puts = true;
+  ASSERT_TRUE(d.DeliverDue().ok());
+  EXPECT_EQ(fake->failures(), 1u);
+  ASSERT_EQ(ReadOutbox(*store_).size(), 1u) << "the notification's row must survive the failed reschedule";
+
+  rows.fail_outbox_puts = false;
+  fake->set_up(true);
+  clock_.AdvanceMs(config_.delivery.backoff_max_ms);
+  ASSERT_TRUE(d.DeliverDue().ok());
+  EXPECT_EQ(fake->delivered().size(), 1u);
+  EXPECT_TRUE(ReadOutbox(*store_).empty());
+}
+
 TEST_F(DispatcherTest, CircuitOpensAfterConsecutiveFailuresAndATrialClosesIt) {
   testing::LogCapture log;
   config_.sinks[0].circuit.failures = 3;
