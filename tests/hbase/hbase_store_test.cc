@@ -258,6 +258,24 @@ TEST_F(HBaseStore, RetriesTIOErrorsThatCanBeRetriedAndOnlyThose) {
   EXPECT_TRUE(Has("t", "k"));
 }
 
+// deleteMultiple answers the deletes it did not apply: they used to be
+// ignored, so a batch reported written while its rows were still there.
+TEST_F(HBaseStore, DeletesTheGatewayAnswersAsNotAppliedFailTheWrite) {
+  ASSERT_TRUE(store_->CreateTable("t", TableOptions{}).ok());
+  WriteBatch put;
+  put.Put("t", "k", "v");
+  ASSERT_TRUE(store_->Write(put).ok());
+  WriteBatch del;
+  del.Delete("t", "k");
+  store_->server().RefuseNextDeletes(1);
+  Status s = store_->Write(del);
+  EXPECT_FALSE(s.ok()) << "the row is still there";
+  EXPECT_NE(s.message().find("not applied"), std::string::npos) << s.ToString();
+  EXPECT_TRUE(Has("t", "k"));
+  ASSERT_TRUE(store_->Write(del).ok());
+  EXPECT_FALSE(Has("t", "k"));
+}
+
 TEST_F(HBaseStore, AScannerFailureResumesJustPastTheLastRowInBothDirections) {
   HBaseOptions o = ServedHBaseStore::DefaultClientOptions();
   o.scanner_caching = 64;

@@ -383,6 +383,11 @@ class HBaseTestServer::Impl : public h2::THBaseServiceIf, public tt::server::TSe
     call_faults_[method] = {count, can_retry};
   }
 
+  void RefuseNextDeletes(int count) {
+    std::lock_guard lock(mu_);
+    refuse_deletes_ = count;
+  }
+
   TestServerStats stats() const {
     std::lock_guard lock(mu_);
     return stats_;
@@ -437,10 +442,15 @@ class HBaseTestServer::Impl : public h2::THBaseServiceIf, public tt::server::TSe
     Mutate(table, puts, {});
   }
 
-  void deleteMultiple(std::vector<h2::TDelete>&, const std::string& table,
+  void deleteMultiple(std::vector<h2::TDelete>& failed, const std::string& table,
                       const std::vector<h2::TDelete>& deletes) override {
     std::lock_guard lock(mu_);
     Enter("deleteMultiple");
+    if (refuse_deletes_ > 0) {
+      --refuse_deletes_;
+      failed = deletes;
+      return;
+    }
     Mutate(table, {}, deletes);
   }
 
@@ -841,6 +851,7 @@ class HBaseTestServer::Impl : public h2::THBaseServiceIf, public tt::server::TSe
   std::map<int32_t, Scanner> scanners_;
   int32_t next_scanner_ = 1;
   int64_t fail_from_ = -1, fail_mutations_seen_ = 0;
+  int refuse_deletes_ = 0;
   bool fail_can_retry_ = false;
   std::map<std::string, std::pair<int, bool>> call_faults_;
   TestServerStats stats_;
@@ -868,6 +879,7 @@ HBaseTestServer::HBaseTestServer(std::unique_ptr<Impl> impl) : impl_(std::move(i
 HBaseTestServer::~HBaseTestServer() { impl_->Stop(); }
 int HBaseTestServer::port() const { return impl_->port(); }
 void HBaseTestServer::FailMutationsFrom(int64_t n, bool can_retry) { impl_->FailMutationsFrom(n, can_retry); }
+void HBaseTestServer::RefuseNextDeletes(int count) { impl_->RefuseNextDeletes(count); }
 void HBaseTestServer::FailNextCalls(const std::string& method, int count, bool can_retry) {
   impl_->FailNextCalls(method, count, can_retry);
 }

@@ -92,6 +92,10 @@ class HBaseTestServer {
   // The next `count` calls of `method` ("putMultiple", "getScannerRows", ...
   // or "*" for any) fail with TIOError(canRetry) before doing anything.
   void FailNextCalls(const std::string& method, int count, bool can_retry);
+  // The next `count` deleteMultiple calls apply none of their deletes and
+  // answer them all as failed (the call itself succeeds), as a gateway does
+  // for deletes its region servers refused.
+  void RefuseNextDeletes(int count);
 
   TestServerStats stats() const;
   // "ns:name"; nullopt when the table does not exist.
