@@ -63,7 +63,8 @@ proto::LogChunk PackChunk(std::string_view app, std::string_view host, const pro
   if (options.summarize_tags) {
     std::vector<std::pair<std::string_view, std::string_view>> tags;
     for (const proto::LogRecord& r : batch.records()) {
-      for (const proto::Tag& t : r.tags()) tags.emplace_back(t.key(), t.value());
+      const int n = std::min(r.tags_size(), kMaxIndexedTagsPerRecord);
+      for (int i = 0; i < n; ++i) tags.emplace_back(r.tags(i).key(), r.tags(i).value());
     }
     std::sort(tags.begin(), tags.end());
     tags.erase(std::unique(tags.begin(), tags.end()), tags.end());
@@ -107,7 +108,13 @@ ChunkResult<bool> ValidateChunk(const proto::LogChunk& c, const DecodeOptions& o
     return Fail(ChunkErrc::kTooLarge, "declared uncompressed size " + Num(c.uncompressed_size()) +
                                           " exceeds the limit of " + Num(o.max_uncompressed_bytes));
   }
-  if (c.record_count() > 0) {
+  // A chunk holds at least one record: 0 is proto3's default, the mark of a
+  // producer that forgot the field, and storing nothing for it would lose
+  // whatever its payload holds without a trace.
+  if (c.record_count() == 0) {
+    return Fail(ChunkErrc::kCountMismatch, "record_count is 0 (unset?): a chunk holds at least one record");
+  }
+  {
     const int64_t max_ts = o.clock->NowMs() + o.max_future_ms;
     if (c.first_ts_ms() > c.last_ts_ms()) {
       return Fail(ChunkErrc::kBadTimestamp, "first_ts_ms " + Num(c.first_ts_ms()) + " is after last_ts_ms " +

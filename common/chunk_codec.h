@@ -55,11 +55,18 @@ struct ChunkError {
 template <class T>
 using ChunkResult = Result<T, ChunkError>;
 
+// Tags of a record that may be indexed: its first kMaxIndexedTagsPerRecord
+// (a record with 20,000 keys must not write 20,000 index rows). The rest stay
+// in the record, found by filtering. PackChunk's tag summary and the
+// indexer's own summary both follow this rule.
+inline constexpr int kMaxIndexedTagsPerRecord = 64;
+
 struct PackOptions {
   proto::Codec codec = proto::CODEC_SNAPPY;
   uint64_t producer_id = 0;
   uint64_t sequence = 0;
-  // Write a TagSummary (distinct key=value pairs) into the header.
+  // Write a TagSummary (distinct key=value pairs of each record's first
+  // kMaxIndexedTagsPerRecord tags) into the header.
   bool summarize_tags = true;
 };
 

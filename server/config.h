@@ -71,7 +71,7 @@ struct StoreConfig {
 
 struct IndexerConfig {
   int64_t max_chunk_span_ms = 60'000;     // longer chunks are split (fixed for a store's life)
-  IngestVerify verify = IngestVerify::kHeader;  // header | snappy | full (see indexer.h)
+  IngestVerify verify = IngestVerify::kFull;  // full | snappy | header (see ingest_verify.h)
   uint64_t max_uncompressed_bytes = 64ull << 20;  // compression-bomb guard
   TagGuardOptions tags;
 };

@@ -84,7 +84,17 @@ class ChunkCodecTest : public ::testing::Test {
   DecodeOptions options_;
 };
 
-TEST_F(ChunkCodecTest, RoundTripsZeroRecords) { RoundTrip(0); }
+// record_count 0 is proto3's default: a producer that forgot the field. Such
+// a chunk used to be dropped without a row, a dead letter or a count.
+TEST_F(ChunkCodecTest, RejectsAZeroRecordCountWhateverThePayloadHolds) {
+  EXPECT_EQ(DecodeError(Pack(Records(0)).SerializeAsString()), ChunkErrc::kCountMismatch);
+  proto::LogChunk forgot = Pack(Records(5));
+  forgot.clear_record_count();
+  EXPECT_EQ(DecodeError(forgot.SerializeAsString()), ChunkErrc::kCountMismatch);
+  auto r = DecodeChunk(forgot.SerializeAsString(), options_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().detail.find("record_count is 0"), std::string::npos) << r.error().detail;
+}
 TEST_F(ChunkCodecTest, RoundTripsOneRecord) { RoundTrip(1); }
 TEST_F(ChunkCodecTest, RoundTrips100000Records) { RoundTrip(100000); }
 
