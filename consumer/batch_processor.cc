@@ -33,6 +33,9 @@ bool BatchProcessor::StageChunk(const InMessage& m, const proto::LogChunk& chunk
         DeadLetter{m, std::string(ChunkErrcName(staged.error().code)), staged.error().ToString()});
     return false;
   }
+  if (!staged->store_failure.ok() && batch.failed.ok()) {
+    batch.failed = Status(staged->store_failure.code(), "indexing: " + staged->store_failure.message());
+  }
   ++batch.chunks;
   batch.records += staged->records;
   if (alerts_) {

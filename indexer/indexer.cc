@@ -39,7 +39,7 @@ IndexValue ValueOf(const StreamChunk& c) { return IndexValue{c.main_key, c.chunk
 
 class MainRowObserver final : public ChunkObserver {
  public:
-  void Observe(const StreamChunk& c, WriteBatch& batch) override {
+  Status Observe(const StreamChunk& c, WriteBatch& batch) override {
     std::string head = MainRowHead(c.chunk_bytes.size(), *c.source);
     if (c.bytes_outlive_batch) {
       batch.PutBorrowing(kMainTable, c.main_key.Encode(), std::move(head), c.chunk_bytes);
@@ -47,6 +47,7 @@ class MainRowObserver final : public ChunkObserver {
       head.append(c.chunk_bytes);
       batch.Put(kMainTable, c.main_key.Encode(), std::move(head));
     }
+    return Status::Ok();
   }
 };
 
@@ -55,9 +56,10 @@ class LevelIndexObserver final : public ChunkObserver {
   LevelIndexObserver() {
     for (Severity s : kAllSeverities) tables_[SeverityCode(s)] = LevelIndexTable(s);
   }
-  void Observe(const StreamChunk& c, WriteBatch& batch) override {
+  Status Observe(const StreamChunk& c, WriteBatch& batch) override {
     LevelIndexKey k{c.app, c.chunk->last_ts_ms(), c.host, c.id};
     batch.Put(tables_[SeverityCode(c.severity)], k.Encode(), ValueOf(c).Encode());
+    return Status::Ok();
   }
 
  private:
@@ -66,49 +68,64 @@ class LevelIndexObserver final : public ChunkObserver {
 
 class HostIndexObserver final : public ChunkObserver {
  public:
-  void Observe(const StreamChunk& c, WriteBatch& batch) override {
+  Status Observe(const StreamChunk& c, WriteBatch& batch) override {
     HostIndexKey k{c.host, c.app, c.chunk->last_ts_ms(), c.severity, c.id};
     batch.Put(kHostIndexTable, k.Encode(), ValueOf(c).Encode());
+    return Status::Ok();
   }
 };
 
 class TagIndexObserver final : public ChunkObserver {
  public:
-  void Observe(const StreamChunk& c, WriteBatch& batch) override {
+  Status Observe(const StreamChunk& c, WriteBatch& batch) override {
     const std::string value = ValueOf(c).Encode();
     for (const auto& [key, val] : c.tags) {
       TagIndexKey k{TagIdOf(key, val), c.chunk->last_ts_ms(), c.app, c.host, c.severity, c.id};
       batch.Put(kTagIndexTable, k.Encode(), value);
     }
+    return Status::Ok();
   }
 };
 
 // Names of apps, hosts and tag keys, and the extent of each stream
 // (host, app, severity) in whole minutes. Writes a row only when it changes,
 // remembering what was written once the batch is known to be durable.
+// A failed read of a stream's extent fails the chunk's staging (the batch is
+// retried): taking it for "absent" would overwrite the stream's first-seen
+// time, and host-only queries would then skip the stream's older data.
+// What it remembers is bounded (kMaxKnown rows; then it starts afresh, and
+// rows are read again on first use).
 class MetaObserver final : public ChunkObserver {
  public:
+  static constexpr size_t kMaxKnown = 100'000;
+
   explicit MetaObserver(TableStore& store) : store_(store) {}
 
-  void Observe(const StreamChunk& c, WriteBatch& batch) override {
-    Name(batch, MetaKind::kAppName, c.app, c.chunk->app());
-    Name(batch, MetaKind::kHostName, c.host, c.chunk->host());
-    for (const auto& [key, value] : c.tags) Name(batch, MetaKind::kTagKeyName, TagKeyIdOf(key), key);
+  Status Observe(const StreamChunk& c, WriteBatch& batch) override {
+    if (Status s = Name(batch, MetaKind::kAppName, c.app, c.chunk->app()); !s.ok()) return s;
+    if (Status s = Name(batch, MetaKind::kHostName, c.host, c.chunk->host()); !s.ok()) return s;
+    for (const auto& [key, value] : c.tags) {
+      if (Status s = Name(batch, MetaKind::kTagKeyName, TagKeyIdOf(key), key); !s.ok()) return s;
+    }
 
     constexpr int64_t kMinute = 60'000;
     const int64_t first = c.chunk->first_ts_ms() / kMinute * kMinute;
     const int64_t last = (c.chunk->last_ts_ms() / kMinute + 1) * kMinute;
     std::string key = MetaKey{MetaKind::kStream, c.host, c.app, c.severity}.Encode();
-    auto [lo, hi] = Extent(key);
-    if (lo <= first && hi >= last) return;
+    auto extent = Extent(key);
+    if (!extent.ok()) return extent.error();
+    auto [lo, hi] = *extent;
+    if (lo <= first && hi >= last) return Status::Ok();
     lo = std::min(lo, first);
     hi = std::max(hi, last);
     pending_[key] = EncodeExtent(lo, hi);
     batch.Put(kMetaTable, key, pending_[key]);
+    return Status::Ok();
   }
 
   void Settle(bool written) override {
     if (written) {
+      if (known_.size() + pending_.size() > kMaxKnown) known_.clear();
       for (auto& [k, v] : pending_) known_[k] = std::move(v);
     }
     pending_.clear();
@@ -122,30 +139,37 @@ class MetaObserver final : public ChunkObserver {
   }
 
  private:
-  void Name(WriteBatch& batch, MetaKind kind, uint64_t id, std::string_view name) {
+  // A name row is the same whoever writes it: an unreadable one is rewritten.
+  Status Name(WriteBatch& batch, MetaKind kind, uint64_t id, std::string_view name) {
     std::string key = MetaKey{kind, id, 0, Severity::kInfo}.Encode();
-    if (Lookup(key)) return;
+    auto found = Lookup(key);
+    if (found.ok() && *found) return Status::Ok();
     pending_[key] = std::string(name);
     batch.Put(kMetaTable, std::move(key), std::string(name));
+    return Status::Ok();
   }
 
-  // The value staged or written for `key`, reading the store on first use.
-  const std::string* Lookup(const std::string& key) {
+  // The value staged or written for `key` (null: absent), reading the store
+  // on first use.
+  Result<const std::string*> Lookup(const std::string& key) {
     if (auto it = pending_.find(key); it != pending_.end()) return &it->second;
     if (auto it = known_.find(key); it != known_.end()) return &it->second;
     auto stored = store_.Get(kMetaTable, key);
-    if (stored.ok() && stored->has_value()) {
-      std::string& slot = known_[key];
-      slot = std::move(**stored);
-      return &slot;
-    }
-    return nullptr;  // absent, or unreadable: rewriting it is harmless
+    if (!stored.ok()) return stored.error();
+    if (!stored->has_value()) return static_cast<const std::string*>(nullptr);
+    std::string& slot = known_[key];
+    slot = std::move(**stored);
+    return &slot;
   }
 
-  std::pair<int64_t, int64_t> Extent(const std::string& key) {
-    const std::string* v = Lookup(key);
-    if (!v || v->size() != 16) return {INT64_MAX, INT64_MIN};
-    return {static_cast<int64_t>(GetBigEndian64(v->data())), static_cast<int64_t>(GetBigEndian64(v->data() + 8))};
+  Result<std::pair<int64_t, int64_t>> Extent(const std::string& key) {
+    auto v = Lookup(key);
+    if (!v.ok()) {
+      return Error{v.error().code, "reading the meta row of a stream: " + v.error().message};
+    }
+    if (!*v || (*v)->size() != 16) return std::pair<int64_t, int64_t>{INT64_MAX, INT64_MIN};
+    const char* p = (*v)->data();
+    return std::pair<int64_t, int64_t>{static_cast<int64_t>(GetBigEndian64(p)), static_cast<int64_t>(GetBigEndian64(p + 8))};
   }
 
   TableStore& store_;
@@ -200,9 +224,9 @@ void Indexer::Settle(bool written) {
   for (auto& o : observers_) o->Settle(written);
 }
 
-void Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view bytes, const proto::ChunkSource& source,
-                            ChunkId id, const proto::RecordBatch* records, WriteBatch& batch, bool index_only,
-                            bool bytes_outlive_batch) {
+Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view bytes,
+                              const proto::ChunkSource& source, ChunkId id, const proto::RecordBatch* records,
+                              WriteBatch& batch, bool index_only, bool bytes_outlive_batch) {
   StreamChunk c;
   c.chunk = &chunk;
   c.chunk_bytes = bytes;
@@ -220,7 +244,9 @@ void Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view bytes
     for (const proto::Tag& t : chunk.tag_summary().tags()) tags.emplace_back(t.key(), t.value());
   } else if (records) {
     for (const proto::LogRecord& r : records->records()) {
-      for (const proto::Tag& t : r.tags()) tags.emplace_back(t.key(), t.value());
+      const int n = std::min(r.tags_size(), kMaxIndexedTagsPerRecord);
+      for (int i = 0; i < n; ++i) tags.emplace_back(r.tags(i).key(), r.tags(i).value());
+      counters_.tags_over_record_cap += static_cast<uint64_t>(r.tags_size() - n);
     }
     std::sort(tags.begin(), tags.end());
     tags.erase(std::unique(tags.begin(), tags.end()), tags.end());
@@ -230,10 +256,17 @@ void Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view bytes
       case TagGuard::Verdict::kIndex: c.tags.push_back(tag); break;
       case TagGuard::Verdict::kDenied: ++counters_.tag_keys_denied; break;
       case TagGuard::Verdict::kOverCap: ++counters_.tag_values_over_cap; break;
+      case TagGuard::Verdict::kKeyOverCap: ++counters_.tag_keys_over_cap; break;
     }
   }
-  for (size_t i = index_only ? 1 : 0; i < observers_.size(); ++i) observers_[i]->Observe(c, batch);
   ++counters_.stored_chunks;
+  for (size_t i = index_only ? 1 : 0; i < observers_.size(); ++i) {
+    if (Status s = observers_[i]->Observe(c, batch); !s.ok()) {
+      ++counters_.store_read_failures;
+      return s;
+    }
+  }
+  return Status::Ok();
 }
 
 ChunkResult<StagedChunk> Indexer::Stage(const proto::LogChunk& chunk, std::string_view chunk_bytes,
@@ -243,7 +276,9 @@ ChunkResult<StagedChunk> Indexer::Stage(const proto::LogChunk& chunk, std::strin
   counters_.records += chunk.record_count();
   StagedChunk staged;
   staged.records = chunk.record_count();
-  if (chunk.record_count() == 0) return staged;  // nothing to store or find
+  if (chunk.record_count() == 0) {  // ValidateChunk refuses it too; never store nothing silently
+    return ChunkError{ChunkErrc::kCountMismatch, "record_count is 0 (unset?): a chunk holds at least one record"};
+  }
 
   const bool mixed = chunk.severity() == kMixedSeverity;
   const bool too_long = chunk.last_ts_ms() - chunk.first_ts_ms() >= options_.max_chunk_span_ms;
@@ -259,7 +294,7 @@ ChunkResult<StagedChunk> Indexer::Stage(const proto::LogChunk& chunk, std::strin
     const PayloadCheck check =
         options_.verify == IngestVerify::kSnappy ? PayloadCheck::kStream : PayloadCheck::kLengthHeader;
     if (auto ok = VerifyPayload(chunk, options_.decode, check); !ok.ok()) return ok.error();
-    ObserveStream(chunk, chunk_bytes, source, id, nullptr, batch, false, bytes_outlive_batch);
+    staged.store_failure = ObserveStream(chunk, chunk_bytes, source, id, nullptr, batch, false, bytes_outlive_batch);
     staged.stored_chunks = 1;
     return staged;
   }
@@ -270,7 +305,7 @@ ChunkResult<StagedChunk> Indexer::Stage(const proto::LogChunk& chunk, std::strin
   ++counters_.decompressed;
 
   if (!mixed && !too_long) {
-    ObserveStream(chunk, chunk_bytes, source, id, &*records, batch, false, bytes_outlive_batch);
+    staged.store_failure = ObserveStream(chunk, chunk_bytes, source, id, &*records, batch, false, bytes_outlive_batch);
     staged.stored_chunks = 1;
     if (alert_level) {
       staged.alertable.push_back(AlertableChunk{id, chunk, std::move(*records)});
@@ -294,7 +329,9 @@ ChunkResult<StagedChunk> Indexer::Stage(const proto::LogChunk& chunk, std::strin
     proto::LogChunk sub = PackChunk(chunk.app(), chunk.host(), part, po);
     const ChunkId sub_id = ChunkIdOf(id ^ group.first, static_cast<uint64_t>(group.second));
     const std::string bytes = sub.SerializeAsString();
-    ObserveStream(sub, bytes, source, sub_id, &part, batch, false);
+    if (Status s = ObserveStream(sub, bytes, source, sub_id, &part, batch, false); !s.ok() && staged.store_failure.ok()) {
+      staged.store_failure = s;
+    }
     ++staged.stored_chunks;
     if (alerting(group.first)) {
       staged.alertable.push_back(AlertableChunk{sub_id, std::move(sub), std::move(part)});
@@ -310,6 +347,10 @@ Status Indexer::IngestSerialized(const std::vector<std::string>& chunks, const p
     if (!chunk.ok()) return Status(Errc::kCorruption, chunk.error().ToString());
     auto staged = Stage(*chunk, bytes, source, batch, /*bytes_outlive_batch=*/true);
     if (!staged.ok()) return Status(Errc::kCorruption, staged.error().ToString());
+    if (!staged->store_failure.ok()) {
+      Settle(false);
+      return staged->store_failure;
+    }
   }
   Status s = store_.Write(batch);
   Settle(s.ok());
@@ -340,8 +381,9 @@ Status Indexer::RebuildIndexes(TableStore& store, const IndexerOptions& options,
                                records = std::move(*r);
                              }
                              const std::string bytes = chunk.SerializeAsString();
-                             indexer.ObserveStream(chunk, bytes, row.source(), main_key->chunk,
-                                                   records ? &*records : nullptr, batch, /*index_only=*/true);
+                             failed = indexer.ObserveStream(chunk, bytes, row.source(), main_key->chunk,
+                                                            records ? &*records : nullptr, batch, /*index_only=*/true);
+                             if (!failed.ok()) return false;
                              if (++rows % batch_rows == 0) {
                                failed = store.Write(batch);
                                indexer.Settle(failed.ok());

@@ -44,10 +44,12 @@ struct IndexerOptions {
   // Must match the query side (it bounds how far a scan looks past a range).
   int64_t max_chunk_span_ms = 60'000;
   // Payload checks at ingest (a chunk that fails goes to the DLQ). Default
-  // kHeader: a payload that passes it yet fails to decompress (only a broken
-  // compressor that signed its output makes one) is stored, and queries
-  // count it in corrupt_chunks and logdex_query_corrupt_chunks_total.
-  IngestVerify verify = IngestVerify::kHeader;
+  // kFull: every chunk is decompressed and its records checked against its
+  // header. With kHeader or kSnappy, a chunk whose signed payload disagrees
+  // with its header (a hostile or broken producer) is stored, and queries
+  // skip it and count it in corrupt_chunks and
+  // logdex_query_corrupt_chunks_total (see ingest_verify.h).
+  IngestVerify verify = IngestVerify::kFull;
   // Decompress chunks of this severity and above and return their records
   // for alerting (the lowest severity any alert rule takes). Default ERROR.
   bool decode_alert_levels = true;
@@ -78,7 +80,9 @@ struct StreamChunk {
 class ChunkObserver {
  public:
   virtual ~ChunkObserver() = default;
-  virtual void Observe(const StreamChunk& chunk, WriteBatch& batch) = 0;
+  // An error is the store's (a read failed): the batch cannot be written as
+  // it is and is retried; it never means the chunk is bad.
+  virtual Status Observe(const StreamChunk& chunk, WriteBatch& batch) = 0;
   // The rows staged since the last call were written (true) or dropped.
   virtual void Settle(bool /*written*/) {}
 };
@@ -103,6 +107,9 @@ struct StagedChunk {
   uint32_t records = 0;
   bool decompressed = false;
   std::vector<AlertableChunk> alertable;
+  // Not OK when an observer could not read the store (a meta row): the
+  // chunk is fine, but the batch holding it must not be written; retry it.
+  Status store_failure;
 };
 
 // Monotonic counters since construction.
@@ -113,8 +120,11 @@ struct IndexerCounters {
   uint64_t decompressed = 0;
   uint64_t split_by_severity = 0;
   uint64_t split_by_time = 0;
-  uint64_t tag_values_over_cap = 0;
+  uint64_t tag_values_over_cap = 0;  // a key's values per hour, or the guard's memory
   uint64_t tag_keys_denied = 0;
+  uint64_t tag_keys_over_cap = 0;     // distinct keys per hour
+  uint64_t tags_over_record_cap = 0;  // past a record's first kMaxIndexedTagsPerRecord
+  uint64_t store_read_failures = 0;   // stagings failed by a store read (retried)
 };
 
 class Indexer {
@@ -152,9 +162,9 @@ class Indexer {
   static Status RebuildIndexes(TableStore& store, const IndexerOptions& options, uint64_t batch_rows = 1000);
 
  private:
-  void ObserveStream(const proto::LogChunk& chunk, std::string_view bytes, const proto::ChunkSource& source,
-                     ChunkId id, const proto::RecordBatch* records, WriteBatch& batch, bool index_only,
-                     bool bytes_outlive_batch = false);
+  Status ObserveStream(const proto::LogChunk& chunk, std::string_view bytes, const proto::ChunkSource& source,
+                       ChunkId id, const proto::RecordBatch* records, WriteBatch& batch, bool index_only,
+                       bool bytes_outlive_batch = false);
 
   TableStore& store_;
   IndexerOptions options_;

@@ -266,7 +266,8 @@ Result<ServeConfig> ParseConfig(const std::string& yaml, const std::string& name
                            w.Map(t, tp,
                                  {{"allow", w.StringList(x.tags.allow)},
                                   {"deny", w.StringList(x.tags.deny)},
-                                  {"max_values_per_hour", w.Number<uint32_t>(x.tags.max_values_per_hour, 1, 10'000'000)}});
+                                  {"max_values_per_hour", w.Number<uint32_t>(x.tags.max_values_per_hour, 1, 10'000'000)},
+                                  {"max_keys_per_hour", w.Number<uint32_t>(x.tags.max_keys_per_hour, 1, 1'000'000)}});
                          })}});
                })},
               {"query", F([&](const YAML::Node& n, const std::string& p) {

@@ -7,6 +7,7 @@
 #include "alerting/dispatcher.h"
 #include "alerting/sinks.h"
 #include "tests/alerting/alerting_test_util.h"
+#include "tests/failing_store.h"
 #include "tests/alerting/webhook_receiver.h"
 
 namespace logdex::alerting {
@@ -297,25 +298,7 @@ TEST_F(StagerTest, DisabledAlertingStagesNothing) {
   EXPECT_FALSE(stager_->Wants(Chunk("api", "h")));
 }
 
-// A store whose reads fail on demand (writes and scans pass through).
-class FailingReads final : public TableStore {
- public:
-  explicit FailingReads(TableStore& base) : base_(base) {}
-  Status CreateTable(std::string_view name, const TableOptions& o) override { return base_.CreateTable(name, o); }
-  bool HasTable(std::string_view name) const override { return base_.HasTable(name); }
-  Status Write(const WriteBatch& b) override { return base_.Write(b); }
-  Result<std::optional<std::string>> Get(std::string_view table, std::string_view key) override {
-    if (table == fail_table) return Error{Errc::kUnavailable, "injected read failure"};
-    return base_.Get(table, key);
-  }
-  Status Scan(const ScanSpec& spec, const RowVisitor& v) override { return base_.Scan(spec, v); }
-  Status FuzzyScan(const FuzzyScanSpec& spec, const RowVisitor& v) override { return base_.FuzzyScan(spec, v); }
-  StoreCounters counters() const override { return base_.counters(); }
-  std::string fail_table;  // reads of this table fail
-
- private:
-  TableStore& base_;
-};
+using logdex::testing::FailingReads;
 
 TEST_F(StagerTest, AStoreReadFailureFailsTheStageAndARetryAfterDiscardSucceeds) {
   Open(TwoSinkConfig());

@@ -12,6 +12,7 @@
 #include "indexer/query.h"
 #include "indexer/tables.h"
 #include "tests/backends.h"
+#include "tests/failing_store.h"
 #include "tests/indexer/workload.h"
 #include "tests/test_util.h"
 
@@ -407,10 +408,10 @@ TEST_P(IndexerQuery, SkipsAndCountsIndexRowsWhoseMainRowIsMissing) {
   EXPECT_LT(a->records.size(), w.records.size());
 }
 
-// A payload whose length header is right but whose snappy stream is not
-// (what only a broken compressor that signed its output makes): the default
-// ingest check stores it and queries skip and count it; verify: snappy
-// refuses it at ingest (to the DLQ, in serve).
+// A payload whose length header is right but whose snappy stream is not (a
+// broken compressor, or a hostile producer, that signed its output):
+// verify: header stores it and queries skip and count it; verify: snappy and
+// the default (full) refuse it at ingest (to the DLQ, in serve).
 TEST_P(IndexerQuery, ABrokenSnappyStreamIsCountedByQueriesOrRefusedWithVerifySnappy) {
   auto chunk = [&](uint64_t seq) {
     proto::RecordBatch b;
@@ -436,7 +437,9 @@ TEST_P(IndexerQuery, ABrokenSnappyStreamIsCountedByQueriesOrRefusedWithVerifySna
   bad.set_payload_crc32c(Crc32c(stream));
   const std::vector<std::string> chunks = {chunk(1).SerializeAsString(), bad.SerializeAsString()};
 
-  Indexer indexer(*store_, Options());
+  IndexerOptions trusting = Options();
+  trusting.verify = IngestVerify::kHeader;
+  Indexer indexer(*store_, trusting);
   Ingest(chunks, indexer);
   QueryEngine engine(*store_, QOptions());
   Query q;
@@ -449,13 +452,119 @@ TEST_P(IndexerQuery, ABrokenSnappyStreamIsCountedByQueriesOrRefusedWithVerifySna
   EXPECT_EQ(a->records.size(), 3u) << "the good chunk's records";
   EXPECT_EQ(a->stats.corrupt_chunks, 1u);
 
-  IndexerOptions strict = Options();
-  strict.verify = IngestVerify::kSnappy;
-  Indexer checking(*Open("b"), strict);
+  for (IngestVerify v : {IngestVerify::kSnappy, Options().verify}) {
+    IndexerOptions strict = Options();
+    strict.verify = v;
+    Indexer checking(*Open("b" + std::to_string(static_cast<int>(v))), strict);
+    proto::ChunkSource src;
+    Status s = checking.IngestSerialized({chunks[1]}, src);
+    ASSERT_FALSE(s.ok());
+    EXPECT_NE(s.message().find("not valid snappy"), std::string::npos) << s.ToString();
+  }
+}
+
+// A chunk whose header lies about its records, signed by its producer: with
+// verify: header it was stored under the header's index rows and every query
+// skipped it as corrupt, so its records were never found and never
+// dead-lettered. The default (full) refuses each lie at ingest.
+TEST_P(IndexerQuery, TheDefaultVerifyRefusesAChunkWhoseHeaderLiesAboutItsRecords) {
+  auto honest = [&](uint64_t seq) {
+    proto::RecordBatch b;
+    for (int i = 0; i < 3; ++i) {
+      proto::LogRecord* r = b.add_records();
+      r->set_ts_ms(clock_.NowMs() - 60'000 + i);
+      r->set_severity(SeverityCode(Severity::kInfo));
+      r->set_message("record " + std::to_string(i));
+    }
+    PackOptions po;
+    po.producer_id = 9;
+    po.sequence = seq;
+    return PackChunk("liar", "h0", b, po);
+  };
+  proto::LogChunk count = honest(1);
+  count.set_record_count(2);
+  proto::LogChunk times = honest(2);
+  times.set_last_ts_ms(times.first_ts_ms());
+  proto::LogChunk severity = honest(3);
+  severity.set_severity(SeverityCode(Severity::kError));
+  const std::pair<proto::LogChunk, std::string> lies[] = {
+      {count, "count_mismatch"}, {times, "bad_timestamp"}, {severity, "bad_severity"}};
+  for (const auto& [chunk, reason] : lies) {
+    Indexer indexer(*Open("lie-" + reason), Options());
+    proto::ChunkSource src;
+    Status s = indexer.IngestSerialized({chunk.SerializeAsString()}, src);
+    ASSERT_FALSE(s.ok()) << reason;
+    EXPECT_NE(s.message().find(reason), std::string::npos) << s.ToString();
+  }
+  // What the light check did with the same lie: stored, then hidden.
+  IndexerOptions trusting = Options();
+  trusting.verify = IngestVerify::kHeader;
+  Indexer light(*store_, trusting);
+  ASSERT_TRUE(light.IngestSerialized({count.SerializeAsString()}, proto::ChunkSource()).ok());
+  QueryEngine engine(*store_, QOptions());
+  Query q;
+  q.app = "liar";
+  q.from_ms = clock_.NowMs() - 3'600'000;
+  q.to_ms = clock_.NowMs();
+  q.limit = 100;
+  auto a = engine.Run(q);
+  ASSERT_TRUE(a.ok()) << a.error().ToString();
+  EXPECT_EQ(a->records.size(), 0u);
+  EXPECT_EQ(a->stats.corrupt_chunks, 1u);
+}
+
+// A meta read that fails used to be taken for "absent": the stream's extent
+// was rewritten as the new chunk's alone, and host-only queries (which seek
+// only where a stream's extent says it has data) then missed its older
+// records. Now the staging reports the store failure and the batch is retried.
+TEST_P(IndexerQuery, AFailedMetaReadFailsTheStagingInsteadOfNarrowingTheStreamExtent) {
+  auto chunk = [&](uint64_t seq, int64_t ts) {
+    proto::RecordBatch b;
+    proto::LogRecord* r = b.add_records();
+    r->set_ts_ms(ts);
+    r->set_severity(SeverityCode(Severity::kInfo));
+    r->set_message("record " + std::to_string(seq));
+    PackOptions po;
+    po.producer_id = 11;
+    po.sequence = seq;
+    return PackChunk("extent-app", "extent-host", b, po).SerializeAsString();
+  };
+  const int64_t old_ts = clock_.NowMs() - 2 * 3'600'000;
+  const int64_t new_ts = clock_.NowMs() - 60'000;
+  {
+    Indexer first(*store_, Options());
+    Ingest({chunk(1, old_ts)}, first);
+  }
+  testing::FailingReads failing(*store_);
+  failing.fail_table = std::string(kMetaTable);
+  Indexer indexer(failing, Options());  // a new member: nothing cached
+  const std::string bytes = chunk(2, new_ts);
+  auto decoded = DecodeChunk(bytes, Options().decode);
+  ASSERT_TRUE(decoded.ok());
   proto::ChunkSource src;
-  Status s = checking.IngestSerialized({chunks[1]}, src);
-  ASSERT_FALSE(s.ok());
-  EXPECT_NE(s.message().find("not valid snappy"), std::string::npos) << s.ToString();
+  WriteBatch batch;
+  auto staged = indexer.Stage(*decoded, bytes, src, batch);
+  ASSERT_TRUE(staged.ok()) << "the chunk itself is fine";
+  ASSERT_FALSE(staged->store_failure.ok()) << "a failed meta read must fail the batch";
+  EXPECT_EQ(staged->store_failure.code(), Errc::kUnavailable);
+  indexer.Settle(false);
+
+  failing.fail_table.clear();  // the store recovers: the retry writes the batch
+  WriteBatch retry;
+  staged = indexer.Stage(*decoded, bytes, src, retry);
+  ASSERT_TRUE(staged.ok() && staged->store_failure.ok());
+  ASSERT_TRUE(failing.Write(retry).ok());
+  indexer.Settle(true);
+
+  QueryEngine engine(*store_, QOptions());
+  Query q;
+  q.host = "extent-host";
+  q.from_ms = clock_.NowMs() - 3 * 3'600'000;
+  q.to_ms = clock_.NowMs();
+  q.limit = 100;
+  auto a = engine.Run(q);
+  ASSERT_TRUE(a.ok()) << a.error().ToString();
+  EXPECT_EQ(a->records.size(), 2u) << "the stream's older record too";
 }
 
 TEST_P(IndexerQuery, RefusesQueriesThatAreWrong) {
