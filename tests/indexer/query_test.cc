@@ -289,6 +289,56 @@ TEST_P(IndexerQuery, RebuildFromTheMainTableMatchesTheIncrementalIndexes) {
   }
 }
 
+// One record with 20,000 keys used to write 20,000 tag index rows (and as
+// many entries in the tag guard and meta cache). A record's first 64 tags are
+// the index candidates, at most max_keys_per_hour keys are indexed an hour;
+// every tag stays in the record and the rest are counted.
+TEST_P(IndexerQuery, ARecordWithTwentyThousandKeysWritesBoundedIndexRowsAndKeepsItsTags) {
+  proto::RecordBatch b;
+  proto::LogRecord* r = b.add_records();
+  r->set_ts_ms(clock_.NowMs() - 60'000);
+  r->set_severity(SeverityCode(Severity::kInfo));
+  r->set_message("many keys");
+  for (int i = 0; i < 20'000; ++i) {
+    proto::Tag* t = r->add_tags();
+    t->set_key("key" + std::to_string(i));
+    t->set_value("v");
+  }
+  PackOptions po;
+  po.producer_id = 13;
+  po.sequence = 1;
+  proto::LogChunk packed = PackChunk("keys", "h0", b, po);
+  EXPECT_EQ(packed.tag_summary().tags_size(), kMaxIndexedTagsPerRecord) << "the shipper's summary follows the rule";
+  proto::LogChunk unsummarized = packed;
+  unsummarized.clear_tag_summary();  // another producer: the indexer summarizes
+  unsummarized.set_sequence(2);
+  IndexerOptions o = Options();
+  o.tags.max_keys_per_hour = 40;
+  Indexer indexer(*store_, o);
+  Ingest({packed.SerializeAsString(), unsummarized.SerializeAsString()}, indexer);
+  EXPECT_EQ(indexer.counters().tags_over_record_cap, 20'000u - kMaxIndexedTagsPerRecord);
+  EXPECT_EQ(indexer.counters().tag_keys_over_cap, 2u * (kMaxIndexedTagsPerRecord - 40));
+
+  size_t tag_rows = 0;
+  ASSERT_TRUE(store_->Scan(ScanSpec{std::string(kTagIndexTable), "", "", false, 0}, [&](auto, auto) {
+    ++tag_rows;
+    return true;
+  }).ok());
+  EXPECT_EQ(tag_rows, 2u * 40) << "40 keys an hour, for each of the two chunks";
+
+  QueryEngine engine(*store_, QOptions());
+  Query q;
+  q.app = "keys";
+  q.tags.emplace_back("key19999", "v");  // never indexed: scan=true finds it in the record
+  q.from_ms = clock_.NowMs() - 3'600'000;
+  q.to_ms = clock_.NowMs();
+  q.scan = true;
+  auto a = engine.Run(q);
+  ASSERT_TRUE(a.ok()) << a.error().ToString();
+  ASSERT_EQ(a->records.size(), 2u);
+  EXPECT_EQ(a->records[0].tags.size(), 20'000u) << "every tag stays in the record";
+}
+
 TEST_P(IndexerQuery, TagCapLimitsIndexedValuesAndScanStillFindsThem) {
   WorkloadSpec spec;
   spec.records = 4000;
