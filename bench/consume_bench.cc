@@ -92,11 +92,15 @@ Phase RawStore(const BenchOptions& o, const std::vector<std::string>& chunks, in
 // serve runs store.durability skip_wal: no WAL, and a flush then a commit
 // every 8 MiB of messages (serve's default is 256 MiB or 5 s; the smaller
 // step keeps several flush-and-commit cycles inside this short run).
+// `verify` is serve's indexer.verify (default full).
 EndToEnd RunEndToEnd(const BenchOptions& o, const std::string& bootstrap, const std::string& topic,
-                     const std::string& group, size_t messages_total, bool skip_wal = false) {
+                     const std::string& group, size_t messages_total, bool skip_wal = false,
+                     IngestVerify verify = IndexerOptions{}.verify) {
   bench::ScratchDir dir(o.dir, "e2e");
   auto store = bench::OpenStoreWithTables(dir.str(), skip_wal ? Durability::kSkipWal : Durability::kAsync);
-  Indexer indexer(*store, IndexerOptions{});
+  IndexerOptions io;
+  io.verify = verify;
+  Indexer indexer(*store, io);
   BatchProcessorOptions bo;
   bo.messages_outlive_batch = true;  // as serve runs it
   BatchProcessor processor(indexer, bo, nullptr, nullptr);
@@ -202,7 +206,7 @@ json BenchConsume(const BenchOptions& o, const std::vector<std::string>& lines) 
   // Three rounds of each phase, interleaved, so that a noisy neighbour
   // spreads over all three; each figure is the median round.
   constexpr int kRounds = 3;
-  std::vector<double> consume_rates, store_rates, e2e_rates, e2e_walls, skip_wal_rates;
+  std::vector<double> consume_rates, store_rates, e2e_rates, e2e_walls, skip_wal_rates, header_rates;
   for (int round = 0; round < kRounds; ++round) {
     const Phase c = RawConsume(bootstrap, topic, partitions, chunks.size());
     consume_rates.push_back(total_lines / c.cpu_s);
@@ -215,6 +219,10 @@ json BenchConsume(const BenchOptions& o, const std::vector<std::string>& lines) 
     const EndToEnd w = RunEndToEnd(o, bootstrap, topic, "skip-wal-" + std::to_string(round), chunks.size(), true);
     LOGDEX_CHECK(w.indexed_records == total_lines);
     skip_wal_rates.push_back(w.lines / w.phase.cpu_s);
+    const EndToEnd h = RunEndToEnd(o, bootstrap, topic, "verify-header-" + std::to_string(round), chunks.size(),
+                                   false, IngestVerify::kHeader);
+    LOGDEX_CHECK(h.indexed_records == total_lines);
+    header_rates.push_back(h.lines / h.phase.cpu_s);
   }
 
   const double e2e_pc = R(Median(e2e_rates)), consume_pc = R(Median(consume_rates)), store_pc = R(Median(store_rates));
@@ -238,12 +246,17 @@ json BenchConsume(const BenchOptions& o, const std::vector<std::string>& lines) 
           {"end_to_end_skip_wal_lines_per_core_s", R(Median(skip_wal_rates))},
           {"ratio_skip_wal_to_end_to_end", R(Median(skip_wal_rates) / e2e_pc)},
           {"rounds_end_to_end_skip_wal", rounded(skip_wal_rates)},
+          {"end_to_end_verify_header_lines_per_core_s", R(Median(header_rates))},
+          {"ratio_verify_full_to_header", R(e2e_pc / Median(header_rates))},
+          {"rounds_end_to_end_verify_header", rounded(header_rates)},
           {"rounds_end_to_end", rounded(e2e_rates)},
           {"rounds_raw_consume", rounded(consume_rates)},
           {"rounds_raw_store_write", rounded(store_rates)},
           {"note", "median of the rounds; per core = lines per CPU-second of the whole process (mock broker and RocksDB "
                    "threads included); both store phases end with a memtable flush (the steady-state cost of every "
-                   "byte written); end to end excludes the group join and counts from the first batch made durable"}};
+                   "byte written); end to end excludes the group join and counts from the first batch made durable; "
+                   "end to end runs indexer.verify full (the default: every chunk decompressed and checked), "
+                   "verify_header the light check for trusted producers"}};
 }
 
 }  // namespace logdex

@@ -1,5 +1,6 @@
 #include "common/chunk_codec.h"
 
+#include <google/protobuf/io/coded_stream.h>
 #include <snappy.h>
 
 #include <algorithm>
@@ -173,10 +174,11 @@ ChunkResult<bool> VerifyPayload(const proto::LogChunk& c, const DecodeOptions& o
   return true;
 }
 
-ChunkResult<proto::RecordBatch> UnpackRecords(const proto::LogChunk& c, const DecodeOptions& o,
-                                              std::string* scratch) {
-  std::string local;
-  std::string& raw = scratch ? *scratch : local;
+namespace {
+
+// The payload's serialized RecordBatch: decompressed into `raw`, or the
+// payload itself when uncompressed.
+ChunkResult<std::string_view> PayloadBytes(const proto::LogChunk& c, const DecodeOptions& o, std::string& raw) {
   std::string_view bytes;
   if (c.codec() == proto::CODEC_SNAPPY) {
     size_t n = 0;
@@ -199,6 +201,131 @@ ChunkResult<proto::RecordBatch> UnpackRecords(const proto::LogChunk& c, const De
   } else {
     return Fail(ChunkErrc::kBadCodec, "codec " + Num(c.codec()) + " is not supported");
   }
+  return bytes;
+}
+
+// Checks one record's time and severity against its chunk's header.
+ChunkResult<bool> CheckRecord(const proto::LogChunk& c, int64_t i, int64_t ts_ms, uint32_t severity) {
+  if (ts_ms < c.first_ts_ms() || ts_ms > c.last_ts_ms()) {
+    return Fail(ChunkErrc::kBadTimestamp, "record " + Num(i) + " ts_ms " + Num(ts_ms) + " is outside the header's [" +
+                                              Num(c.first_ts_ms()) + ", " + Num(c.last_ts_ms()) + "]");
+  }
+  if (!SeverityFromCode(severity)) {
+    return Fail(ChunkErrc::kBadSeverity, "record " + Num(i) + " severity " + Num(severity) + " is not a known code");
+  }
+  if (c.severity() != kMixedSeverity && severity != c.severity()) {
+    return Fail(ChunkErrc::kBadSeverity, "record " + Num(i) + " severity " + Num(severity) +
+                                             " differs from the stream severity " + Num(c.severity()));
+  }
+  return true;
+}
+
+// Skips the field whose tag was just read, as the protobuf parser skips an
+// unknown field: groups (a protobuf 2 wire type that logdex never writes,
+// but a well-formed message may hold) to their matching end, nested up to
+// the parser's depth of 100, with a stack instead of recursion.
+bool SkipField(google::protobuf::io::CodedInputStream& in, uint32_t tag) {
+  constexpr int kMaxGroupDepth = 100;
+  uint32_t open[kMaxGroupDepth];
+  int depth = 0;
+  for (;;) {
+    if ((tag >> 3) == 0) return false;  // field number 0 is illegal
+    uint64_t v = 0;
+    uint32_t n = 0;
+    switch (tag & 7) {
+      case 0:
+        if (!in.ReadVarint64(&v)) return false;
+        break;
+      case 1:
+        if (!in.Skip(8)) return false;
+        break;
+      case 2:
+        if (!in.ReadVarint32(&n) || n > static_cast<uint32_t>(INT32_MAX) || !in.Skip(static_cast<int>(n))) return false;
+        break;
+      case 3:
+        if (depth == kMaxGroupDepth) return false;
+        open[depth++] = tag >> 3;
+        break;
+      case 4:
+        if (depth == 0 || open[depth - 1] != (tag >> 3)) return false;
+        --depth;
+        break;
+      case 5:
+        if (!in.Skip(4)) return false;
+        break;
+      default: return false;
+    }
+    if (depth == 0) return true;
+    tag = in.ReadTag();
+    if (tag == 0) return false;
+  }
+}
+
+}  // namespace
+
+ChunkResult<bool> VerifyRecords(const proto::LogChunk& c, const DecodeOptions& o, std::string* scratch) {
+  std::string local;
+  auto payload = PayloadBytes(c, o, scratch ? *scratch : local);
+  if (!payload.ok()) return payload.error();
+  const std::string_view bytes = *payload;
+  const auto malformed = [] { return Fail(ChunkErrc::kMalformed, "payload is not a RecordBatch protobuf"); };
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            static_cast<int>(bytes.size()));
+  int64_t records = 0;
+  while (in.BytesUntilLimit() > 0) {
+    const uint32_t tag = in.ReadTag();
+    if (tag == 0) return malformed();
+    if (tag != ((1u << 3) | 2u)) {  // not a record: unknown, skipped as the parser would
+      if (!SkipField(in, tag)) return malformed();
+      continue;
+    }
+    uint32_t len = 0;
+    if (!in.ReadVarint32(&len) || len > bytes.size()) return malformed();
+    const auto limit = in.PushLimit(static_cast<int>(len));
+    if (in.BytesUntilLimit() != static_cast<int>(len)) return malformed();  // longer than what is left
+    int64_t ts = 0;
+    uint32_t severity = 0;
+    while (in.BytesUntilLimit() > 0) {
+      const uint32_t t = in.ReadTag();
+      if (t == 0) return malformed();
+      uint64_t v = 0;
+      if (t == ((1u << 3) | 0u)) {
+        if (!in.ReadVarint64(&v)) return malformed();
+        ts = static_cast<int64_t>(v);  // int64: the varint's bits, as the parser takes them
+      } else if (t == ((2u << 3) | 0u)) {
+        if (!in.ReadVarint64(&v)) return malformed();
+        severity = static_cast<uint32_t>(v);  // uint32: the low 32 bits, as the parser takes them
+      } else if (t == ((4u << 3) | 2u)) {  // a Tag: its fields are checked for shape too
+        uint32_t tag_len = 0;
+        if (!in.ReadVarint32(&tag_len) || tag_len > bytes.size()) return malformed();
+        const auto tag_limit = in.PushLimit(static_cast<int>(tag_len));
+        if (in.BytesUntilLimit() != static_cast<int>(tag_len)) return malformed();
+        while (in.BytesUntilLimit() > 0) {
+          const uint32_t tt = in.ReadTag();
+          if (tt == 0 || !SkipField(in, tt)) return malformed();
+        }
+        in.PopLimit(tag_limit);
+      } else if (!SkipField(in, t)) {
+        return malformed();
+      }
+    }
+    in.PopLimit(limit);
+    if (auto ok = CheckRecord(c, records, ts, severity); !ok.ok()) return ok.error();
+    ++records;
+  }
+  if (static_cast<uint64_t>(records) != c.record_count()) {
+    return Fail(ChunkErrc::kCountMismatch,
+                "payload holds " + Num(records) + " records, header says " + Num(c.record_count()));
+  }
+  return true;
+}
+
+ChunkResult<proto::RecordBatch> UnpackRecords(const proto::LogChunk& c, const DecodeOptions& o,
+                                              std::string* scratch) {
+  std::string local;
+  auto payload = PayloadBytes(c, o, scratch ? *scratch : local);
+  if (!payload.ok()) return payload.error();
+  const std::string_view bytes = *payload;
 
   proto::RecordBatch batch;
   if (!batch.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
@@ -210,19 +337,7 @@ ChunkResult<proto::RecordBatch> UnpackRecords(const proto::LogChunk& c, const De
   }
   for (int i = 0; i < batch.records_size(); ++i) {
     const proto::LogRecord& r = batch.records(i);
-    if (r.ts_ms() < c.first_ts_ms() || r.ts_ms() > c.last_ts_ms()) {
-      return Fail(ChunkErrc::kBadTimestamp, "record " + Num(i) + " ts_ms " + Num(r.ts_ms()) +
-                                                " is outside the header's [" + Num(c.first_ts_ms()) + ", " +
-                                                Num(c.last_ts_ms()) + "]");
-    }
-    if (!SeverityFromCode(r.severity())) {
-      return Fail(ChunkErrc::kBadSeverity, "record " + Num(i) + " severity " + Num(r.severity()) +
-                                               " is not a known code");
-    }
-    if (c.severity() != kMixedSeverity && r.severity() != c.severity()) {
-      return Fail(ChunkErrc::kBadSeverity, "record " + Num(i) + " severity " + Num(r.severity()) +
-                                               " differs from the stream severity " + Num(c.severity()));
-    }
+    if (auto ok = CheckRecord(c, i, r.ts_ms(), r.severity()); !ok.ok()) return ok.error();
   }
   return batch;
 }

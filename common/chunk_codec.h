@@ -112,6 +112,15 @@ enum class PayloadCheck {
 ChunkResult<bool> VerifyPayload(const proto::LogChunk& chunk, const DecodeOptions& options,
                                 PayloadCheck check = PayloadCheck::kStream);
 
+// Decompresses a validated chunk's payload and checks its records as
+// UnpackRecords does (size limit, count, timestamps within the header's
+// range, severities, a well-formed RecordBatch) without building them: one
+// pass over the protobuf wire bytes, for the ingest check of chunks the hot
+// path does not otherwise unpack (indexer.verify: full). Unknown fields are
+// skipped as the parser skips them (groups included, without recursion).
+// `scratch` is reused for the decompressed bytes.
+ChunkResult<bool> VerifyRecords(const proto::LogChunk& chunk, const DecodeOptions& options, std::string* scratch);
+
 // Decompresses and parses a validated chunk's payload and checks its
 // records: size limit, count, timestamps within the header's range, and
 // severities. `scratch` is reused for the decompressed bytes.

@@ -286,14 +286,17 @@ ChunkResult<StagedChunk> Indexer::Stage(const proto::LogChunk& chunk, std::strin
     return options_.decode_alert_levels && *SeverityFromCode(code) >= options_.alert_min_severity;
   };
   const bool alert_level = !mixed && alerting(chunk.severity());
-  const bool need_records = mixed || too_long || !chunk.has_tag_summary() || options_.verify == IngestVerify::kFull ||
-                            alert_level;
+  const bool need_records = mixed || too_long || !chunk.has_tag_summary() || alert_level;
   const ChunkId id = StoredChunkId(chunk, source);
 
   if (!need_records) {
     const PayloadCheck check =
         options_.verify == IngestVerify::kSnappy ? PayloadCheck::kStream : PayloadCheck::kLengthHeader;
     if (auto ok = VerifyPayload(chunk, options_.decode, check); !ok.ok()) return ok.error();
+    if (options_.verify == IngestVerify::kFull) {
+      // Every record against the header, without building the records.
+      if (auto ok = VerifyRecords(chunk, options_.decode, &verify_scratch_); !ok.ok()) return ok.error();
+    }
     staged.store_failure = ObserveStream(chunk, chunk_bytes, source, id, nullptr, batch, false, bytes_outlive_batch);
     staged.stored_chunks = 1;
     return staged;

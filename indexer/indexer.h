@@ -10,10 +10,11 @@
 //   into time windows of `max_chunk_span_ms` when it spans more, so that every
 //   stored chunk has one severity and a bounded span (sub-chunk ids derive
 //   from the chunk id, so splitting is deterministic too);
-// - decompresses only when it must: mixed severity, no tag summary, too long a
-//   span, ERROR/FATAL records (returned for alerting), or IngestVerify::kFull;
-//   the others get VerifyPayload (the snappy length header, or with kSnappy
-//   the whole stream).
+// - builds the records only when it must: mixed severity, no tag summary,
+//   too long a span, ERROR/FATAL records (returned for alerting); the others
+//   get VerifyRecords with IngestVerify::kFull (the default: decompressed and
+//   every record checked in one pass over the wire bytes) or VerifyPayload
+//   (the snappy length header, or with kSnappy the whole stream).
 //
 // Index rows are keyed by the chunk's LAST record time, so that a newest-first
 // scan can emit records as soon as it passes their time (see query.h).
@@ -171,6 +172,7 @@ class Indexer {
   TagGuard tag_guard_;
   std::vector<std::unique_ptr<ChunkObserver>> observers_;
   IndexerCounters counters_;
+  std::string verify_scratch_;  // decompressed bytes of the chunk being verified
 };
 
 // The id of a stored chunk: hash(producer id, sequence), or hash of the Kafka
