@@ -40,7 +40,17 @@
 // /readyz; compared in constant time), and 413 for a Content-Length over
 // max_body_bytes or any chunked body (no endpoint takes a body), without
 // reading the body; set_payload_max_length(max_body_bytes) backs it up.
-// Refused requests are answered with "Connection: close".
+// A refused request that declared a body is answered with "Connection: close".
+//
+// Not bounded here (known gap): cpp-httplib 0.11.4 (Debian 12) buffers the
+// request line and the header lines before any handler runs, without a limit
+// on one line's length or on the number of lines (upstream bounds them since
+// its 2025 "Limit line length in getline" fix: CPPHTTPLIB_MAX_LINE_LENGTH,
+// CPPHTTPLIB_HEADER_MAX_COUNT). A client that streams an endless request line
+// or endless headers grows memory until it stops; see the disabled test
+// HttpHardeningTest.DISABLED_AnEndlessRequestLineOrHeaderBlockIsCutOff. The
+// fix is a newer cpp-httplib, or a bounded reader of the request head in
+// front of httplib.
 //
 // Cursors: every next_cursor is "<payload>.<mac>", mac = base64url of the first
 // 16 bytes of HMAC-SHA256(cursor_key, payload). A cursor is checked before

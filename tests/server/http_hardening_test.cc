@@ -234,6 +234,34 @@ TEST_F(HttpHardeningTest, ChunkedBodyFloodIsRefusedAtItsHeadersAndMemoryStaysBou
   EXPECT_EQ(Get(*c, "/healthz").status, 200);
 }
 
+// Known gap (server/http_server.h): cpp-httplib 0.11.4 buffers an
+// unterminated request line, or any number of header lines, before a handler
+// can run. Measured with this test: 64 MiB sent, peak RSS +64 MiB or more.
+// Enable once the head is bounded (a newer cpp-httplib, or a front reader).
+TEST_F(HttpHardeningTest, DISABLED_AnEndlessRequestLineOrHeaderBlockIsCutOff) {
+  served_->Serve();
+  for (const std::string& unit : {std::string(64 * 1024, 'a'), "X-A: " + std::string(8000, 'b') + "\r\n"}) {
+    const uint64_t rss_before = RssBytes();
+    ResetPeakRss();
+    const int fd = Connect(served_->port(), 5'000);
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(SendAll(fd, unit[0] == 'a' ? "GET /" : "GET /healthz HTTP/1.1\r\nHost: t\r\n"));
+    uint64_t sent = 0;
+    while (sent < 64 * kMiB) {
+      const ssize_t n = ::send(fd, unit.data(), unit.size(), MSG_NOSIGNAL);
+      if (n <= 0) break;
+      sent += static_cast<uint64_t>(n);
+    }
+    ::close(fd);
+    const uint64_t peak = PeakRssBytes();
+    std::printf("endless %s: %llu MiB sent, peak RSS +%llu MiB\n", unit[0] == 'a' ? "request line" : "headers",
+                static_cast<unsigned long long>(sent / kMiB),
+                static_cast<unsigned long long>((peak - std::min(peak, rss_before)) / kMiB));
+    EXPECT_LT(sent, 16 * kMiB);
+    EXPECT_LT(peak, rss_before + 16 * kMiB);
+  }
+}
+
 // Before the fix the body was read (here: waited for) before the handler
 // checked auth or size, so no answer came until the read timeout.
 TEST_F(HttpHardeningTest, UnauthorizedOrOversizedBodiesAreAnsweredWithoutReadingThem) {
