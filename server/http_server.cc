@@ -348,7 +348,7 @@ json AnswerToJson(const QueryAnswer& a, const std::string& next_cursor) {
 }  // namespace
 
 Result<std::string> LoadOrCreateCursorKey(TableStore& store) {
-  constexpr std::string_view kRow = "\xff" "http.cursor_key";
+  constexpr std::string_view kRow = kCursorKeyRow;
   constexpr size_t kSize = 32;
   auto stored = store.Get(kMetaTable, kRow);
   if (!stored.ok()) return stored.error();

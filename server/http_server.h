@@ -151,6 +151,8 @@ using ReadinessCheck = std::function<ReadyState()>;
 // (a window of one write-read round trip on an empty store; restarting that
 // member heals it). Errors: the store's.
 Result<std::string> LoadOrCreateCursorKey(TableStore& store);
+// The meta row that holds it (random per store: not part of the indexed data).
+inline constexpr std::string_view kCursorKeyRow = "\xff" "http.cursor_key";
 
 class HttpServer {
  public:
