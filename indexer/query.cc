@@ -14,6 +14,19 @@
 namespace logdex {
 namespace {
 
+// a + b and a - b clamped to int64's range: the bounds derived from a
+// query's times must not overflow (undefined behaviour) on extreme input.
+int64_t SaturatingAdd(int64_t a, int64_t b) {
+  int64_t out = 0;
+  if (__builtin_add_overflow(a, b, &out)) return b > 0 ? INT64_MAX : INT64_MIN;
+  return out;
+}
+int64_t SaturatingSub(int64_t a, int64_t b) {
+  int64_t out = 0;
+  if (__builtin_sub_overflow(a, b, &out)) return b < 0 ? INT64_MAX : INT64_MIN;
+  return out;
+}
+
 // A record's place in the result order (all fields descending).
 struct Pos {
   int64_t ts = 0;
@@ -223,7 +236,13 @@ struct Source {
 class Execution {
  public:
   Execution(TableStore& store, const QueryOptions& options, const Query& q, QueryAnswer& answer)
-      : store_(store), options_(options), q_(q), answer_(answer), stats_(answer.stats) {
+      : store_(store),
+        options_(options),
+        q_(q),
+        answer_(answer),
+        stats_(answer.stats),
+        clock_(options.clock ? *options.clock : SystemClock::Instance()),
+        start_ns_(clock_.MonotonicNs()) {
     for (Severity s : q.severities) sevs_.insert(s);
     app_ = q.app.empty() ? 0 : AppIdOf(q.app);
     host_ = q.host.empty() ? 0 : HostIdOf(q.host);
@@ -232,9 +251,12 @@ class Execution {
   Status Validate() {
     auto bad = [](std::string why) { return Status(Errc::kInvalidArgument, std::move(why)); };
     if (q_.to_ms <= q_.from_ms) return bad("the time range is empty: 'to' must be after 'from'");
-    if (q_.to_ms - q_.from_ms > options_.max_range_ms) {
-      return bad("the time range spans " + std::to_string((q_.to_ms - q_.from_ms) / 1000) + " s, over the maximum of " +
-                 std::to_string(options_.max_range_ms / 1000) + " s");
+    // to - from overflows int64 for extreme bounds: that range is too long too.
+    int64_t span = 0;
+    if (__builtin_sub_overflow(q_.to_ms, q_.from_ms, &span) || span > options_.max_range_ms) {
+      const std::string spans = span > 0 ? "spans " + std::to_string(span / 1000) + " s" : "is longer than int64 ms";
+      return bad("the time range " + spans + ", over the maximum of " + std::to_string(options_.max_range_ms / 1000) +
+                 " s");
     }
     if (q_.limit == 0) return bad("limit must be at least 1");
     if (q_.limit > options_.max_limit) return bad("limit is over the maximum of " + std::to_string(options_.max_limit));
@@ -260,11 +282,37 @@ class Execution {
   }
 
  private:
+  // Fails with kResourceExhausted (and names the budget in the stats) once the
+  // query has used more than one of its budgets.
+  Status CheckBudget() {
+    auto over = [this](const char* budget, const std::string& used, const char* key, const std::string& limit) {
+      stats_.budget_exhausted = budget;
+      return Status(Errc::kResourceExhausted, "query budget exhausted: " + used + ", over " + key + " (" + limit +
+                                                  "); narrow the time range or add filters");
+    };
+    if (options_.max_rows_scanned > 0 && stats_.rows_scanned > options_.max_rows_scanned) {
+      return over("rows_scanned", "read " + std::to_string(stats_.rows_scanned) + " rows", "query.max_rows_scanned",
+                  std::to_string(options_.max_rows_scanned));
+    }
+    if (options_.max_bytes_decompressed > 0 && stats_.bytes_decompressed > options_.max_bytes_decompressed) {
+      return over("bytes_decompressed", "decompressed " + std::to_string(stats_.bytes_decompressed) + " bytes",
+                  "query.max_bytes_decompressed", std::to_string(options_.max_bytes_decompressed) + " bytes");
+    }
+    if (options_.max_time_ms > 0) {
+      const int64_t elapsed_ms = (clock_.MonotonicNs() - start_ns_) / 1'000'000;
+      if (elapsed_ms > options_.max_time_ms) {
+        return over("time", "ran " + std::to_string(elapsed_ms) + " ms", "query.max_time",
+                    std::to_string(options_.max_time_ms) + " ms");
+      }
+    }
+    return Status::Ok();
+  }
+
   // Index ts range [from, upper): chunks ending there may hold records in range.
   int64_t Upper() const {
     int64_t top = q_.to_ms;
-    if (cursor_) top = std::min(top, cursor_->last.ts + 1);
-    return top + options_.max_chunk_span_ms;
+    if (cursor_) top = std::min(top, SaturatingAdd(cursor_->last.ts, 1));
+    return SaturatingAdd(top, options_.max_chunk_span_ms);
   }
 
   // Opens one index range [start, stop), newest first; `prefix_len` leading
@@ -479,6 +527,7 @@ class Execution {
       heap.pop();
       const Candidate c = heads_[i];
       ++stats_.rows_scanned;
+      if (Status s = CheckBudget(); !s.ok()) return s;
       if (Status s = advance(i); !s.ok()) return s;
       if (!KeyMatches(c)) continue;
       auto row = store_.Get(kMainTable, c.value.main_key.Encode());
@@ -520,9 +569,14 @@ class Execution {
       if (!sevs_.empty() && !sevs_.count(key->severity)) return true;
       if (app_ && key->app != app_) return true;
       if (host_ && key->host != host_) return true;
-      if (key->first_ts_ms >= q_.to_ms || key->first_ts_ms < q_.from_ms - options_.max_chunk_span_ms) return true;
+      failed = CheckBudget();
+      if (!failed.ok()) return false;
+      if (key->first_ts_ms >= q_.to_ms || key->first_ts_ms < SaturatingSub(q_.from_ms, options_.max_chunk_span_ms)) {
+        return true;
+      }
       failed = Collect(*key, v);
       if (failed.ok() && pending_.size() > options_.max_scan_records) {
+        stats_.budget_exhausted = "scan_records";
         failed = Status(Errc::kResourceExhausted, "the scan matched over " + std::to_string(options_.max_scan_records) +
                                                       " records; narrow the time range or add filters");
       }
@@ -543,8 +597,8 @@ class Execution {
       s = store_.Scan(range, visit);
     }
     stats_.seeks = store_.counters().rows_examined - examined_before - stats_.rows_scanned;
-    if (!s.ok()) return s;
     if (!failed.ok()) return failed;
+    if (!s.ok()) return s;
     Emit(INT64_MIN);
     if (answer_.records.size() >= q_.limit && !pending_.empty()) {
       Cursor next;
@@ -566,6 +620,8 @@ class Execution {
   const Query& q_;
   QueryAnswer& answer_;
   QueryStats& stats_;
+  const Clock& clock_;
+  const int64_t start_ns_;
   std::set<Severity> sevs_;
   AppId app_ = 0;
   HostId host_ = 0;
@@ -582,10 +638,12 @@ class Execution {
 
 }  // namespace
 
-Result<QueryAnswer> QueryEngine::Run(const Query& query) const {
+Result<QueryAnswer> QueryEngine::Run(const Query& query, QueryStats* stats) const {
   QueryAnswer answer;
   Execution exec(store_, options_, query, answer);
-  if (Status s = exec.Run(); !s.ok()) return s.error();
+  Status s = exec.Run();
+  if (stats) *stats = answer.stats;
+  if (!s.ok()) return s.error();
   return answer;
 }
 

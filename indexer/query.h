@@ -20,6 +20,19 @@
 // Paging: a page holds at most `limit` records; `next_cursor` (opaque) resumes
 // strictly after the page's last record. A cursor only fits the query it came from.
 //
+// Budget: a query stops once it has used more than QueryOptions' max_time_ms
+// (wall time in Run, by the options' clock), max_rows_scanned (index rows, or
+// main rows on the scan path) or max_bytes_decompressed, and Run() fails with
+// kResourceExhausted naming the budget; QueryStats::budget_exhausted says
+// which one ("time", "rows_scanned", "bytes_decompressed", or "scan_records"
+// for max_scan_records). No partial page: a scan sorts everything it matched,
+// so a cut-off page would not be the newest records.
+//
+// Time ranges: [from_ms, to_ms) may be any int64 values; every bound the
+// engine derives (range span, chunk-span padding, cursor position) is computed
+// with checked or saturating arithmetic, so extreme values are refused or
+// clamped, never undefined behaviour.
+//
 // Thread-safety: Run() may be called concurrently.
 #pragma once
 
@@ -29,6 +42,7 @@
 #include <vector>
 
 #include "common/chunk_codec.h"
+#include "common/clock.h"
 #include "common/result.h"
 #include "common/severity.h"
 #include "store/table_store.h"
@@ -58,6 +72,13 @@ struct QueryOptions {
   uint32_t max_limit = 10'000;
   // Most records a scan path may hold for sorting. Default 2 M.
   uint64_t max_scan_records = 2'000'000;
+  // Per-query budget (see above); 0 means no limit. Defaults: no limit (serve
+  // sets query.max_time, query.max_rows_scanned, query.max_bytes_decompressed).
+  int64_t max_time_ms = 0;
+  uint64_t max_rows_scanned = 0;
+  uint64_t max_bytes_decompressed = 0;
+  // The clock max_time_ms is measured on (MonotonicNs). Null: SystemClock. Not owned.
+  const Clock* clock = nullptr;
   DecodeOptions decode;
 };
 
@@ -80,6 +101,9 @@ struct QueryStats {
   uint64_t index_rows_without_main = 0;  // skipped: the main row is missing (read repair)
   uint64_t meta_rows = 0;            // meta rows read to plan (host-only queries)
   uint64_t corrupt_chunks = 0;       // stored chunks that failed to decode: skipped
+  // Which budget stopped the query (Run() then fails with kResourceExhausted):
+  // "time", "rows_scanned", "bytes_decompressed", "scan_records"; empty otherwise.
+  std::string budget_exhausted;
 };
 
 struct QueryAnswer {
@@ -94,8 +118,10 @@ class QueryEngine {
   QueryEngine(TableStore& store, QueryOptions options) : store_(store), options_(std::move(options)) {}
 
   // Errors: kInvalidArgument for a query that is wrong (message says what),
-  // or the store's error.
-  Result<QueryAnswer> Run(const Query& query) const;
+  // kResourceExhausted when it goes over its budget, or the store's error.
+  // When `stats` is not null it receives the query's stats whether Run()
+  // succeeds or fails (the budget that stopped it included).
+  Result<QueryAnswer> Run(const Query& query, QueryStats* stats = nullptr) const;
 
  private:
   TableStore& store_;

@@ -2,6 +2,9 @@
 
 #include "common/time_parse.h"
 
+#include <arpa/inet.h>
+
+#include <algorithm>
 #include <cctype>
 #include <fstream>
 #include <functional>
@@ -175,7 +178,52 @@ Status Validate(const ServeConfig& c) {
   if (c.http.listen.find(':') == std::string::npos) {
     return Status(Errc::kInvalidArgument, "http.listen: must be host:port");
   }
+  if (c.http.max_concurrent_queries >= c.http.worker_threads) {
+    return Status(Errc::kInvalidArgument,
+                  "http.max_concurrent_queries: must be below http.worker_threads (" +
+                      std::to_string(c.http.worker_threads) + "), or queries can take every thread from /healthz");
+  }
   return Status::Ok();
+}
+
+// LOGDEX_* variables that are not serve configuration: other commands'
+// (LOGDEX_TOKEN: `logdex query --token`), scripts' (scripts/build.sh,
+// test.sh, fuzz.sh) and tests'. ApplyEnvOverrides ignores them.
+constexpr std::string_view kNonConfigEnvVars[] = {
+    "LOGDEX_TOKEN",         "LOGDEX_JOBS",         "LOGDEX_SKIP_ASAN",       "LOGDEX_FUZZ_SECONDS",
+    "LOGDEX_FUZZ_SEED_DIR", "LOGDEX_HBASE_THRIFT", "LOGDEX_HBASE_TRANSPORT",
+};
+
+// Names of environment variables the alerting section reads secrets from
+// (`secret_env`, `routing_key_env`: any key ending in _env).
+void CollectSecretEnvNames(const YAML::Node& node, std::vector<std::string>& out) {
+  if (node.IsMap()) {
+    for (const auto& kv : node) {
+      const std::string key = kv.first.IsScalar() ? kv.first.as<std::string>() : "";
+      if (key.size() > 4 && key.ends_with("_env") && kv.second.IsScalar()) {
+        out.push_back(kv.second.as<std::string>());
+      } else {
+        CollectSecretEnvNames(kv.second, out);
+      }
+    }
+  } else if (node.IsSequence()) {
+    for (const auto& item : node) CollectSecretEnvNames(item, out);
+  }
+}
+
+size_t EditDistance(std::string_view a, std::string_view b) {
+  std::vector<size_t> row(b.size() + 1);
+  for (size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (size_t i = 1; i <= a.size(); ++i) {
+    size_t diag = row[0];
+    row[0] = i;
+    for (size_t j = 1; j <= b.size(); ++j) {
+      const size_t up = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diag + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diag = up;
+    }
+  }
+  return row[b.size()];
 }
 
 }  // namespace
@@ -273,13 +321,22 @@ Result<ServeConfig> ParseConfig(const std::string& yaml, const std::string& name
               {"query", F([&](const YAML::Node& n, const std::string& p) {
                  w.Map(n, p,
                        {{"max_range", w.Duration(c.query.max_range_ms, 1000)},
-                        {"max_limit", w.Number<uint32_t>(c.query.max_limit, 1, 1'000'000)}});
+                        {"max_limit", w.Number<uint32_t>(c.query.max_limit, 1, 1'000'000)},
+                        {"max_time", w.Duration(c.query.max_time_ms, 10)},
+                        {"max_rows_scanned", w.Number<uint64_t>(c.query.max_rows_scanned, 1, INT64_MAX)},
+                        {"max_bytes_decompressed", w.Bytes(c.query.max_bytes_decompressed)}});
                })},
               {"http", F([&](const YAML::Node& n, const std::string& p) {
                  w.Map(n, p,
                        {{"listen", w.String(c.http.listen)},
                         {"auth_token", w.String(c.http.auth_token)},
-                        {"ready_max_lag", w.Number<int64_t>(c.http.ready_max_lag, 0, INT64_MAX / 2)}});
+                        {"ready_max_lag", w.Number<int64_t>(c.http.ready_max_lag, 0, INT64_MAX / 2)},
+                        {"allow_unauthenticated", w.Bool(c.http.allow_unauthenticated)},
+                        {"max_body_bytes", w.Bytes(c.http.max_body_bytes)},
+                        {"worker_threads", w.Number<int>(c.http.worker_threads, 2, 1024)},
+                        {"max_concurrent_queries", w.Number<int>(c.http.max_concurrent_queries, 1, 1024)},
+                        {"read_timeout", w.Duration(c.http.read_timeout_ms, 1000)},
+                        {"write_timeout", w.Duration(c.http.write_timeout_ms, 1000)}});
                })},
               {"alerting", F([&](const YAML::Node& n, const std::string&) { c.alerting = n; })},
           });
@@ -303,6 +360,38 @@ Result<ServeConfig> LoadConfig(const std::string& path) {
   return ParseConfig(text.str(), path);
 }
 
+bool IsLoopbackHost(std::string_view host) {
+  std::string h(host);
+  std::transform(h.begin(), h.end(), h.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  if (h == "localhost") return true;
+  in_addr v4{};
+  if (inet_pton(AF_INET, h.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
+  in6_addr v6{};
+  if (inet_pton(AF_INET6, h.c_str(), &v6) == 1) {
+    if (IN6_IS_ADDR_LOOPBACK(&v6)) return true;
+    return IN6_IS_ADDR_V4MAPPED(&v6) && v6.s6_addr[12] == 127;
+  }
+  return false;
+}
+
+Status CheckHttpExposure(const HttpConfig& http) {
+  if (!http.auth_token.empty() || http.allow_unauthenticated) return Status::Ok();
+  std::string_view listen = http.listen;
+  std::string_view host;
+  if (listen.starts_with("[")) {
+    host = listen.substr(1, listen.find(']') == std::string_view::npos ? 0 : listen.find(']') - 1);
+  } else {
+    host = listen.substr(0, listen.rfind(':'));
+  }
+  if (IsLoopbackHost(host)) return Status::Ok();
+  return Status(Errc::kInvalidArgument,
+                "http.listen: " + http.listen +
+                    " is reachable from other machines and http.auth_token is empty, so anyone who can connect "
+                    "could read every log: set http.auth_token (or LOGDEX_HTTP_AUTH_TOKEN), listen on 127.0.0.1, "
+                    "or set http.allow_unauthenticated: true (serve --allow-unauthenticated) to serve without auth "
+                    "on purpose");
+}
+
 Status ApplyEnvOverrides(ServeConfig& c, char** env) {
   const std::string prefix = "LOGDEX_";
   std::map<std::string, std::function<Status(const std::string&)>> setters = {
@@ -312,7 +401,19 @@ Status ApplyEnvOverrides(ServeConfig& c, char** env) {
       {"CONSUMER_GROUP_ID", [&](const std::string& v) { c.consumer.group_id = v; return Status::Ok(); }},
       {"HTTP_LISTEN", [&](const std::string& v) { c.http.listen = v; return Status::Ok(); }},
       {"HTTP_AUTH_TOKEN", [&](const std::string& v) { c.http.auth_token = v; return Status::Ok(); }},
+      {"HTTP_ALLOW_UNAUTHENTICATED", [&](const std::string& v) {
+         if (v == "true" || v == "1") {
+           c.http.allow_unauthenticated = true;
+         } else if (v == "false" || v == "0") {
+           c.http.allow_unauthenticated = false;
+         } else {
+           return Status(Errc::kInvalidArgument, "LOGDEX_HTTP_ALLOW_UNAUTHENTICATED: must be true or false");
+         }
+         return Status::Ok();
+       }},
   };
+  std::vector<std::string> secret_envs;
+  CollectSecretEnvNames(c.alerting, secret_envs);
   for (char** e = env; e && *e; ++e) {
     std::string entry(*e);
     if (entry.rfind(prefix, 0) != 0) continue;
@@ -327,7 +428,30 @@ Status ApplyEnvOverrides(ServeConfig& c, char** env) {
       continue;
     }
     auto it = setters.find(name);
-    if (it == setters.end()) continue;  // other LOGDEX_* variables are not config
+    if (it == setters.end()) {
+      const std::string full = entry.substr(0, eq);
+      if (std::find(std::begin(kNonConfigEnvVars), std::end(kNonConfigEnvVars), full) != std::end(kNonConfigEnvVars) ||
+          std::find(secret_envs.begin(), secret_envs.end(), full) != secret_envs.end()) {
+        continue;
+      }
+      std::string closest;
+      size_t best = SIZE_MAX;
+      for (const auto& [known, setter] : setters) {
+        if (size_t d = EditDistance(name, known); d < best) {
+          best = d;
+          closest = prefix + known;
+        }
+      }
+      std::string message = "unknown variable " + full + " (it sets no configuration key";
+      if (best <= 3) message += "; did you mean " + closest + "?";
+      message += " Known: LOGDEX_<SECTION>_<KEY> for ";
+      bool first = true;
+      for (const auto& [known, setter] : setters) {
+        message += (first ? "" : ", ") + prefix + known;
+        first = false;
+      }
+      return Status(Errc::kInvalidArgument, message + ", and LOGDEX_KAFKA_<PROPERTY>)");
+    }
     if (Status s = it->second(value); !s.ok()) return s;
   }
   return Validate(c);

@@ -8,7 +8,19 @@
 // Environment overrides: LOGDEX_<SECTION>_<KEY>, upper case, dots and dashes
 // as underscores, e.g. LOGDEX_STORE_DIR, LOGDEX_CONSUMER_GROUP_ID. The kafka
 // section takes LOGDEX_KAFKA_<PROPERTY> with underscores for dots
-// (LOGDEX_KAFKA_BOOTSTRAP_SERVERS -> bootstrap.servers).
+// (LOGDEX_KAFKA_BOOTSTRAP_SERVERS -> bootstrap.servers). Any other LOGDEX_*
+// variable is an error naming it and the closest known name (a typo in
+// LOGDEX_HTTP_AUTH_TOKEN must not quietly disable auth), except:
+//   - the variables of logdex's other commands, scripts and tests, which are
+//     not serve configuration (kNonConfigEnvVars in config.cc: LOGDEX_TOKEN of
+//     `logdex query`, LOGDEX_JOBS, LOGDEX_SKIP_ASAN, LOGDEX_FUZZ_SECONDS,
+//     LOGDEX_FUZZ_SEED_DIR, LOGDEX_HBASE_THRIFT, LOGDEX_HBASE_TRANSPORT);
+//   - names the alerting section reads secrets from (`secret_env: LOGDEX_...`,
+//     `routing_key_env`).
+//
+// Exposure: CheckHttpExposure() refuses a non-loopback http.listen without
+// http.auth_token unless http.allow_unauthenticated is true; serve and
+// check-config call it after the environment (and flags) are applied.
 #pragma once
 
 #include <yaml-cpp/yaml.h>
@@ -16,6 +28,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/defaults.h"
@@ -79,12 +92,22 @@ struct IndexerConfig {
 struct QueryConfig {
   int64_t max_range_ms = 31ll * 24 * 3600 * 1000;
   uint32_t max_limit = 10'000;
+  // Per-query budget (indexer/query.h); over it the API answers 422 naming it.
+  int64_t max_time_ms = 30'000;                    // query.max_time
+  uint64_t max_rows_scanned = 10'000'000;          // query.max_rows_scanned (index rows, or main rows on scan)
+  uint64_t max_bytes_decompressed = 4ull << 30;    // query.max_bytes_decompressed
 };
 
 struct HttpConfig {
   std::string listen = "127.0.0.1:8080";  // host:port of metrics, health and the query API
   std::string auth_token;                 // when set, the API needs "Authorization: Bearer <token>"
   int64_t ready_max_lag = 10'000;         // /readyz: ready when every partition's lag is at most this
+  bool allow_unauthenticated = false;     // serve a non-loopback listen without auth_token, on purpose
+  uint64_t max_body_bytes = 1ull << 20;   // larger request bodies get a 413 unread (no endpoint takes one)
+  int worker_threads = 32;                // connection threads (see server/http_server.h)
+  int max_concurrent_queries = 4;         // one more query gets a 503 busy with Retry-After
+  int64_t read_timeout_ms = 5'000;        // each socket read; slow-header clients let go of a thread
+  int64_t write_timeout_ms = 30'000;      // each socket write
 };
 
 struct ServeConfig {
@@ -102,7 +125,14 @@ Result<ServeConfig> LoadConfig(const std::string& path);
 // Parses YAML text; `name` is used in messages.
 Result<ServeConfig> ParseConfig(const std::string& yaml, const std::string& name);
 // Applies LOGDEX_* overrides from `env` ("KEY=VALUE" strings, e.g. environ).
+// Errors: kInvalidArgument for an unknown LOGDEX_* variable or a bad value.
 Status ApplyEnvOverrides(ServeConfig& config, char** env);
+
+// True for "localhost", 127.0.0.0/8, ::1 and ::ffff:127.0.0.0/104.
+bool IsLoopbackHost(std::string_view host);
+// kInvalidArgument naming http.listen when it is not loopback, auth_token is
+// empty and allow_unauthenticated is false.
+Status CheckHttpExposure(const HttpConfig& http);
 
 // Durations in the file use common/time_parse.h's ParseDuration ("500ms", "30s", "7d").
 // Sizes: "512", "64KiB", "32MiB", "1GiB".

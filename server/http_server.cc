@@ -1,6 +1,10 @@
 #include "server/http_server.h"
 
 #include <httplib.h>
+#include <openssl/crypto.h>
+#include <openssl/evp.h>
+#include <openssl/hmac.h>
+#include <openssl/rand.h>
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
 #include <prometheus/histogram.h>
@@ -19,9 +23,11 @@
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
+#include <random>
 #include <thread>
 #include <variant>
 
+#include "common/row_keys.h"
 #include "common/severity.h"
 #include "common/time_parse.h"
 
@@ -92,6 +98,54 @@ struct BadRequest {
   std::string message;
 };
 
+// base64url without padding.
+std::string Base64Url(const unsigned char* data, size_t size) {
+  static const char* abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+  std::string out;
+  uint32_t acc = 0;
+  int bits = 0;
+  for (size_t i = 0; i < size; ++i) {
+    acc = (acc << 8) | data[i];
+    bits += 8;
+    while (bits >= 6) {
+      bits -= 6;
+      out.push_back(abc[(acc >> bits) & 63]);
+    }
+  }
+  if (bits > 0) out.push_back(abc[(acc << (6 - bits)) & 63]);
+  return out;
+}
+
+// Cursor signatures: "<payload>.<mac>", mac = base64url(first 16 bytes of
+// HMAC-SHA256(key, "logdex cursor v1\n" + payload)). The payload itself may hold '.'.
+constexpr size_t kCursorMacBytes = 16;
+
+std::string CursorMac(const std::string& key, std::string_view payload) {
+  const std::string data = "logdex cursor v1\n" + std::string(payload);
+  unsigned char mac[EVP_MAX_MD_SIZE];
+  unsigned int mac_size = 0;
+  const unsigned char* ok =
+      HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
+           data.size(), mac, &mac_size);
+  LOGDEX_CHECK(ok != nullptr && mac_size >= kCursorMacBytes);
+  return Base64Url(mac, kCursorMacBytes);
+}
+
+std::string SignCursor(const std::string& key, const std::string& payload) {
+  return payload + "." + CursorMac(key, payload);
+}
+
+// The payload of a cursor whose mac verifies; nullopt for anything else.
+std::optional<std::string> VerifyCursor(const std::string& key, std::string_view cursor) {
+  const size_t dot = cursor.rfind('.');
+  if (dot == std::string_view::npos) return std::nullopt;
+  const std::string_view payload = cursor.substr(0, dot);
+  const std::string_view mac = cursor.substr(dot + 1);
+  const std::string want = CursorMac(key, payload);
+  if (mac.size() != want.size() || CRYPTO_memcmp(mac.data(), want.data(), want.size()) != 0) return std::nullopt;
+  return std::string(payload);
+}
+
 // A cursor of a `since` query carries the range the first page resolved to:
 // "r.<from_ms>.<to_ms>.<engine cursor>" ('.' is not in the engine's base64url).
 constexpr std::string_view kRangeCursorPrefix = "r.";
@@ -130,7 +184,8 @@ struct ParsedQuery {
 };
 
 // Turns the query string into a Query, or says which parameter is wrong.
-std::variant<ParsedQuery, BadRequest> ParseQueryParams(const httplib::Params& params, const Clock& clock) {
+std::variant<ParsedQuery, BadRequest> ParseQueryParams(const httplib::Params& params, const Clock& clock,
+                                                       const std::string& cursor_key) {
   auto bad = [](std::string parameter, std::string message) -> BadRequest {
     return BadRequest{std::move(parameter), std::move(message)};
   };
@@ -201,12 +256,19 @@ std::variant<ParsedQuery, BadRequest> ParseQueryParams(const httplib::Params& pa
   }
   std::optional<RangeCursor> pinned;
   if (const std::string* v = get("cursor")) {
-    if (v->starts_with(kRangeCursorPrefix)) {
-      pinned = UnwrapCursor(*v);
-      if (!pinned) return bad("cursor", "parameter 'cursor': not a cursor from this server");
+    // Nothing in a cursor is used before its signature verifies.
+    std::optional<std::string> payload = VerifyCursor(cursor_key, *v);
+    if (!payload) {
+      return bad("cursor",
+                 "parameter 'cursor': invalid cursor: it was changed, or it is not a next_cursor of this store's "
+                 "servers (give the next_cursor of the previous page as is)");
+    }
+    if (payload->starts_with(kRangeCursorPrefix)) {
+      pinned = UnwrapCursor(*payload);
+      if (!pinned) return bad("cursor", "parameter 'cursor': invalid cursor: not a cursor from this server");
       q.cursor = pinned->inner;
     } else {
-      q.cursor = *v;
+      q.cursor = *payload;
     }
   }
   const std::string* from = get("from");
@@ -225,9 +287,12 @@ std::variant<ParsedQuery, BadRequest> ParseQueryParams(const httplib::Params& pa
       q.from_ms = pinned->from_ms;
       q.to_ms = pinned->to_ms;
     } else {
+      // A huge duration must not overflow (undefined behaviour) into a short range.
       const int64_t now = clock.NowMs();
-      q.from_ms = now - *d;
-      q.to_ms = now + 1;
+      if (__builtin_sub_overflow(now, *d, &q.from_ms) || __builtin_add_overflow(now, int64_t{1}, &q.to_ms)) {
+        return bad("since", "parameter 'since': '" + *since +
+                                "' is too long (the range would start before the earliest representable time)");
+      }
     }
   } else if (from || to) {
     if (!from) return bad("from", "parameter 'from' is missing: 'to' needs 'from'");
@@ -282,6 +347,26 @@ json AnswerToJson(const QueryAnswer& a, const std::string& next_cursor) {
 
 }  // namespace
 
+Result<std::string> LoadOrCreateCursorKey(TableStore& store) {
+  constexpr std::string_view kRow = kCursorKeyRow;
+  constexpr size_t kSize = 32;
+  auto stored = store.Get(kMetaTable, kRow);
+  if (!stored.ok()) return stored.error();
+  if (stored->has_value() && (*stored)->size() == kSize) return **stored;
+  unsigned char key[kSize];
+  if (RAND_bytes(key, sizeof key) != 1) return Error{Errc::kUnavailable, "cannot draw random bytes for the cursor key"};
+  WriteBatch batch;
+  batch.Put(kMetaTable, std::string(kRow), std::string(reinterpret_cast<const char*>(key), sizeof key));
+  if (Status s = store.Write(batch); !s.ok()) return s.error();
+  auto again = store.Get(kMetaTable, kRow);
+  if (!again.ok()) return again.error();
+  if (!again->has_value() || (*again)->size() != kSize) {
+    return Error{Errc::kIOError, "the cursor key written to the meta table does not read back"};
+  }
+  spdlog::info("http: created the query cursor key in the store's meta table");
+  return **again;
+}
+
 Status ParseListenAddress(std::string_view text, HttpServerOptions& options) {
   auto bad = [&](const std::string& why) {
     return Status(Errc::kInvalidArgument, "listen address '" + std::string(text) + "': " + why);
@@ -318,7 +403,7 @@ class HttpServer::Impl {
  public:
   Impl(HttpServerOptions options, const QueryEngine& engine, prometheus::Registry& registry,
        ReadinessCheck readiness, const Clock& clock)
-      : options_(std::move(options)),
+      : options_(WithCursorKey(std::move(options))),
         engine_(engine),
         registry_(registry),
         readiness_(std::move(readiness)),
@@ -339,17 +424,46 @@ class HttpServer::Impl {
                             .Help("Stored chunks a query skipped because they no longer decode (corrupt on disk, "
                                   "or a payload that passed ingest's header check but is not valid snappy)")
                             .Register(registry)
-                            .Add({})) {
+                            .Add({})),
+        queries_rejected_(prometheus::BuildCounter()
+                              .Name("logdex_http_queries_rejected_total")
+                              .Help("Queries answered 503 busy because http.max_concurrent_queries queries were "
+                                    "already running")
+                              .Register(registry)
+                              .Add({})),
+        refused_(prometheus::BuildCounter()
+                     .Name("logdex_http_requests_refused_total")
+                     .Help("Requests refused after their headers, before any body was read, by reason "
+                           "(body_too_large: 413, unauthorized: 401)")
+                     .Register(registry)),
+        budget_exhausted_(prometheus::BuildCounter()
+                              .Name("logdex_query_budget_exhausted_total")
+                              .Help("Queries stopped over their budget (answered 422), by budget: time, "
+                                    "rows_scanned, bytes_decompressed, scan_records")
+                              .Register(registry)),
+        internal_errors_(prometheus::BuildCounter()
+                             .Name("logdex_http_internal_errors_total")
+                             .Help("Answers 500 (and 503 for an unavailable store) whose error text was logged with "
+                                   "an error id instead of being sent")
+                             .Register(registry)
+                             .Add({})),
+        error_id_seed_(std::random_device{}()) {
+    for (const char* budget : {"time", "rows_scanned", "bytes_decompressed", "scan_records"}) {
+      budget_exhausted_.Add({{"budget", budget}});
+    }
+    for (const char* reason : {"body_too_large", "unauthorized"}) refused_.Add({{"reason", reason}});
     Routes();
   }
 
   Status Start() {
     std::lock_guard<std::mutex> lock(lifecycle_mu_);
     if (started_) return Status(Errc::kFailedPrecondition, "the HTTP server was already started");
-    const int threads = std::max(1, options_.worker_threads);
+    const int threads = std::max(2, options_.worker_threads);
     server_.new_task_queue = [threads] { return new httplib::ThreadPool(static_cast<size_t>(threads)); };
-    server_.set_read_timeout(options_.io_timeout_seconds, 0);
-    server_.set_write_timeout(options_.io_timeout_seconds, 0);
+    server_.set_read_timeout(std::max(1, options_.read_timeout_seconds), 0);
+    server_.set_write_timeout(std::max(1, options_.write_timeout_seconds), 0);
+    // Backs up the pre-routing check (which refuses such bodies unread).
+    server_.set_payload_max_length(static_cast<size_t>(options_.max_body_bytes));
     // SO_REUSEADDR only: no SO_REUSEPORT, so a second server on a busy port
     // fails to start instead of silently sharing it.
     server_.set_socket_options([](auto sock) {
@@ -376,7 +490,8 @@ class HttpServer::Impl {
       listen_returned_ = true;
       done_cv_.notify_all();
     });
-    spdlog::info("http: serving on {}:{}", options_.host, port);
+    spdlog::info("http: serving on {}:{} ({} threads, at most {} queries at once)", options_.host, port, threads,
+                 options_.max_concurrent_queries);
     return Status::Ok();
   }
 
@@ -400,25 +515,57 @@ class HttpServer::Impl {
   int port() const { return port_.load(); }
 
  private:
+  // Without a configured key, a random one of this process.
+  static HttpServerOptions WithCursorKey(HttpServerOptions o) {
+    if (o.cursor_key.empty()) {
+      unsigned char key[32];
+      LOGDEX_CHECK(RAND_bytes(key, sizeof key) == 1);
+      o.cursor_key.assign(reinterpret_cast<const char*>(key), sizeof key);
+    }
+    return o;
+  }
+
   void Count(const httplib::Request& req, const httplib::Response& res) {
     requests_.Add({{"endpoint", EndpointOf(req.path)}, {"code", std::to_string(res.status)}}).Increment();
   }
 
-  // Runs `handler` unless auth fails, turns exceptions into 500s, and counts the answer.
+  // A fresh id for an error whose text is logged, not sent: 16 hex digits.
+  std::string NewErrorId() {
+    uint64_t x = error_id_seed_ + 0x9e3779b97f4a7c15ull * ++error_ids_;
+    x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+    x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+    x ^= x >> 31;
+    char buf[17];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(x));
+    return buf;
+  }
+
+  // Logs `detail` with a new error id and answers `status` with `public_message` and the id.
+  void InternalError(const httplib::Request& req, httplib::Response& res, int status, const std::string& public_message,
+                     const std::string& detail) {
+    const std::string id = NewErrorId();
+    internal_errors_.Increment();
+    spdlog::warn("http: {} {} failed (error id {}): {}", req.method, req.path, id, detail);
+    json body = ErrorBody(public_message + " (error id " + id + "; the server log has the details)");
+    body["error_id"] = id;
+    SetJson(res, status, body);
+  }
+
+  // Runs `handler`, turns exceptions into 500s, and counts the answer. Auth
+  // was checked before (PreRouting).
   template <class F>
-  httplib::Server::Handler Wrap(bool needs_auth, F handler) {
-    return [this, needs_auth, handler](const httplib::Request& req, httplib::Response& res) {
-      if (!needs_auth || Authorized(req, res)) {
-        try {
-          handler(req, res);
-        } catch (const std::exception& e) {
-          spdlog::warn("http: {} {} failed: {}", req.method, req.path, e.what());
-          SetJson(res, 500, ErrorBody(std::string("internal error: ") + e.what()));
-        }
+  httplib::Server::Handler Wrap(F handler) {
+    return [this, handler](const httplib::Request& req, httplib::Response& res) {
+      try {
+        handler(req, res);
+      } catch (const std::exception& e) {
+        InternalError(req, res, 500, "internal error", e.what());
       }
       Count(req, res);
     };
   }
+
+  static bool NeedsAuth(const std::string& path) { return path != "/healthz" && path != "/readyz"; }
 
   // True when no token is configured or the request carries it; otherwise fills a 401.
   bool Authorized(const httplib::Request& req, httplib::Response& res) const {
@@ -440,34 +587,68 @@ class HttpServer::Impl {
     return false;
   }
 
+  // Runs once the headers are read, before httplib reads a body: auth, then
+  // the body's size. Handled = answered here, the body left unread.
+  httplib::Server::HandlerResponse PreRouting(const httplib::Request& req, httplib::Response& res) {
+    const char* refused = nullptr;
+    if (NeedsAuth(req.path) && !Authorized(req, res)) {
+      refused = "unauthorized";
+    } else if (const std::string te = req.get_header_value("Transfer-Encoding"); !te.empty()) {
+      SetJson(res, 413, ErrorBody("request bodies of unknown length (Transfer-Encoding: " + te +
+                                  ") are not accepted: no endpoint takes a body"));
+      refused = "body_too_large";
+    } else if (req.has_header("Content-Length")) {
+      uint64_t length = 0;
+      const std::string v = req.get_header_value("Content-Length");
+      auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), length);
+      if (ec != std::errc() || p != v.data() + v.size() || length > options_.max_body_bytes) {
+        SetJson(res, 413, ErrorBody("request body of " + v + " bytes is over the limit of " +
+                                    std::to_string(options_.max_body_bytes) + " bytes (http.max_body_bytes)"));
+        refused = "body_too_large";
+      }
+    }
+    if (!refused) return httplib::Server::HandlerResponse::Unhandled;
+    // A body left unread: the connection cannot carry another request.
+    const bool has_body = req.has_header("Transfer-Encoding") ||
+                          (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0");
+    if (has_body) {
+      res.set_header("Connection", "close");
+    }
+    refused_.Add({{"reason", refused}}).Increment();
+    Count(req, res);
+    return httplib::Server::HandlerResponse::Handled;
+  }
+
   void Routes() {
-    server_.Get("/healthz", Wrap(false, [](const httplib::Request&, httplib::Response& res) {
+    server_.set_pre_routing_handler(httplib::Server::HandlerWithResponse(
+        [this](const httplib::Request& req, httplib::Response& res) { return PreRouting(req, res); }));
+    server_.Get("/healthz", Wrap([](const httplib::Request&, httplib::Response& res) {
                   res.status = 200;
                   res.set_content("ok\n", kTextType);
                 }));
-    server_.Get("/readyz", Wrap(false, [this](const httplib::Request&, httplib::Response& res) {
+    server_.Get("/readyz", Wrap([this](const httplib::Request&, httplib::Response& res) {
                   ReadyState state = readiness_ ? readiness_() : ReadyState{true, ""};
                   res.status = state.ready ? 200 : 503;
                   res.set_content(state.ready ? "ready\n" : "not ready: " + state.reason + "\n", kTextType);
                 }));
-    server_.Get("/metrics", Wrap(true, [this](const httplib::Request&, httplib::Response& res) {
+    server_.Get("/metrics", Wrap([this](const httplib::Request&, httplib::Response& res) {
                   std::string body = prometheus::TextSerializer().Serialize(registry_.Collect());
                   if (body.empty() || body.back() != '\n') body += '\n';
                   res.status = 200;
                   res.set_content(std::move(body), kMetricsType);
                 }));
-    server_.Get(kQueryPath, Wrap(true, [this](const httplib::Request& req, httplib::Response& res) {
+    server_.Get(kQueryPath, Wrap([this](const httplib::Request& req, httplib::Response& res) {
                   const int64_t start_ns = clock_.MonotonicNs();
                   HandleQuery(req, res);
                   query_seconds_.Observe(static_cast<double>(clock_.MonotonicNs() - start_ns) / 1e9);
                 }));
     // Paths with no handler (and requests httplib itself refuses): a JSON
-    // error, behind auth like every other path. Handlers above set a body,
-    // so this only fills the empty ones.
+    // error (auth was checked before routing). Handlers above set a body, so
+    // this only fills the empty ones.
     server_.set_error_handler(httplib::Server::HandlerWithResponse([this](const httplib::Request& req,
                                                                                   httplib::Response& res) {
       if (!res.body.empty()) return httplib::Server::HandlerResponse::Unhandled;
-      if (Authorized(req, res)) {
+      if (!NeedsAuth(req.path) || Authorized(req, res)) {
         SetJson(res, res.status, ErrorBody(res.status == 404 ? "no such endpoint: " + req.path
                                                              : "request refused (HTTP " + std::to_string(res.status) +
                                                                    ")"));
@@ -475,7 +656,7 @@ class HttpServer::Impl {
       Count(req, res);
       return httplib::Server::HandlerResponse::Handled;
     }));
-    server_.set_exception_handler([](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
+    server_.set_exception_handler([this](const httplib::Request& req, httplib::Response& res, std::exception_ptr ep) {
       std::string what = "unknown exception";
       try {
         std::rethrow_exception(ep);
@@ -483,26 +664,75 @@ class HttpServer::Impl {
         what = e.what();
       } catch (...) {
       }
-      spdlog::warn("http: {} {} failed: {}", req.method, req.path, what);
-      SetJson(res, 500, ErrorBody("internal error: " + what));
+      InternalError(req, res, 500, "internal error", what);
     });
   }
 
+  // Holds one of max_concurrent_queries slots, or none when all are taken.
+  class QuerySlot {
+   public:
+    explicit QuerySlot(std::atomic<int>& running, int limit) : running_(running) {
+      int n = running_.load();
+      while (n < limit) {
+        if (running_.compare_exchange_weak(n, n + 1)) {
+          held_ = true;
+          return;
+        }
+      }
+    }
+    ~QuerySlot() {
+      if (held_) running_.fetch_sub(1);
+    }
+    QuerySlot(const QuerySlot&) = delete;
+    QuerySlot& operator=(const QuerySlot&) = delete;
+    bool held() const { return held_; }
+
+   private:
+    std::atomic<int>& running_;
+    bool held_ = false;
+  };
+
   void HandleQuery(const httplib::Request& req, httplib::Response& res) {
-    auto parsed = ParseQueryParams(req.params, clock_);
+    QuerySlot slot(running_queries_, std::max(1, options_.max_concurrent_queries));
+    if (!slot.held()) {
+      queries_rejected_.Increment();
+      // Once per busy spell (at most every 10 s), not per refused query.
+      const int64_t now_ns = clock_.MonotonicNs();
+      int64_t last = last_busy_log_ns_.load();
+      if ((last == 0 || now_ns - last >= 10'000'000'000) && last_busy_log_ns_.compare_exchange_strong(last, now_ns)) {
+        spdlog::warn("http: {} queries are running (http.max_concurrent_queries); refusing more with 503 busy "
+                     "(logdex_http_queries_rejected_total counts them)",
+                     options_.max_concurrent_queries);
+      }
+      res.set_header("Retry-After", "1");
+      json body = ErrorBody("busy: " + std::to_string(options_.max_concurrent_queries) +
+                            " queries are already running (http.max_concurrent_queries); retry after 1 s");
+      body["reason"] = "busy";
+      SetJson(res, 503, body);
+      return;
+    }
+    auto parsed = ParseQueryParams(req.params, clock_, options_.cursor_key);
     if (auto* e = std::get_if<BadRequest>(&parsed)) {
       SetJson(res, 400, ErrorBody(e->message, e->parameter));
       return;
     }
     const ParsedQuery& pq = std::get<ParsedQuery>(parsed);
-    Result<QueryAnswer> answer = engine_.Run(pq.query);
+    QueryStats stats;
+    Result<QueryAnswer> answer = engine_.Run(pq.query, &stats);
     if (!answer.ok()) {
       const Error& err = answer.error();
       if (err.code == Errc::kInvalidArgument) {
         SetJson(res, 400, ErrorBody(err.message));
+      } else if (err.code == Errc::kResourceExhausted && !stats.budget_exhausted.empty()) {
+        budget_exhausted_.Add({{"budget", stats.budget_exhausted}}).Increment();
+        spdlog::info("http: query over its {} budget: {}", stats.budget_exhausted, err.message);
+        json body = ErrorBody(err.message);
+        body["budget"] = stats.budget_exhausted;
+        SetJson(res, 422, body);
+      } else if (err.code == Errc::kUnavailable) {
+        InternalError(req, res, 503, "the store is unavailable; retry later", err.ToString());
       } else {
-        spdlog::warn("http: query failed: {}", err.ToString());
-        SetJson(res, err.code == Errc::kUnavailable ? 503 : 500, ErrorBody(err.ToString()));
+        InternalError(req, res, 500, "internal error", err.ToString());
       }
       return;
     }
@@ -512,6 +742,7 @@ class HttpServer::Impl {
     }
     std::string next = answer->next_cursor;
     if (pq.since && !next.empty()) next = WrapCursor(pq.query.from_ms, pq.query.to_ms, next);
+    if (!next.empty()) next = SignCursor(options_.cursor_key, next);
     SetJson(res, 200, AnswerToJson(*answer, next));
   }
 
@@ -523,6 +754,14 @@ class HttpServer::Impl {
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Histogram& query_seconds_;
   prometheus::Counter& corrupt_chunks_;
+  prometheus::Counter& queries_rejected_;
+  prometheus::Family<prometheus::Counter>& refused_;
+  prometheus::Family<prometheus::Counter>& budget_exhausted_;
+  prometheus::Counter& internal_errors_;
+  const uint64_t error_id_seed_;
+  std::atomic<uint64_t> error_ids_{0};
+  std::atomic<int> running_queries_{0};
+  std::atomic<int64_t> last_busy_log_ns_{0};
 
   httplib::Server server_;
   std::mutex lifecycle_mu_;  // serializes Start() and Stop()

@@ -20,17 +20,64 @@
 //
 // Answers: 200 {"records": [{"ts", "time", "severity", "app", "host", "message",
 // "tags": {k: v}}], "next_cursor": string|null, "stats": {...QueryStats}};
-// 400 {"error", "parameter"?} for a bad request or an engine kInvalidArgument;
-// 503 {"error"} for kUnavailable; 500 {"error"} for any other error; 401 for a
-// missing or wrong bearer token; 404 for unknown paths. Invalid UTF-8 in log
-// text is replaced by U+FFFD in the JSON.
+// 400 {"error", "parameter"?} for a bad request, an engine kInvalidArgument, or
+// a cursor whose signature does not verify ("invalid cursor");
+// 422 {"error", "budget"} when the query went over its budget (QueryOptions:
+// max_time_ms, max_rows_scanned, max_bytes_decompressed, max_scan_records;
+// retrying the same query will not help: narrow it);
+// 503 {"error", "reason": "busy"} + Retry-After when max_concurrent_queries
+// queries are already running; 503 {"error", "error_id"} for a store
+// kUnavailable; 500 {"error", "error_id"} for any other error. 500 and store
+// 503 answers never carry internal error text: the full text is logged (warn)
+// with the same error_id. 401 for a missing or wrong bearer token; 413 for a
+// request with a body over max_body_bytes or a chunked body; 404 for unknown
+// paths. Invalid UTF-8 in log text is replaced by U+FFFD in the JSON.
 //
-// Auth: when `bearer_token` is set, every path except /healthz and /readyz
-// needs "Authorization: Bearer <token>" (compared in constant time).
+// Auth and bodies: a pre-routing handler runs after the request headers and
+// before httplib reads any body (cpp-httplib 0.11: Server::routing() calls the
+// pre-routing handler first, read_content() after). It answers 401 when
+// `bearer_token` is set and missing or wrong (every path except /healthz and
+// /readyz; compared in constant time), and 413 for a Content-Length over
+// max_body_bytes or any chunked body (no endpoint takes a body), without
+// reading the body; set_payload_max_length(max_body_bytes) backs it up.
+// A refused request that declared a body is answered with "Connection: close".
+//
+// Not bounded here (known gap): cpp-httplib 0.11.4 (Debian 12) buffers the
+// request line and the header lines before any handler runs, without a limit
+// on one line's length or on the number of lines (upstream bounds them since
+// its 2025 "Limit line length in getline" fix: CPPHTTPLIB_MAX_LINE_LENGTH,
+// CPPHTTPLIB_HEADER_MAX_COUNT). A client that streams an endless request line
+// or endless headers grows memory until it stops; see the disabled test
+// HttpHardeningTest.DISABLED_AnEndlessRequestLineOrHeaderBlockIsCutOff. The
+// fix is a newer cpp-httplib, or a bounded reader of the request head in
+// front of httplib.
+//
+// Cursors: every next_cursor is "<payload>.<mac>", mac = base64url of the first
+// 16 bytes of HMAC-SHA256(cursor_key, payload). A cursor is checked before
+// anything in it is used; a tampered or forged one is a 400 "invalid cursor".
+// Members that share a store must share cursor_key (serve keeps it in the
+// store, see serve_command.cc) so a cursor of one member works on another.
+//
+// Liveness under load (why /healthz keeps answering): connections are served
+// by `worker_threads` threads (default 32), and at most
+// `max_concurrent_queries` (default 4) of them run a query at any time; more
+// queries get the 503 "busy" at once instead of waiting for a thread. A client
+// that sends its headers slowly holds a thread for at most
+// `read_timeout_seconds` (default 5) per stalled read, and a body flood is
+// refused at its headers. So the threads left for /healthz run out only with
+// more than worker_threads - max_concurrent_queries simultaneous stalled
+// connections: size worker_threads above the number of slow clients expected
+// (an idle thread costs a stack, not CPU). A dedicated health port was not
+// chosen: orchestrators probe the serving port, and a separate port would
+// prove less about it.
 //
 // Metrics it adds to the registry (no per-request labels):
 //   logdex_http_requests_total{endpoint, code}   endpoint in metrics|healthz|readyz|query|other
 //   logdex_http_query_duration_seconds           histogram of /api/v1/query handling time
+//   logdex_http_queries_rejected_total           queries refused with 503 busy (concurrency limit)
+//   logdex_http_requests_refused_total{reason}   body_too_large|unauthorized: refused before any body
+//   logdex_query_budget_exhausted_total{budget}  time|rows_scanned|bytes_decompressed|scan_records
+//   logdex_http_internal_errors_total            500 and store-503 answers (each logged with its error id)
 //
 // Ownership: the engine, registry, readiness callback's captures and clock
 // must outlive the server. Thread-safety: Start() and Stop() may be called from
@@ -48,6 +95,7 @@
 #include "common/clock.h"
 #include "common/result.h"
 #include "indexer/query.h"
+#include "store/table_store.h"
 
 namespace prometheus {
 class Registry;
@@ -63,10 +111,20 @@ struct HttpServerOptions {
   // When non-empty, the bearer token every endpoint but /healthz and /readyz
   // requires. Default empty (no auth).
   std::string bearer_token;
-  // Threads that handle requests. Default 4.
-  int worker_threads = 4;
-  // Socket read and write timeouts, seconds. Default 30.
-  int io_timeout_seconds = 30;
+  // Threads that serve connections (see "Liveness under load"). Default 32.
+  int worker_threads = 32;
+  // Queries that may run at once; one more gets a 503 busy. Default 4.
+  int max_concurrent_queries = 4;
+  // Largest request body accepted, bytes (no endpoint takes one). Default 1 MiB.
+  uint64_t max_body_bytes = 1ull << 20;
+  // Socket read timeout (each read of the request line, headers, body),
+  // seconds; short so that slow-header clients let go of their thread. Default 5.
+  int read_timeout_seconds = 5;
+  // Socket write timeout, seconds (a large answer to a slow reader). Default 30.
+  int write_timeout_seconds = 30;
+  // HMAC key of the cursors. Empty: a random key of this process (cursors then
+  // work on this process only). Default empty.
+  std::string cursor_key;
 };
 
 // Parses "host:port" or "[v6]:port" (port 0..65535) into `options`.
@@ -80,6 +138,21 @@ struct ReadyState {
 };
 
 using ReadinessCheck = std::function<ReadyState()>;
+
+// The cursor key of the servers of `store` (HttpServerOptions::cursor_key):
+// 32 random bytes kept in the store's meta table, created by the first call
+// on a store and read by every later one, on any member sharing the store,
+// so that a cursor of one member works on another and across restarts. The
+// row's key starts with 0xff, which no MetaKey uses. Chosen over a key
+// derived from the configuration: no secret for operators to generate,
+// distribute and rotate, and nothing guessable when http.auth_token is empty.
+// The key is read back after it is written, so members that create it at
+// once agree on the last write unless one read back before the other wrote
+// (a window of one write-read round trip on an empty store; restarting that
+// member heals it). Errors: the store's.
+Result<std::string> LoadOrCreateCursorKey(TableStore& store);
+// The meta row that holds it (random per store: not part of the indexed data).
+inline constexpr std::string_view kCursorKeyRow = "\xff" "http.cursor_key";
 
 class HttpServer {
  public:

@@ -49,6 +49,7 @@ struct ServeFlags {
   std::string group;
   std::vector<std::string> topics;
   std::string log_level = "info";
+  bool allow_unauthenticated = false;
 };
 
 Status WriteFileAtomically(const std::string& path, const std::string& text) {
@@ -187,6 +188,11 @@ int Serve(const ServeFlags& flags) {
   if (!flags.brokers.empty()) config.kafka["bootstrap.servers"] = flags.brokers;
   if (!flags.group.empty()) config.consumer.group_id = flags.group;
   if (!flags.topics.empty()) config.consumer.topics = flags.topics;
+  if (flags.allow_unauthenticated) config.http.allow_unauthenticated = true;
+  if (Status s = CheckHttpExposure(config.http); !s.ok()) {
+    std::fprintf(stderr, "logdex serve: %s\n", s.message().c_str());
+    return 2;
+  }
 
   const Clock& clock = SystemClock::Instance();
 
@@ -312,6 +318,10 @@ int Serve(const ServeFlags& flags) {
   qo.max_chunk_span_ms = config.indexer.max_chunk_span_ms;
   qo.max_range_ms = config.query.max_range_ms;
   qo.max_limit = config.query.max_limit;
+  qo.max_time_ms = config.query.max_time_ms;
+  qo.max_rows_scanned = config.query.max_rows_scanned;
+  qo.max_bytes_decompressed = config.query.max_bytes_decompressed;
+  qo.clock = &clock;
   qo.decode = io.decode;
   QueryEngine engine(**store, qo);
 
@@ -321,6 +331,17 @@ int Serve(const ServeFlags& flags) {
     return 2;
   }
   ho.bearer_token = config.http.auth_token;
+  ho.worker_threads = config.http.worker_threads;
+  ho.max_concurrent_queries = config.http.max_concurrent_queries;
+  ho.max_body_bytes = config.http.max_body_bytes;
+  ho.read_timeout_seconds = static_cast<int>(std::max<int64_t>(1, config.http.read_timeout_ms / 1000));
+  ho.write_timeout_seconds = static_cast<int>(std::max<int64_t>(1, config.http.write_timeout_ms / 1000));
+  auto cursor_key = LoadOrCreateCursorKey(**store);
+  if (!cursor_key.ok()) {
+    std::fprintf(stderr, "logdex serve: store: cursor key: %s\n", cursor_key.error().ToString().c_str());
+    return 1;
+  }
+  ho.cursor_key = *cursor_key;
   const int64_t max_lag = config.http.ready_max_lag;
   HttpServer http(ho, engine, registry,
                   [&consumer, max_lag] {
@@ -376,6 +397,15 @@ int CheckConfig(const std::string& path) {
     std::fprintf(stderr, "%s\n", loaded.error().message.c_str());
     return 1;
   }
+  // What serve would run: the environment applies, then the exposure check.
+  if (Status s = ApplyEnvOverrides(*loaded, environ); !s.ok()) {
+    std::fprintf(stderr, "%s: environment: %s\n", path.c_str(), s.message().c_str());
+    return 1;
+  }
+  if (Status s = CheckHttpExposure(loaded->http); !s.ok()) {
+    std::fprintf(stderr, "%s: %s\n", path.c_str(), s.message().c_str());
+    return 1;
+  }
   auto a = alerting::ParseAlertingConfig(loaded->alerting);
   if (!a.ok()) {
     std::fprintf(stderr, "%s: %s\n", path.c_str(), a.error().message.c_str());
@@ -406,6 +436,8 @@ void AddServeCommand(CLI::App& app, CommandRun& run) {
                   "With --embedded-kafka: write the bootstrap address here once serving");
   cmd->add_option("--store-dir", f->store_dir, "RocksDB directory (overrides store.dir)");
   cmd->add_option("--http", f->http, "HOST:PORT for metrics, health and the query API (overrides http.listen)");
+  cmd->add_flag("--allow-unauthenticated", f->allow_unauthenticated,
+                "Serve a non-loopback --http/http.listen without http.auth_token (sets http.allow_unauthenticated)");
   cmd->add_option("--brokers", f->brokers, "Kafka bootstrap servers (overrides kafka.bootstrap.servers)");
   cmd->add_option("--group", f->group, "Consumer group id (overrides consumer.group_id)");
   cmd->add_option("--topic", f->topics, "Topic to consume; repeatable (overrides consumer.topics)");

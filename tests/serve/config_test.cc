@@ -118,5 +118,105 @@ TEST(Config, ParsesDurationsAndSizes) {
   EXPECT_FALSE(ParseBytes("64KB").ok());
 }
 
+// Runs ApplyEnvOverrides on these "NAME=value" entries.
+Status ApplyEnv(ServeConfig& c, std::vector<std::string> entries) {
+  std::vector<char*> env;
+  for (std::string& e : entries) env.push_back(e.data());
+  env.push_back(nullptr);
+  return ApplyEnvOverrides(c, env.data());
+}
+
+// Before the fix an unknown LOGDEX_* variable was ignored: a typo in
+// LOGDEX_HTTP_AUTH_TOKEN quietly served without auth.
+TEST(Config, AnUnknownLogdexVariableIsAnErrorNamingItAndTheClosestName) {
+  ServeConfig c;
+  Status s = ApplyEnv(c, {"LOGDEX_HTTP_AUTH_TOKN=s3cret"});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("unknown variable LOGDEX_HTTP_AUTH_TOKN"), std::string::npos) << s.message();
+  EXPECT_NE(s.message().find("did you mean LOGDEX_HTTP_AUTH_TOKEN?"), std::string::npos) << s.message();
+  EXPECT_TRUE(c.http.auth_token.empty());
+  s = ApplyEnv(c, {"LOGDEX_QUERY_MAX_WHATEVER=1"});
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("LOGDEX_QUERY_MAX_WHATEVER"), std::string::npos) << s.message();
+  EXPECT_EQ(s.message().find("did you mean"), std::string::npos) << s.message();  // nothing close
+}
+
+TEST(Config, LogdexVariablesThatAreNotConfigurationAreAllowed) {
+  ServeConfig c;
+  // Script, test and `logdex query` variables.
+  EXPECT_TRUE(ApplyEnv(c, {"LOGDEX_TOKEN=t", "LOGDEX_JOBS=2", "LOGDEX_SKIP_ASAN=1", "LOGDEX_FUZZ_SECONDS=0",
+                           "LOGDEX_FUZZ_SEED_DIR=/tmp/x", "LOGDEX_HBASE_THRIFT=h:9090",
+                           "LOGDEX_HBASE_TRANSPORT=framed"})
+                  .ok());
+  // A name the alerting section reads a secret from.
+  auto with_alerting = ParseConfig(
+      "alerting:\n  sinks:\n    - name: hook\n      type: webhook\n      url: http://127.0.0.1:1/\n"
+      "      secret_env: LOGDEX_WEBHOOK_SECRET\n",
+      "a.yaml");
+  ASSERT_TRUE(with_alerting.ok()) << with_alerting.error().message;
+  EXPECT_TRUE(ApplyEnv(*with_alerting, {"LOGDEX_WEBHOOK_SECRET=x"}).ok());
+  EXPECT_FALSE(ApplyEnv(c, {"LOGDEX_WEBHOOK_SECRET=x"}).ok());  // without that config it is unknown
+  Status s = ApplyEnv(c, {"LOGDEX_HTTP_ALLOW_UNAUTHENTICATED=true"});
+  ASSERT_TRUE(s.ok()) << s.message();
+  EXPECT_TRUE(c.http.allow_unauthenticated);
+}
+
+// Before the fix serve listened on 0.0.0.0 without a token and served every
+// log to anyone who could connect.
+TEST(Config, ANonLoopbackListenNeedsATokenOrAnExplicitOptIn) {
+  HttpConfig h;
+  for (const char* loopback : {"127.0.0.1:8080", "127.3.2.1:80", "localhost:8080", "LocalHost:1", "[::1]:8080",
+                               "[::ffff:127.0.0.1]:8080"}) {
+    h.listen = loopback;
+    EXPECT_TRUE(CheckHttpExposure(h).ok()) << loopback;
+  }
+  for (const char* open : {"0.0.0.0:8080", "[::]:8080", "10.0.0.5:8080", "logdex-1:8080", "128.0.0.1:80"}) {
+    h.listen = open;
+    Status s = CheckHttpExposure(h);
+    ASSERT_FALSE(s.ok()) << open;
+    EXPECT_NE(s.message().find("http.listen"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("http.auth_token"), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("http.allow_unauthenticated"), std::string::npos) << s.message();
+  }
+  h.listen = "0.0.0.0:8080";
+  h.auth_token = "t";
+  EXPECT_TRUE(CheckHttpExposure(h).ok());
+  h.auth_token.clear();
+  h.allow_unauthenticated = true;
+  EXPECT_TRUE(CheckHttpExposure(h).ok());
+  auto c = ParseConfig("http:\n  listen: 0.0.0.0:8080\n  allow_unauthenticated: true\n", "h.yaml");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_TRUE(CheckHttpExposure(c->http).ok());
+}
+
+TEST(Config, HttpAndQueryLimitsHaveDefaultsAndParse) {
+  auto d = ParseConfig("", "empty.yaml");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->http.max_body_bytes, 1u << 20);
+  EXPECT_EQ(d->http.worker_threads, 32);
+  EXPECT_EQ(d->http.max_concurrent_queries, 4);
+  EXPECT_EQ(d->http.read_timeout_ms, 5'000);
+  EXPECT_EQ(d->http.write_timeout_ms, 30'000);
+  EXPECT_EQ(d->query.max_time_ms, 30'000);
+  EXPECT_EQ(d->query.max_rows_scanned, 10'000'000u);
+  EXPECT_EQ(d->query.max_bytes_decompressed, 4ull << 30);
+  auto c = ParseConfig(
+      "http:\n  max_body_bytes: 64KiB\n  worker_threads: 16\n  max_concurrent_queries: 2\n  read_timeout: 2s\n"
+      "  write_timeout: 10s\nquery:\n  max_time: 1500ms\n  max_rows_scanned: 1000\n  max_bytes_decompressed: 1GiB\n",
+      "l.yaml");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->http.max_body_bytes, 65536u);
+  EXPECT_EQ(c->http.worker_threads, 16);
+  EXPECT_EQ(c->http.max_concurrent_queries, 2);
+  EXPECT_EQ(c->http.read_timeout_ms, 2'000);
+  EXPECT_EQ(c->http.write_timeout_ms, 10'000);
+  EXPECT_EQ(c->query.max_time_ms, 1'500);
+  EXPECT_EQ(c->query.max_rows_scanned, 1000u);
+  EXPECT_EQ(c->query.max_bytes_decompressed, 1ull << 30);
+  auto bad = ParseConfig("http:\n  worker_threads: 4\n  max_concurrent_queries: 4\n", "b.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("http.max_concurrent_queries"), std::string::npos) << bad.error().message;
+}
+
 }  // namespace
 }  // namespace logdex

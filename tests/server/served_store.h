@@ -83,6 +83,17 @@ class ServedStore {
     c->set_read_timeout(30, 0);
     return c;
   }
+  int port() const { return server_->port(); }
+
+  // Starts a server over `engine` (instead of the store's own), e.g. one with
+  // budgets. `engine` must outlive the server.
+  HttpServer& ServeEngine(const QueryEngine& engine, HttpServerOptions options = {}) {
+    server_ = std::make_unique<HttpServer>(std::move(options), engine, registry_, [this] { return Readiness(); },
+                                           clock_);
+    Status s = server_->Start();
+    EXPECT_TRUE(s.ok()) << s.ToString();
+    return *server_;
+  }
 
   void SetReady(bool ready, std::string reason) {
     std::lock_guard<std::mutex> lock(mu_);
@@ -92,6 +103,7 @@ class ServedStore {
 
   const Workload& workload() const { return workload_; }
   const QueryEngine& engine() const { return *engine_; }
+  TableStore& store() { return *store_; }
   prometheus::Registry& registry() { return registry_; }
   ManualClock& clock() { return clock_; }
   HttpServer& server() { return *server_; }
