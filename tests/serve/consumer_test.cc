@@ -493,7 +493,8 @@ TEST(GroupConsumerStart, ARejectedSecretPropertyIsRedactedInTheError) {
   ConsumerMetrics metrics(registry);
   const std::string secret = "hunter2-very-secret";
   for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
-           {"sasl.oauthbearer.method", secret},  // an enum: librdkafka quotes the bad value
+           {"enable.sasl.oauthbearer.unsecure.jwt", secret},  // a bool: librdkafka quotes the bad value
+           {"sasl.oauthbearer.method", secret},
            {"sasl.pasword", secret}}) {  // a typo: no such property
     GroupConsumerOptions o;
     o.kafka["bootstrap.servers"] = "127.0.0.1:9";
