@@ -101,6 +101,13 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
         {"log_level", "4"},
     };
     for (const auto& [k, v] : o_.kafka) props[k] = v;
+    if (props["auto.offset.reset"] == "error") {
+      // librdkafka 2.0.2 then stops fetching a partition whose position the
+      // broker deleted, for good (no seek restarts it): a stalled partition.
+      return Status(Errc::kInvalidArgument,
+                    "kafka.auto.offset.reset: error would stop a partition for good once retention deletes its "
+                    "position; use earliest (the default) or latest: deleted messages are counted as lost either way");
+    }
     for (const auto& [k, v] : props) {
       if (conf->set(k, v, err) != RdKafka::Conf::CONF_OK) {
         // The value is not echoed (it may be a password); librdkafka's text may quote it.
@@ -395,6 +402,10 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
                     offset - 1, low);
       return;
     }
+    RecordLoss(topic, partition, expected, lost, low);
+  }
+
+  void RecordLoss(const std::string& topic, int32_t partition, int64_t expected, int64_t lost, int64_t low) {
     const std::string what = "lost " + std::to_string(lost) + " messages of " + topic + "[" + std::to_string(partition) +
                              "] (offsets " + std::to_string(expected) + ".." + std::to_string(expected + lost - 1) +
                              "): the broker deleted them (retention; log start now " + std::to_string(low) +
