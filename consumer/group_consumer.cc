@@ -217,7 +217,8 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     std::vector<RdKafka::TopicPartition*> kept;
     for (auto* p : parts) {
       const std::string& t = p->topic();
-      if (t.size() >= o_.dlq_suffix.size() && t.compare(t.size() - o_.dlq_suffix.size(), std::string::npos, o_.dlq_suffix) == 0) {
+      const size_t n = o_.dlq_suffix.size();
+      if (t.size() >= n && t.compare(t.size() - n, n, o_.dlq_suffix) == 0) {
         if (excluded_topics_.insert(t).second) {
           spdlog::info("consumer: not consuming {}: it matches {} but is a dead-letter topic (suffix {})", t,
                        o_.topic_regex, o_.dlq_suffix);
@@ -406,10 +407,11 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
   }
 
   void RecordLoss(const std::string& topic, int32_t partition, int64_t expected, int64_t lost, int64_t low) {
-    const std::string what = "lost " + std::to_string(lost) + " messages of " + topic + "[" + std::to_string(partition) +
-                             "] (offsets " + std::to_string(expected) + ".." + std::to_string(expected + lost - 1) +
-                             "): the broker deleted them (retention; log start now " + std::to_string(low) +
-                             ") before this member consumed them";
+    // Also the /readyz line: "lost 14 messages of t[0] (offsets 4..17): ...".
+    const std::string what = "lost " + std::to_string(lost) + " messages of " + topic + "[" +
+                             std::to_string(partition) + "] (offsets " + std::to_string(expected) + ".." +
+                             std::to_string(expected + lost - 1) + "): the broker deleted them (retention; log start now " +
+                             std::to_string(low) + ") before this member consumed them";
     spdlog::error("consumer: {}; they were never indexed", what);
     metrics_.LostMessages(topic, partition).Increment(static_cast<double>(lost));
     std::lock_guard lock(mu_);

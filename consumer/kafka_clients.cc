@@ -47,7 +47,9 @@ bool IsSecretProperty(const std::string& name) {
 std::string RedactSecrets(std::string text, const std::map<std::string, std::string>& properties) {
   for (const auto& [k, v] : properties) {
     if (v.empty() || !IsSecretProperty(k)) continue;
-    for (size_t at = text.find(v); at != std::string::npos; at = text.find(v, at + 10)) text.replace(at, v.size(), "[redacted]");
+    for (size_t at = text.find(v); at != std::string::npos; at = text.find(v, at + 10)) {
+      text.replace(at, v.size(), "[redacted]");  // 10 characters: the search goes on after it
+    }
   }
   return text;
 }

@@ -49,7 +49,9 @@ bool IsSecretProperty(std::string name) {
 std::string RedactSecrets(std::string text, const std::vector<std::pair<std::string, std::string>>& settings) {
   for (const auto& [k, v] : settings) {
     if (v.empty() || !IsSecretProperty(k)) continue;
-    for (size_t at = text.find(v); at != std::string::npos; at = text.find(v, at + 10)) text.replace(at, v.size(), "[redacted]");
+    for (size_t at = text.find(v); at != std::string::npos; at = text.find(v, at + 10)) {
+      text.replace(at, v.size(), "[redacted]");  // 10 characters: the search goes on after it
+    }
   }
   return text;
 }

@@ -334,7 +334,8 @@ void LoseMessagesWhilePaused(RocksDbStore& store, const std::string& bootstrap,
   EXPECT_EQ(state.lost_messages, static_cast<uint64_t>(low - 4));
   EXPECT_NE(state.lost.find("of t[0] (offsets 4.." + std::to_string(low - 1) + ")"), std::string::npos) << state.lost;
   const uint64_t kept = static_cast<uint64_t>(4 + big - low);
-  ASSERT_TRUE(WaitFor([&] { return MainRowsOf(store) == 4 + kept; }, 30'000)) << MainRowsOf(store) << " of " << 4 + kept;
+  ASSERT_TRUE(WaitFor([&] { return MainRowsOf(store) == 4 + kept; }, 30'000))
+      << MainRowsOf(store) << " of " << 4 + kept;
   EXPECT_EQ(metrics.LostMessages("t", 1).Value(), 0) << "other partitions lost nothing";
 }
 

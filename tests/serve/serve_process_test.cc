@@ -710,7 +710,8 @@ TEST_F(ServeProcessLoad, TwoMillionLinesShippedTheMomentTheBootstrapFileAppearsA
       std::snprintf(trace, sizeof trace, "%016llx span %08x", static_cast<unsigned long long>(rng()),
                     static_cast<unsigned>(rng()));
       out << "{\"ts\":" << start + i / 1000 << ",\"level\":\"info\",\"app\":\"late-" << i % 3 << "\",\"host\":\"node-"
-          << (i / 3) % 4 << "\",\"msg\":\"request " << i << " trace " << trace << " served in " << i % 997 << " ms\"}\n";
+          << (i / 3) % 4 << "\",\"msg\":\"request " << i << " trace " << trace << " served in " << i % 997
+          << " ms\"}\n";
     }
     ASSERT_TRUE(out.flush());
   }
