@@ -5,8 +5,11 @@
 
 #include <algorithm>
 #include <thread>
+#include <tuple>
 
 #include "common/defaults.h"
+#include "consumer/kafka_clients.h"
+#include "consumer/offset_gap.h"
 
 namespace logdex {
 namespace {
@@ -38,6 +41,32 @@ InMessage Take(std::unique_ptr<RdKafka::Message> owned) {
   return out;
 }
 
+// A store error that retrying can never fix: the rows themselves are refused.
+// Both backends say kInvalidArgument for those (HBase: a row over
+// max_call_bytes, an empty key, TIllegalArgument; RocksDB: InvalidArgument).
+// Everything else (I/O, unavailable, a missing table, a failed precondition,
+// garbled transport) is about the store, not the rows: it may pass later, or
+// after an operator acts, so it is retried with the partitions paused.
+bool PermanentStoreError(const Status& s) { return !s.ok() && s.code() == Errc::kInvalidArgument; }
+
+// The delivery state of one batch's dead letters, shared with the delivery
+// reports of its copies in flight: a report that comes after
+// DeliverDeadLetters returned (on stop) writes here, never into freed memory.
+struct DlqDeliveries {
+  enum State : int { kToSend = 0, kInFlight, kDelivered, kFailed };
+  explicit DlqDeliveries(size_t n) : state(n) {}
+  std::vector<std::atomic<int>> state;  // per dead letter; value-initialized to kToSend
+};
+
+// One produce()'s opaque: owned by librdkafka from a successful produce()
+// until its delivery report, which deletes it.
+struct DlqTicket {
+  std::shared_ptr<DlqDeliveries> deliveries;
+  size_t index = 0;
+};
+
+constexpr int kDlqFlushMs = 5000;
+
 }  // namespace
 
 class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb, public RdKafka::DeliveryReportCb {
@@ -48,6 +77,12 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
 
   ~Impl() override {
     if (consumer_) consumer_->close();
+    if (producer_) {
+      // Dead letters still queued or in flight (a stop while the DLQ was
+      // slow): purge them and serve their reports, which free the tickets.
+      producer_->purge(RdKafka::Producer::PURGE_QUEUE | RdKafka::Producer::PURGE_INFLIGHT);
+      producer_->flush(2000);
+    }
   }
 
   Status Start() {
@@ -66,9 +101,17 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
         {"log_level", "4"},
     };
     for (const auto& [k, v] : o_.kafka) props[k] = v;
+    if (props["auto.offset.reset"] == "error") {
+      // librdkafka 2.0.2 then stops fetching a partition whose position the
+      // broker deleted, for good (no seek restarts it): a stalled partition.
+      return Status(Errc::kInvalidArgument,
+                    "kafka.auto.offset.reset: error would stop a partition for good once retention deletes its "
+                    "position; use earliest (the default) or latest: deleted messages are counted as lost either way");
+    }
     for (const auto& [k, v] : props) {
       if (conf->set(k, v, err) != RdKafka::Conf::CONF_OK) {
-        return Status(Errc::kInvalidArgument, "kafka." + k + ": " + err);
+        // The value is not echoed (it may be a password); librdkafka's text may quote it.
+        return Status(Errc::kInvalidArgument, "kafka." + k + ": " + RedactSecrets(err, o_.kafka));
       }
     }
     if (conf->set("rebalance_cb", static_cast<RdKafka::RebalanceCb*>(this), err) != RdKafka::Conf::CONF_OK ||
@@ -76,7 +119,7 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
       return Status(Errc::kInternal, err);
     }
     consumer_.reset(RdKafka::KafkaConsumer::create(conf.get(), err));
-    if (!consumer_) return Status(Errc::kInvalidArgument, "kafka consumer: " + err);
+    if (!consumer_) return Status(Errc::kInvalidArgument, "kafka consumer: " + RedactSecrets(err, o_.kafka));
 
     // The DLQ producer: idempotent, acknowledged by all replicas.
     std::unique_ptr<RdKafka::Conf> pconf(RdKafka::Conf::create(RdKafka::Conf::CONF_GLOBAL));
@@ -86,13 +129,13 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     for (const auto& [k, v] : pprops) {
       if (pconf->set(k, v, err) != RdKafka::Conf::CONF_OK) {
         // Consumer-only properties do not apply to the producer.
-        spdlog::debug("dlq producer ignores {}: {}", k, err);
+        spdlog::debug("dlq producer ignores {}: {}", k, RedactSecrets(err, o_.kafka));
       }
     }
     pconf->set("dr_cb", static_cast<RdKafka::DeliveryReportCb*>(this), err);
     pconf->set("event_cb", static_cast<RdKafka::EventCb*>(this), err);
     producer_.reset(RdKafka::Producer::create(pconf.get(), err));
-    if (!producer_) return Status(Errc::kInvalidArgument, "kafka dlq producer: " + err);
+    if (!producer_) return Status(Errc::kInvalidArgument, "kafka dlq producer: " + RedactSecrets(err, o_.kafka));
     // Dead-letter topics of listed topics are named now, so that the
     // producer's first metadata request covers them; one first named at the
     // first dead letter waits for librdkafka's 1 s scan of unknown topics.
@@ -123,17 +166,25 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
       ForgetUnflushed();  // what a failed flush left: replayed by the new owners
     }
     std::set<std::pair<std::string, int32_t>> owned;
-    ApplyRebalance(consumer, err, parts, &owned);
+    std::vector<RdKafka::TopicPartition*> mine;
+    ApplyRebalance(consumer, err, parts, &owned, &mine);
+    if (err == RdKafka::ERR__ASSIGN_PARTITIONS) {
+      ExpectCommittedOffsets(consumer, mine);
+    } else {
+      expected_.clear();
+    }
     if (o_.on_assignment) o_.on_assignment(owned);
   }
 
   void ApplyRebalance(RdKafka::KafkaConsumer* consumer, RdKafka::ErrorCode err,
-                      std::vector<RdKafka::TopicPartition*>& parts, std::set<std::pair<std::string, int32_t>>* owned) {
+                      std::vector<RdKafka::TopicPartition*>& parts, std::set<std::pair<std::string, int32_t>>* owned,
+                      std::vector<RdKafka::TopicPartition*>* mine) {
     std::lock_guard lock(mu_);
     if (err == RdKafka::ERR__ASSIGN_PARTITIONS) {
-      consumer->assign(parts);
-      for (auto* p : parts) assigned_[{p->topic(), p->partition()}] = 0;
-      spdlog::info("consumer: assigned {} partitions, {} in all", parts.size(), assigned_.size());
+      *mine = WithoutDeadLetterTopics(parts);
+      consumer->assign(*mine);
+      for (auto* p : *mine) assigned_[{p->topic(), p->partition()}] = 0;
+      spdlog::info("consumer: assigned {} partitions, {} in all", mine->size(), assigned_.size());
     } else {
       // Abandon in-flight messages of revoked partitions: nothing of theirs
       // was committed, so their new owner reads them again.
@@ -156,6 +207,51 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     for (const auto& [tp, lag] : assigned_) owned->insert(tp);
   }
 
+  // With a topic regex, the assignment can hold our own dead-letter topics
+  // (`^logs\..*` matches `logs.a.dlq`): consuming them would dead-letter
+  // their bad messages again (`.dlq.dlq` chains) or stall on them. librdkafka's
+  // regexes have no negative lookahead, so they are left out here, and each
+  // excluded topic is logged once. A listed topic is consumed as listed.
+  std::vector<RdKafka::TopicPartition*> WithoutDeadLetterTopics(const std::vector<RdKafka::TopicPartition*>& parts) {
+    if (o_.topic_regex.empty() || o_.dlq_suffix.empty()) return parts;
+    std::vector<RdKafka::TopicPartition*> kept;
+    for (auto* p : parts) {
+      const std::string& t = p->topic();
+      const size_t n = o_.dlq_suffix.size();
+      if (t.size() >= n && t.compare(t.size() - n, n, o_.dlq_suffix) == 0) {
+        if (excluded_topics_.insert(t).second) {
+          spdlog::info("consumer: not consuming {}: it matches {} but is a dead-letter topic (suffix {})", t,
+                       o_.topic_regex, o_.dlq_suffix);
+        }
+        continue;
+      }
+      kept.push_back(p);
+    }
+    return kept;
+  }
+
+  // After an assignment, each partition's next message is expected at its
+  // committed offset (or at 0 when the topics started empty in this process
+  // and nothing was committed); unknown otherwise, until its first message.
+  void ExpectCommittedOffsets(RdKafka::KafkaConsumer* consumer, const std::vector<RdKafka::TopicPartition*>& parts) {
+    if (parts.empty()) return;
+    std::vector<RdKafka::TopicPartition*> committed;
+    for (auto* p : parts) committed.push_back(RdKafka::TopicPartition::create(p->topic(), p->partition()));
+    RdKafka::ErrorCode e = consumer->committed(committed, 10'000);
+    if (e) spdlog::warn("consumer: cannot read committed offsets ({}); offset gaps are checked from each partition's "
+                        "first message", RdKafka::err2str(e));
+    for (auto* p : committed) {
+      int64_t next = -1;
+      if (!e && p->err() == RdKafka::ERR_NO_ERROR && p->offset() >= 0) {
+        next = p->offset();
+      } else if (!e && o_.topics_start_empty) {
+        next = 0;
+      }
+      expected_[{p->topic(), p->partition()}] = next;
+    }
+    RdKafka::TopicPartition::destroy(committed);
+  }
+
   void event_cb(RdKafka::Event& event) override {
     if (event.type() == RdKafka::Event::EVENT_ERROR) {
       metrics_.kafka_errors.Increment();
@@ -164,8 +260,8 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
   }
 
   void dr_cb(RdKafka::Message& m) override {
-    auto* slot = static_cast<std::atomic<int>*>(m.msg_opaque());
-    if (slot) *slot = m.err() ? -1 : 1;
+    std::unique_ptr<DlqTicket> ticket(static_cast<DlqTicket*>(m.msg_opaque()));
+    if (ticket) ticket->deliveries->state[ticket->index] = m.err() ? DlqDeliveries::kFailed : DlqDeliveries::kDelivered;
     if (m.err()) spdlog::warn("dlq: delivery to {} failed: {}", m.topic_name(), m.errstr());
   }
 
@@ -184,13 +280,28 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
       if (batch.empty()) continue;
       const int64_t started = Ms(clock_);
       ProcessedBatch out;
-      if (!Process(batch, out, stop) || !DeliverDeadLetters(out, stop) || !WriteDurably(out, stop)) {
+      bool done = Process(batch, out, stop) && DeliverDeadLetters(out, stop);
+      if (done) {
+        Status rejection;
+        switch (WriteDurably(out, stop, &rejection)) {
+          case Written::kYes:
+            processor_.Settle(true);
+            break;
+          case Written::kStopped:
+            done = false;
+            break;
+          case Written::kRejected:
+            processor_.Settle(false);
+            done = Salvage(batch, out, rejection, stop);  // settles what it writes
+            break;
+        }
+      }
+      if (!done) {
         processor_.Settle(false);
         spdlog::warn("consumer: stopping with an unwritten batch of {} messages; it will be consumed again",
                      batch.size());
         break;
       }
-      processor_.Settle(true);
       if (o_.on_written) o_.on_written(out);
       if (!o_.flush) {
         Commit(out.next_offsets);
@@ -218,6 +329,8 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     ConsumerState s;
     s.assigned = assigned_.size();
     for (auto& [tp, lag] : assigned_) s.max_lag = std::max(s.max_lag, lag);
+    s.lost_messages = lost_messages_;
+    s.lost = last_loss_;
     if (assigned_.empty()) {
       s.reason = "no partitions assigned";
     } else if (s.max_lag > max_lag) {
@@ -247,6 +360,7 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
       }
       switch (m->err()) {
         case RdKafka::ERR_NO_ERROR: {
+          CheckOffset(m->topic_name(), m->partition(), m->offset());
           InMessage message = Take(std::move(m));
           bytes += message.value.size();
           std::lock_guard lock(mu_);
@@ -261,6 +375,48 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
           spdlog::warn("consumer: {}", m->errstr());
       }
     }
+  }
+
+  // Compares a message's offset with the one its partition expected and
+  // counts what retention deleted in between (the rule: consumer/offset_gap.h).
+  void CheckOffset(const std::string& topic, int32_t partition, int64_t offset) {
+    auto it = expected_.try_emplace({topic, partition}, -1).first;
+    const int64_t expected = it->second;
+    it->second = offset + 1;
+    if (expected < 0 || offset <= expected) return;  // unknown yet, in order, or redelivered
+    // A gap: only now is the broker asked for the log start.
+    int64_t low = -1, high = -1;
+    RdKafka::ErrorCode e = consumer_->query_watermark_offsets(topic, partition, &low, &high, 5000);
+    if (e) {
+      low = high = -1;
+      if (consumer_->get_watermark_offsets(topic, partition, &low, &high) != RdKafka::ERR_NO_ERROR) low = -1;
+    }
+    const int64_t lost = LostInGap(expected, offset, low);
+    if (low < 0) {
+      spdlog::warn("consumer: {}[{}] skipped offsets {}..{} and its log start is unknown ({}); not counted as lost",
+                   topic, partition, expected, offset - 1, RdKafka::err2str(e));
+      return;
+    }
+    if (lost == 0) {
+      // Transaction markers, aborted or compacted messages: nothing lost.
+      spdlog::debug("consumer: {}[{}] skipped offsets {}..{} at or above its log start {}", topic, partition, expected,
+                    offset - 1, low);
+      return;
+    }
+    RecordLoss(topic, partition, expected, lost, low);
+  }
+
+  void RecordLoss(const std::string& topic, int32_t partition, int64_t expected, int64_t lost, int64_t low) {
+    // Also the /readyz line: "lost 14 messages of t[0] (offsets 4..17): ...".
+    const std::string what = "lost " + std::to_string(lost) + " messages of " + topic + "[" +
+                             std::to_string(partition) + "] (offsets " + std::to_string(expected) + ".." +
+                             std::to_string(expected + lost - 1) + "): the broker deleted them (retention; log start now " +
+                             std::to_string(low) + ") before this member consumed them";
+    spdlog::error("consumer: {}; they were never indexed", what);
+    metrics_.LostMessages(topic, partition).Increment(static_cast<double>(lost));
+    std::lock_guard lock(mu_);
+    lost_messages_ += static_cast<uint64_t>(lost);
+    last_loss_ = what;
   }
 
   void SetPaused(bool paused) {
@@ -297,42 +453,47 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     }
   }
 
-  // Produces the batch's dead letters and waits for every acknowledgement,
-  // retrying failures with backoff (partitions paused meanwhile).
+  // Produces the batch's dead letters and waits for every acknowledgement.
+  // Only a dead letter whose delivery definitively failed (its report said
+  // so, or produce() refused it) is produced again, after a backoff; one
+  // still in flight when a flush times out is waited for, never produced a
+  // second time. Partitions are paused meanwhile. Each produce() owns a
+  // DlqTicket on the heap that its delivery report deletes; the state it
+  // points at is shared, so a report after a stop writes into live memory.
   bool DeliverDeadLetters(const ProcessedBatch& out, const std::atomic<bool>& stop) {
     if (out.dead_letters.empty()) return true;
-    std::vector<std::atomic<int>> acked(out.dead_letters.size());
-    for (auto& a : acked) a = -1;
+    const size_t n = out.dead_letters.size();
+    auto deliveries = std::make_shared<DlqDeliveries>(n);
     int64_t backoff = 100;
     for (;;) {
-      for (size_t i = 0; i < out.dead_letters.size(); ++i) {
-        if (acked[i] == 1) continue;
-        acked[i] = 0;
-        const DeadLetter& d = out.dead_letters[i];
-        RdKafka::Headers* h = RdKafka::Headers::create();
-        h->add(std::string(kDlqErrorHeader), d.description);
-        h->add(std::string(kDlqTopicHeader), d.message.topic);
-        h->add(std::string(kDlqPartitionHeader), std::to_string(d.message.partition));
-        h->add(std::string(kDlqOffsetHeader), std::to_string(d.message.offset));
-        for (const auto& [k, v] : d.message.headers) h->add(k, v);
-        RdKafka::ErrorCode e = producer_->produce(
-            d.message.topic + o_.dlq_suffix, RdKafka::Topic::PARTITION_UA, RdKafka::Producer::RK_MSG_COPY,
-            const_cast<char*>(d.message.value.data()), d.message.value.size(),
-            d.message.key.empty() ? nullptr : d.message.key.data(), d.message.key.size(), 0, h, &acked[i]);
-        if (e) {
-          delete h;  // not taken over on failure
-          acked[i] = -1;
-        }
+      for (size_t i = 0; i < n; ++i) {
+        const int state = deliveries->state[i];
+        if (state != DlqDeliveries::kToSend && state != DlqDeliveries::kFailed) continue;
+        deliveries->state[i] = DlqDeliveries::kInFlight;
+        if (!ProduceDeadLetter(out.dead_letters[i], deliveries, i)) deliveries->state[i] = DlqDeliveries::kFailed;
       }
-      producer_->flush(5000);
-      bool all = std::all_of(acked.begin(), acked.end(), [](const std::atomic<int>& a) { return a == 1; });
-      if (all) break;
-      metrics_.dlq_failures.Increment();
-      spdlog::warn("dlq: not every dead letter was acknowledged; partitions paused, retrying in {} ms", backoff);
+      producer_->flush(kDlqFlushMs);  // serves the delivery reports
+      size_t delivered = 0, failed = 0;
+      for (const auto& st : deliveries->state) {
+        delivered += st == DlqDeliveries::kDelivered;
+        failed += st == DlqDeliveries::kFailed;
+      }
+      if (delivered == n) break;
       SetPaused(true);
-      if (stop) return false;
-      Nap(backoff, stop);
-      backoff = std::min(backoff * 2, o_.retry_backoff_max_ms);
+      if (failed > 0) {
+        metrics_.dlq_failures.Increment();
+        spdlog::warn("dlq: {} of {} dead letters failed; partitions paused, producing those again in {} ms", failed, n,
+                     backoff);
+        if (stop) return false;
+        Nap(backoff, stop);
+        backoff = std::min(backoff * 2, o_.retry_backoff_max_ms);
+      } else {
+        metrics_.dlq_flush_timeouts.Increment();
+        spdlog::warn("dlq: {} of {} dead letters still unacknowledged after {} ms; partitions paused, waiting for them "
+                     "(they are not produced again)",
+                     n - delivered, n, kDlqFlushMs);
+        if (stop) return false;
+      }
     }
     for (const DeadLetter& d : out.dead_letters) {
       metrics_.DeadLettered(d.reason).Increment();
@@ -343,8 +504,34 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     return true;
   }
 
-  // Writes the batch's rows, retrying with backoff while the store fails.
-  bool WriteDurably(const ProcessedBatch& out, const std::atomic<bool>& stop) {
+  // Hands one dead letter to the producer; false when it refused it.
+  bool ProduceDeadLetter(const DeadLetter& d, const std::shared_ptr<DlqDeliveries>& deliveries, size_t index) {
+    RdKafka::Headers* h = RdKafka::Headers::create();
+    h->add(std::string(kDlqErrorHeader), d.description);
+    h->add(std::string(kDlqTopicHeader), d.message.topic);
+    h->add(std::string(kDlqPartitionHeader), std::to_string(d.message.partition));
+    h->add(std::string(kDlqOffsetHeader), std::to_string(d.message.offset));
+    for (const auto& [k, v] : d.message.headers) h->add(k, v);
+    auto ticket = std::make_unique<DlqTicket>(DlqTicket{deliveries, index});
+    RdKafka::ErrorCode e = producer_->produce(
+        d.message.topic + o_.dlq_suffix, RdKafka::Topic::PARTITION_UA, RdKafka::Producer::RK_MSG_COPY,
+        const_cast<char*>(d.message.value.data()), d.message.value.size(),
+        d.message.key.empty() ? nullptr : d.message.key.data(), d.message.key.size(), 0, h, ticket.get());
+    if (e) {
+      delete h;  // neither is taken over on failure
+      spdlog::warn("dlq: cannot produce to {}{}: {}", d.message.topic, o_.dlq_suffix, RdKafka::err2str(e));
+      return false;
+    }
+    ticket.release();  // the delivery report deletes it
+    return true;
+  }
+
+  enum class Written { kYes, kStopped, kRejected };
+
+  // Writes the batch's rows, retrying with backoff while the store fails
+  // transiently. A permanent error (PermanentStoreError) is not retried:
+  // kRejected, with the error in `rejection`.
+  Written WriteDurably(const ProcessedBatch& out, const std::atomic<bool>& stop, Status* rejection) {
     int64_t backoff = 100;
     for (;;) {
       const int64_t t0 = Ms(clock_);
@@ -352,10 +539,14 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
       metrics_.store_write_seconds.Observe((Ms(clock_) - t0) / 1000.0);
       if (s.ok()) break;
       metrics_.store_write_failures.Increment();
+      if (PermanentStoreError(s)) {
+        *rejection = s;
+        return Written::kRejected;
+      }
       spdlog::warn("store: write of {} rows failed: {}; partitions paused, retrying in {} ms", out.writes.size(),
                    s.ToString(), backoff);
       SetPaused(true);
-      if (stop) return false;
+      if (stop) return Written::kStopped;
       Nap(backoff, stop);
       backoff = std::min(backoff * 2, o_.retry_backoff_max_ms);
     }
@@ -363,6 +554,50 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     for (const auto& e : out.writes.entries()) ++per_table[e.table];
     for (const auto& [t, n] : per_table) metrics_.RowsWritten(t).Increment(static_cast<double>(n));
     SetPaused(false);
+    return Written::kYes;
+  }
+
+  // The store refused `out` for good (`rejection`). Finds the messages whose
+  // rows it cannot take by writing the batch message by message (only on
+  // this path: one write per message), dead-letters those with reason
+  // store_rejected and the store's error, and writes the rest. Messages
+  // already dead-lettered by processing are skipped. On return `out` holds
+  // the batch's totals for metrics and its offsets to commit; false on stop.
+  bool Salvage(const std::vector<InMessage>& batch, ProcessedBatch& out, const Status& rejection,
+               const std::atomic<bool>& stop) {
+    metrics_.store_rejected_batches.Increment();
+    spdlog::error("store: rejected a batch of {} rows for good ({}); writing its {} messages one by one, the ones it "
+                  "rejects go to the DLQ",
+                  out.writes.size(), rejection.ToString(), batch.size());
+    std::set<std::tuple<std::string, int32_t, int64_t>> dead;
+    for (const DeadLetter& d : out.dead_letters) dead.emplace(d.message.topic, d.message.partition, d.message.offset);
+    ProcessedBatch rejected;
+    uint64_t chunks = 0, records = 0, alerts = 0;
+    for (const InMessage& m : batch) {
+      if (dead.count({m.topic, m.partition, m.offset})) continue;
+      ProcessedBatch one;
+      if (!Process({m}, one, stop) || !DeliverDeadLetters(one, stop)) return false;
+      Status why;
+      switch (WriteDurably(one, stop, &why)) {
+        case Written::kYes:
+          processor_.Settle(true);
+          chunks += one.chunks;
+          records += one.records;
+          alerts += one.alerts_staged;
+          break;
+        case Written::kStopped:
+          return false;
+        case Written::kRejected:
+          processor_.Settle(false);
+          rejected.dead_letters.push_back(DeadLetter{m, "store_rejected", "store_rejected: " + why.ToString()});
+          break;
+      }
+    }
+    if (!DeliverDeadLetters(rejected, stop)) return false;
+    out.writes.Clear();
+    out.chunks = chunks;
+    out.records = records;
+    out.alerts_staged = alerts;
     return true;
   }
 
@@ -459,6 +694,12 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
   mutable std::mutex mu_;  // guards pending_ and assigned_
   std::vector<InMessage> pending_;
   std::map<std::pair<std::string, int32_t>, int64_t> assigned_;  // -> lag
+  uint64_t lost_messages_ = 0;  // guarded by mu_, as is last_loss_
+  std::string last_loss_;
+  // Run thread only: per assigned partition, the offset its next message
+  // should have (-1: unknown); dead-letter topics a regex matched, logged.
+  std::map<std::pair<std::string, int32_t>, int64_t> expected_;
+  std::set<std::string> excluded_topics_;
   bool paused_ = false;
   int64_t lag_updated_ms_ = INT64_MIN / 2;
   // With o_.flush: written, not yet durable (Run thread only).

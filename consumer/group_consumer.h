@@ -13,7 +13,19 @@
 //   for the next flush;
 // - while the store or the DLQ fails, every assigned partition is paused and
 //   the batch is retried with backoff (log line, `logdex_consumer_paused`);
-//   nothing is ever dropped;
+//   nothing is ever dropped; a dead letter still in flight after a flush is
+//   waited for, never produced twice;
+// - a store error that can never succeed (kInvalidArgument: a row over the
+//   HBase call limit, an empty key, ...) is not retried: the batch's messages
+//   are written one by one, those the store rejects are dead-lettered with
+//   reason `store_rejected`, and the batch is committed;
+// - offset gaps: a partition's next message beyond the offset expected (last
+//   consumed + 1, or the committed offset after an assignment) is checked
+//   against the partition's log start (consumer/offset_gap.h); what retention
+//   deleted is counted in `logdex_consumer_lost_messages_total`, logged with
+//   its range and reported by State();
+// - with `topic_regex`, topics ending with `dlq_suffix` are never consumed
+//   (their partitions are left out of the assignment, logged once);
 // - on revocation, messages of revoked partitions not yet processed are
 //   abandoned (their offsets were not committed: the new owner reads them);
 // - Run() returns after `stop` is set: it finishes the batch, commits and
@@ -63,6 +75,12 @@ struct GroupConsumerOptions {
   std::function<Status()> flush;
   int64_t flush_interval_ms = 5'000;
   uint64_t flush_bytes = 256ull << 20;
+  // The topics were created empty by this process (`serve --embedded-kafka`):
+  // a partition with no committed offset is expected from offset 0, so what
+  // retention deleted before the first fetch counts as lost. Otherwise such a
+  // partition starts wherever auto.offset.reset puts it, and gap checks begin
+  // at its first message.
+  bool topics_start_empty = false;
   // Called on the Run thread after every assignment change with the
   // partitions this member now owns (empty after a revoke).
   std::function<void(const std::set<std::pair<std::string, int32_t>>&)> on_assignment;
@@ -74,6 +92,13 @@ struct ConsumerState {
   std::string reason;
   size_t assigned = 0;
   int64_t max_lag = 0;
+  // Messages the broker deleted before this member consumed them (summed
+  // over partitions, since start), and the latest such loss in words, e.g.
+  // "lost 4900 messages of logs[3] (offsets 100..4999) ...". Readiness does
+  // not depend on them: the loss is in the past and no restart or rerouting
+  // brings it back; alert on the metric instead.
+  uint64_t lost_messages = 0;
+  std::string lost;
 };
 
 class GroupConsumer {

@@ -21,4 +21,13 @@ std::unique_ptr<RdKafka::Conf> KafkaConf(const std::map<std::string, std::string
 std::unique_ptr<RdKafka::KafkaConsumer> ConsumerFromStart(const std::string& bootstrap, const std::string& group,
                                                          const std::string& topic, int partitions);
 
+// True for librdkafka properties whose value is a secret (passwords, SASL
+// and OAuth credentials, private keys): their values never appear in logs
+// or error text.
+bool IsSecretProperty(const std::string& name);
+
+// `text` with the value of every secret property of `properties` replaced
+// by "[redacted]" (librdkafka's own errors may quote a rejected value).
+std::string RedactSecrets(std::string text, const std::map<std::string, std::string>& properties);
+
 }  // namespace logdex

@@ -35,6 +35,12 @@ ConsumerMetrics::ConsumerMetrics(prometheus::Registry& r)
       paused(Gauge(r, "logdex_consumer_paused", "1 while partitions are paused because the store or DLQ fails")),
       pauses(Counter(r, "logdex_consumer_pauses_total", "Times the consumer paused its partitions")),
       dlq_failures(Counter(r, "logdex_consumer_dlq_failures_total", "Failed attempts to produce to the dead-letter topic")),
+      dlq_flush_timeouts(Counter(r, "logdex_consumer_dlq_flush_timeouts_total",
+                                 "Times dead letters were still unacknowledged after a 5 s flush; they are waited "
+                                 "for, not produced again")),
+      store_rejected_batches(Counter(r, "logdex_consumer_store_rejected_batches_total",
+                                     "Batches the store rejected with a permanent error; their messages were then "
+                                     "written one by one and the rejected ones dead-lettered (reason store_rejected)")),
       kafka_errors(Counter(r, "logdex_consumer_kafka_errors_total", "Kafka client errors (broker down, transport)")),
       assigned_partitions(Gauge(r, "logdex_consumer_assigned_partitions", "Partitions assigned to this member")),
       rebalances(Counter(r, "logdex_consumer_rebalances_total", "Consumer group rebalances seen")),
@@ -56,7 +62,12 @@ ConsumerMetrics::ConsumerMetrics(prometheus::Registry& r)
       lag_(BuildGauge()
                .Name("logdex_consumer_lag_messages")
                .Help("Messages behind the partition's high watermark")
-               .Register(r)) {}
+               .Register(r)),
+      lost_(BuildCounter()
+                .Name("logdex_consumer_lost_messages_total")
+                .Help("Messages the broker deleted (retention) before this member consumed them: offsets skipped "
+                      "below the partition's log start")
+                .Register(r)) {}
 
 prometheus::Counter& ConsumerMetrics::DeadLettered(const std::string& reason) {
   return dead_lettered_.Add({{"reason", reason}});
@@ -66,6 +77,10 @@ prometheus::Counter& ConsumerMetrics::RowsWritten(const std::string& table) {
 }
 prometheus::Gauge& ConsumerMetrics::Lag(const std::string& topic, int32_t partition) {
   return lag_.Add({{"topic", topic}, {"partition", std::to_string(partition)}});
+}
+
+prometheus::Counter& ConsumerMetrics::LostMessages(const std::string& topic, int32_t partition) {
+  return lost_.Add({{"topic", topic}, {"partition", std::to_string(partition)}});
 }
 
 }  // namespace logdex

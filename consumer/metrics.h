@@ -31,6 +31,8 @@ class ConsumerMetrics {
   prometheus::Gauge& paused;           // 1 while partitions are paused (store or DLQ failing)
   prometheus::Counter& pauses;         // times partitions were paused
   prometheus::Counter& dlq_failures;   // failed attempts to produce to the DLQ
+  prometheus::Counter& dlq_flush_timeouts;  // dead letters still unacknowledged after a flush (waited for)
+  prometheus::Counter& store_rejected_batches;  // batches the store refused permanently (then salvaged)
   prometheus::Counter& kafka_errors;   // client errors (broker down, transport, ...)
   prometheus::Gauge& assigned_partitions;
   prometheus::Counter& rebalances;
@@ -43,11 +45,14 @@ class ConsumerMetrics {
   prometheus::Counter& DeadLettered(const std::string& reason);
   prometheus::Counter& RowsWritten(const std::string& table);
   prometheus::Gauge& Lag(const std::string& topic, int32_t partition);
+  // Messages the broker no longer had when this member fetched them.
+  prometheus::Counter& LostMessages(const std::string& topic, int32_t partition);
 
  private:
   prometheus::Family<prometheus::Counter>& dead_lettered_;
   prometheus::Family<prometheus::Counter>& rows_written_;
   prometheus::Family<prometheus::Gauge>& lag_;
+  prometheus::Family<prometheus::Counter>& lost_;
 };
 
 }  // namespace logdex

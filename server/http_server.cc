@@ -629,7 +629,9 @@ class HttpServer::Impl {
     server_.Get("/readyz", Wrap([this](const httplib::Request&, httplib::Response& res) {
                   ReadyState state = readiness_ ? readiness_() : ReadyState{true, ""};
                   res.status = state.ready ? 200 : 503;
-                  res.set_content(state.ready ? "ready\n" : "not ready: " + state.reason + "\n", kTextType);
+                  res.set_content(state.ready ? (state.reason.empty() ? "ready\n" : "ready: " + state.reason + "\n")
+                                              : "not ready: " + state.reason + "\n",
+                                  kTextType);
                 }));
     server_.Get("/metrics", Wrap([this](const httplib::Request&, httplib::Response& res) {
                   std::string body = prometheus::TextSerializer().Serialize(registry_.Collect());

@@ -6,13 +6,16 @@
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <prometheus/registry.h>
+#include <set>
 #include <thread>
 
 #include "alerting/dispatcher.h"
@@ -214,9 +217,8 @@ int Serve(const ServeFlags& flags) {
       }
     }
     config.kafka["bootstrap.servers"] = embedded->bootstrap();
-    std::printf("embedded kafka: bootstrap %s, topic %s (%d partitions)\n", embedded->bootstrap().c_str(),
-                config.consumer.topics.front().c_str(), flags.embedded_partitions);
-    std::fflush(stdout);
+    // Announced (printed, and the bootstrap file written) only once the
+    // consumer owns the partitions: see on_assignment below.
   } else if (!config.kafka.count("bootstrap.servers")) {
     std::fprintf(stderr, "logdex serve: no Kafka: give --brokers, kafka.bootstrap.servers in the config, "
                          "or --embedded-kafka\n");
@@ -311,6 +313,41 @@ int Serve(const ServeFlags& flags) {
     };
     spdlog::info("alerting: the outbox is shared; the owner of {}[0] delivers from it", decides.first);
   }
+  if (embedded) {
+    // The in-process cluster keeps only ~5 MiB per partition: what a producer
+    // sends before this member fetches is soon gone. So its address is
+    // announced only once the consumer owns every partition of the topics
+    // it created (with a topic regex: once it owns any), and the topics
+    // count as empty at start, so anything deleted before the first fetch
+    // is counted as lost.
+    go.topics_start_empty = true;
+    std::set<std::pair<std::string, int32_t>> wanted;
+    for (const std::string& t : config.consumer.topics) {
+      for (int32_t p = 0; p < flags.embedded_partitions; ++p) wanted.emplace(t, p);
+    }
+    auto announced = std::make_shared<bool>(false);
+    const bool by_regex = !config.consumer.topic_regex.empty();
+    const std::string bootstrap = embedded->bootstrap(), bootstrap_file = flags.bootstrap_file;
+    const std::string first_topic = config.consumer.topics.empty() ? "" : config.consumer.topics.front();
+    const int partitions = flags.embedded_partitions;
+    go.on_assignment = [previous = go.on_assignment, wanted, announced, by_regex, bootstrap, bootstrap_file,
+                        first_topic, partitions](const std::set<std::pair<std::string, int32_t>>& owned) {
+      if (previous) previous(owned);
+      if (*announced || owned.empty()) return;
+      if (!by_regex && !std::includes(owned.begin(), owned.end(), wanted.begin(), wanted.end())) return;
+      *announced = true;
+      std::printf("embedded kafka: bootstrap %s, topic %s (%d partitions); it keeps only ~5 MiB or 100,000 batches "
+                  "per partition: a consumer lagging further loses messages (counted in "
+                  "logdex_consumer_lost_messages_total)\n",
+                  bootstrap.c_str(), first_topic.c_str(), partitions);
+      std::fflush(stdout);
+      if (!bootstrap_file.empty()) {
+        if (Status s = WriteFileAtomically(bootstrap_file, bootstrap); !s.ok()) {
+          spdlog::error("serve: {}", s.message());
+        }
+      }
+    };
+  }
   GroupConsumer consumer(go, **store, processor, metrics, clock);
 
   QueryOptions qo;
@@ -345,8 +382,15 @@ int Serve(const ServeFlags& flags) {
   const int64_t max_lag = config.http.ready_max_lag;
   HttpServer http(ho, engine, registry,
                   [&consumer, max_lag] {
+                    // A loss does not flip readiness (see ConsumerState) but is
+                    // shown in the body, after the reason if there is one.
                     ConsumerState s = consumer.State(max_lag);
-                    return ReadyState{s.ready, s.reason};
+                    std::string reason = s.reason;
+                    if (s.lost_messages > 0) {
+                      reason += (reason.empty() ? "" : "; ") + std::to_string(s.lost_messages) +
+                                " messages lost in all, latest: " + s.lost;
+                    }
+                    return ReadyState{s.ready, reason};
                   },
                   clock);
   if (Status s = http.Start(); !s.ok()) {
@@ -360,13 +404,8 @@ int Serve(const ServeFlags& flags) {
     std::fprintf(stderr, "logdex serve: kafka: %s\n", s.message().c_str());
     return 1;
   }
-  // The bootstrap file is written last: once it exists, everything is up.
-  if (embedded && !flags.bootstrap_file.empty()) {
-    if (Status s = WriteFileAtomically(flags.bootstrap_file, embedded->bootstrap()); !s.ok()) {
-      std::fprintf(stderr, "logdex serve: %s\n", s.message().c_str());
-      return 1;
-    }
-  }
+  // With --embedded-kafka, the bootstrap file is written once the consumer
+  // owns its partitions (go.on_assignment): then everything is up.
 
   if (alerting_config->enabled) {
     if (Status s = dispatcher.Start(); !s.ok()) {
@@ -428,12 +467,15 @@ void AddServeCommand(CLI::App& app, CommandRun& run) {
   cmd->add_option("--config", f->config, "YAML configuration file (see deploy/logdex.example.yaml)")
       ->check(CLI::ExistingFile);
   cmd->add_flag("--embedded-kafka", f->embedded_kafka,
-                "Start an in-process Kafka cluster (librdkafka's mock) and consume from it");
+                "Start an in-process Kafka cluster (librdkafka's mock) and consume from it. It keeps only ~5 MiB "
+                "or 100,000 batches per partition (librdkafka 2.0.2) and deletes older data: a consumer that "
+                "lags further loses messages (counted in logdex_consumer_lost_messages_total, shown on /readyz)");
   cmd->add_option("--embedded-partitions", f->embedded_partitions, "Partitions of the embedded topic")
       ->capture_default_str()
       ->check(CLI::Range(1, 256));
   cmd->add_option("--bootstrap-file", f->bootstrap_file,
-                  "With --embedded-kafka: write the bootstrap address here once serving");
+                  "With --embedded-kafka: write the bootstrap address here once the consumer owns its partitions "
+                  "(produce only after it appears)");
   cmd->add_option("--store-dir", f->store_dir, "RocksDB directory (overrides store.dir)");
   cmd->add_option("--http", f->http, "HOST:PORT for metrics, health and the query API (overrides http.listen)");
   cmd->add_flag("--allow-unauthenticated", f->allow_unauthenticated,

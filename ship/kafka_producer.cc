@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cctype>
 #include <optional>
 
 namespace logdex::ship {
@@ -31,6 +32,28 @@ bool Retriable(RdKafka::ErrorCode e) {
     default:
       return false;
   }
+}
+
+// The rule of consumer/kafka_clients.h's IsSecretProperty/RedactSecrets
+// (ship does not link the consumer; one copy belongs in common/): a
+// property whose value is a secret never shows in error text.
+bool IsSecretProperty(std::string name) {
+  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
+  for (const char* word : {"password", "secret", "sasl.oauthbearer", "sasl.jaas", "ssl.key.pem", "ssl_key", "token",
+                           "credential"}) {
+    if (name.find(word) != std::string::npos) return true;
+  }
+  return false;
+}
+
+std::string RedactSecrets(std::string text, const std::vector<std::pair<std::string, std::string>>& settings) {
+  for (const auto& [k, v] : settings) {
+    if (v.empty() || !IsSecretProperty(k)) continue;
+    for (size_t at = text.find(v); at != std::string::npos; at = text.find(v, at + 10)) {
+      text.replace(at, v.size(), "[redacted]");  // 10 characters: the search goes on after it
+    }
+  }
+  return text;
 }
 
 }  // namespace
@@ -254,7 +277,8 @@ Result<std::unique_ptr<KafkaChunkProducer>> KafkaChunkProducer::Create(const Pro
   for (const auto& [k, v] : options.kafka) impl->librdkafka_debug |= k == "debug" && !v.empty();
   for (const auto& [k, v] : settings) {
     if (conf->set(k, v, err) != RdKafka::Conf::CONF_OK) {
-      return Error{Errc::kInvalidArgument, "Kafka setting " + k + "=" + v + ": " + err};
+      return Error{Errc::kInvalidArgument, "Kafka setting " + k + "=" + (IsSecretProperty(k) ? "[redacted]" : v) +
+                                               ": " + RedactSecrets(err, settings)};
     }
   }
   if (conf->set("dr_cb", static_cast<RdKafka::DeliveryReportCb*>(impl.get()), err) != RdKafka::Conf::CONF_OK ||
@@ -262,7 +286,9 @@ Result<std::unique_ptr<KafkaChunkProducer>> KafkaChunkProducer::Create(const Pro
     return Error{Errc::kInternal, "librdkafka callbacks: " + err};
   }
   impl->producer.reset(RdKafka::Producer::create(conf.get(), err));
-  if (!impl->producer) return Error{Errc::kInvalidArgument, "cannot create the Kafka producer: " + err};
+  if (!impl->producer) {
+    return Error{Errc::kInvalidArgument, "cannot create the Kafka producer: " + RedactSecrets(err, settings)};
+  }
   // The topic handle is made now, before the first broker connection is up, so
   // that the connection's first metadata request covers it. A topic first
   // named at the first produce() can miss that request and wait for

@@ -2,8 +2,11 @@
 // bad input goes to the DLQ with its reason and never stalls a partition;
 // store failures and a broker outage pause consumption without losing data.
 #include <gtest/gtest.h>
+#include <librdkafka/rdkafka.h>
+#include <librdkafka/rdkafka_mock.h>
 #include <prometheus/registry.h>
 
+#include <random>
 #include <set>
 #include <thread>
 
@@ -13,6 +16,7 @@
 #include "consumer/batch_processor.h"
 #include "consumer/embedded_kafka.h"
 #include "consumer/group_consumer.h"
+#include "consumer/offset_gap.h"
 #include "indexer/indexer.h"
 #include "indexer/tables.h"
 #include "server/ingest_adapters.h"
@@ -32,7 +36,7 @@ constexpr int kPartitions = 4;
 class ConsumerTest : public ::testing::Test {
  protected:
   void SetUp() override {
-    auto k = EmbeddedKafka::Start(1);
+    auto k = EmbeddedKafka::Start(Brokers());
     ASSERT_TRUE(k.ok());
     kafka_ = std::move(*k);
     ASSERT_TRUE(kafka_->CreateTopic("t", kPartitions).ok());
@@ -57,12 +61,15 @@ class ConsumerTest : public ::testing::Test {
     o.session_timeout_ms = 6000;
     o.retry_backoff_max_ms = 200;
     Configure(o);
-    consumer_ = std::make_unique<GroupConsumer>(o, *store_, *processor_, *metrics_, SystemClock::Instance());
+    consumer_ = std::make_unique<GroupConsumer>(o, ConsumerStore(), *processor_, *metrics_, SystemClock::Instance());
     ASSERT_TRUE(consumer_->Start().ok());
     thread_ = std::thread([this] { EXPECT_TRUE(consumer_->Run(stop_).ok()); });
   }
 
   virtual void Configure(GroupConsumerOptions&) {}
+  virtual int Brokers() { return 1; }
+  // The store the consumer writes to (a fake may wrap store_).
+  virtual TableStore& ConsumerStore() { return *store_; }
 
   void TearDown() override {
     stop_ = true;
@@ -243,6 +250,319 @@ TEST_F(SkipWalConsumerTest, OffsetsAreCommittedOnlyAfterAFlush) {
   ASSERT_TRUE(WaitFor([&] { return Committed() == 12; }, 10'000)) << "committed " << Committed();
   EXPECT_TRUE(WaitFor([&] { return metrics_->unflushed_messages.Value() == 0; }, 5'000));
   EXPECT_GT(flushes_.load(), 2);
+}
+
+std::string ConsumerTestChunk(uint64_t seq) {
+  proto::RecordBatch b;
+  for (int i = 0; i < 3; ++i) {
+    proto::LogRecord* r = b.add_records();
+    r->set_ts_ms(SystemClock::Instance().NowMs() - 60'000 + i);
+    r->set_severity(SeverityCode(Severity::kInfo));
+    r->set_message("good record " + std::to_string(seq) + "." + std::to_string(i));
+  }
+  PackOptions po;
+  po.producer_id = 42;
+  po.sequence = seq;
+  return PackChunk("app", "h1", b, po).SerializeAsString();
+}
+
+uint64_t MainRowsOf(TableStore& store) {
+  uint64_t n = 0;
+  EXPECT_TRUE(store.Scan(ScanSpec{std::string(kMainTable), "", "", false, 0}, [&](auto, auto) {
+    return ++n, true;
+  }).ok());
+  return n;
+}
+
+// The offset-gap rule (consumer/offset_gap.h): only offsets below the
+// partition's log start are lost; a gap at or above it (transaction markers,
+// aborted or compacted messages) is not.
+TEST(OffsetGap, OnlyOffsetsBelowTheLogStartCountAsLost) {
+  EXPECT_EQ(LostInGap(100, 5000, 5000), 4900) << "retention deleted 100..4999";
+  EXPECT_EQ(LostInGap(100, 5000, 7000), 4900) << "the log start moved on since: only the skipped range counts";
+  EXPECT_EQ(LostInGap(100, 5000, 3000), 2900) << "100..2999 deleted; 3000..4999 were markers or aborted";
+  EXPECT_EQ(LostInGap(10, 11, 0), 0) << "a commit marker at offset 10";
+  EXPECT_EQ(LostInGap(10, 13, 10), 0) << "markers at the log start itself";
+  EXPECT_EQ(LostInGap(-1, 13, 20), 0) << "no expectation yet";
+  EXPECT_EQ(LostInGap(10, 13, -1), 0) << "log start unknown";
+  EXPECT_EQ(LostInGap(10, 10, 50), 0) << "no gap";
+}
+
+// A chunk of `records` records of ~10 KB of random letters each: snappy
+// cannot shrink it, so a few of them fill the mock cluster's 5 MiB.
+std::string BigChunk(uint64_t seq, int records = 20) {
+  std::mt19937_64 rng(seq);
+  proto::RecordBatch b;
+  for (int i = 0; i < records; ++i) {
+    proto::LogRecord* r = b.add_records();
+    r->set_ts_ms(SystemClock::Instance().NowMs() - 60'000 + i);
+    r->set_severity(SeverityCode(Severity::kInfo));
+    std::string text(10'000, 'a');
+    for (char& c : text) c = static_cast<char>('a' + rng() % 26);
+    r->set_message(text);
+  }
+  PackOptions po;
+  po.producer_id = 43;
+  po.sequence = seq;
+  return PackChunk("big", "h1", b, po).SerializeAsString();
+}
+
+// The "lags while it pauses for a slow store": while the store
+// fails, the partition is paused and the mock cluster deletes what it no
+// longer keeps. The loss is counted per partition, named with its range and
+// reported in State(); the partition does not stall: the rest is indexed.
+void LoseMessagesWhilePaused(RocksDbStore& store, const std::string& bootstrap,
+                             ConsumerMetrics& metrics, GroupConsumer& consumer) {
+  TestProducer producer(bootstrap);
+  for (uint64_t seq = 1; seq <= 3; ++seq) ASSERT_TRUE(producer.Send("t", 0, ConsumerTestChunk(seq)));  // offsets 0..2
+  ASSERT_TRUE(WaitFor([&] { return MainRowsOf(store) == 3; }, 20'000));
+  store.SetWriteFaultHook([](const WriteBatch::Entry&, size_t) { return Status(Errc::kIOError, "slow disk"); });
+  ASSERT_TRUE(producer.Send("t", 0, ConsumerTestChunk(4)));  // offset 3: its batch is retried, the partition paused
+  ASSERT_TRUE(WaitFor([&] { return metrics.paused.Value() == 1; }, 20'000));
+  const int big = 40;  // ~8 MB: over the 5 MiB the mock keeps
+  for (int i = 0; i < big; ++i) ASSERT_TRUE(producer.Queue("t", 0, BigChunk(100 + static_cast<uint64_t>(i))));
+  ASSERT_TRUE(producer.Flush());
+  const int64_t low = testing::LogStart(bootstrap, "t", 0);
+  ASSERT_GT(low, 4) << "the premise: retention deleted offsets from 4 on";
+  ASSERT_LT(low, 4 + big);
+  EXPECT_EQ(consumer.State(1'000'000).lost_messages, 0u) << "nothing is lost until it is seen";
+  store.SetWriteFaultHook(nullptr);
+
+  ASSERT_TRUE(WaitFor([&] { return metrics.LostMessages("t", 0).Value() == static_cast<double>(low - 4); }, 30'000))
+      << metrics.LostMessages("t", 0).Value() << " vs " << low - 4;
+  const ConsumerState state = consumer.State(1'000'000);
+  EXPECT_EQ(state.lost_messages, static_cast<uint64_t>(low - 4));
+  EXPECT_NE(state.lost.find("of t[0] (offsets 4.." + std::to_string(low - 1) + ")"), std::string::npos) << state.lost;
+  const uint64_t kept = static_cast<uint64_t>(4 + big - low);
+  ASSERT_TRUE(WaitFor([&] { return MainRowsOf(store) == 4 + kept; }, 30'000))
+      << MainRowsOf(store) << " of " << 4 + kept;
+  EXPECT_EQ(metrics.LostMessages("t", 1).Value(), 0) << "other partitions lost nothing";
+}
+
+TEST_F(ConsumerTest, MessagesDeletedWhilePausedAreCountedAsLostAndThePartitionMovesOn) {
+  LoseMessagesWhilePaused(*store_, kafka_->bootstrap(), *metrics_, *consumer_);
+}
+
+// A topic regex matches the consumer's own dead-letter topic (t.dlq): it is
+// left out of the assignment, so a dead letter is not consumed and
+// dead-lettered again.
+class RegexConsumerTest : public ConsumerTest {
+ protected:
+  void Configure(GroupConsumerOptions& o) override {
+    o.topics.clear();
+    o.topic_regex = "^t.*";
+  }
+};
+
+TEST_F(RegexConsumerTest, ItsOwnDeadLetterTopicIsNotConsumed) {
+  ASSERT_TRUE(WaitFor([&] { return metrics_->assigned_partitions.Value() > 0; }, 20'000));
+  EXPECT_EQ(metrics_->assigned_partitions.Value(), kPartitions) << "t's partitions, not t.dlq's";
+  TestProducer producer(kafka_->bootstrap());
+  ASSERT_TRUE(producer.Send("t", 0, "garbage that is no chunk"));
+  ASSERT_TRUE(producer.Send("t", 1, Chunk(1)));
+  ASSERT_TRUE(WaitFor([&] { return MainRows() == 1 && metrics_->DeadLettered("malformed").Value() == 1; }, 20'000));
+  ASSERT_EQ(ReadTopic(kafka_->bootstrap(), "t.dlq", 1, 1).size(), 1u);
+  // Past the dead letter, the partitions are consumed: a second good chunk
+  // on the dead letter's partition is indexed, and still one dead letter.
+  ASSERT_TRUE(producer.Send("t", 0, Chunk(2)));
+  ASSERT_TRUE(WaitFor([&] { return MainRows() == 2; }, 20'000));
+  EXPECT_EQ(metrics_->DeadLettered("malformed").Value(), 1);
+  EXPECT_EQ(metrics_->assigned_partitions.Value(), kPartitions);
+}
+
+// The DLQ's partition has its own broker (2), whose Produce answers can be
+// delayed or failed without touching the consumer's fetches.
+class SlowDlqConsumerTest : public ConsumerTest {
+ protected:
+  int Brokers() override { return 2; }
+  void Configure(GroupConsumerOptions&) override {
+    for (int p = 0; p < kPartitions; ++p) rd_kafka_mock_partition_set_leader(kafka_->cluster(), "t", p, 1);
+    rd_kafka_mock_partition_set_leader(kafka_->cluster(), "t.dlq", 0, 2);
+  }
+  int64_t Committed() { return testing::Committed(kafka_->bootstrap(), "g", "t", kPartitions); }
+  // Every dead letter in t.dlq, by source offset, once the one from
+  // `last_offset` is there (the DLQ producer keeps order: all before it are
+  // in by then).
+  std::map<int64_t, int> DeadLettersUpTo(int64_t last_offset) {
+    std::map<int64_t, int> copies;
+    WaitFor([&] {
+      copies.clear();
+      for (const InMessage& m : ReadTopic(kafka_->bootstrap(), "t.dlq", 1, 10, 3'000)) {
+        if (const std::string* o = m.Header(kDlqOffsetHeader)) ++copies[std::stoll(*o)];
+      }
+      return copies.count(last_offset) > 0;
+    }, 30'000);
+    return copies;
+  }
+};
+
+// A dead letter whose acknowledgement is slower than the 5 s flush is waited
+// for, not produced a second time; its offset is committed once it is
+// delivered. One whose delivery fails outright is produced again.
+TEST_F(SlowDlqConsumerTest, ADeadLetterInFlightIsWaitedForAndAFailedOneProducedAgain) {
+  ASSERT_TRUE(WaitFor([&] { return metrics_->assigned_partitions.Value() == kPartitions; }, 20'000));
+  TestProducer producer(kafka_->bootstrap());
+  ASSERT_TRUE(producer.Send("t", 1, Chunk(1)));
+  ASSERT_TRUE(WaitFor([&] { return MainRows() == 1; }, 20'000)) << "the DLQ producer is connected";
+  // The next Produce answer of broker 2 comes after 7 s.
+  ASSERT_EQ(rd_kafka_mock_broker_push_request_error_rtts(kafka_->cluster(), 2, /*Produce*/ 0, 1,
+                                                         RD_KAFKA_RESP_ERR_NO_ERROR, 7000),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+  ASSERT_TRUE(producer.Send("t", 0, "not a chunk"));  // t[0]@0
+  ASSERT_TRUE(WaitFor([&] { return metrics_->dlq_flush_timeouts.Value() >= 1; }, 20'000));
+  EXPECT_EQ(Committed(), 1) << "only t[1]'s chunk: the dead letter is not acknowledged yet";
+  ASSERT_TRUE(WaitFor([&] { return Committed() == 2; }, 30'000)) << "committed after the slow acknowledgement";
+
+  // The next two Produce requests fail outright: the dead letter is produced again.
+  // (A permanent error for librdkafka: the batch fails, the idempotent producer bumps its epoch.)
+  rd_kafka_mock_broker_push_request_error_rtts(kafka_->cluster(), 2, 0, 2, RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE, 0,
+                                               RD_KAFKA_RESP_ERR_MSG_SIZE_TOO_LARGE, 0);
+  ASSERT_TRUE(producer.Send("t", 0, "not a chunk either"));  // t[0]@1
+  std::map<int64_t, int> copies = DeadLettersUpTo(1);
+  EXPECT_EQ(copies[0], 1) << "the slow dead letter is in the DLQ once";
+  EXPECT_EQ(copies[1], 1) << "the failed one, once it got through";
+  EXPECT_GE(metrics_->dlq_failures.Value(), 1);
+  ASSERT_TRUE(WaitFor([&] { return Committed() == 3; }, 30'000)) << Committed();
+  EXPECT_EQ(metrics_->DeadLettered("malformed").Value(), 2);
+}
+
+// Stopping while a dead letter is in flight: Run() returns without
+// committing its offset, and destroying the consumer serves the purged
+// message's report (which frees its ticket: ASan's leak check sees it).
+TEST_F(SlowDlqConsumerTest, StoppingWithADeadLetterInFlightCommitsNothingAndLeavesNothingDangling) {
+  ASSERT_TRUE(WaitFor([&] { return metrics_->assigned_partitions.Value() == kPartitions; }, 20'000));
+  ASSERT_EQ(rd_kafka_mock_broker_push_request_error_rtts(kafka_->cluster(), 2, /*Produce*/ 0, 1,
+                                                         RD_KAFKA_RESP_ERR_NO_ERROR, 20'000),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+  TestProducer producer(kafka_->bootstrap());
+  ASSERT_TRUE(producer.Send("t", 0, "not a chunk"));
+  ASSERT_TRUE(WaitFor([&] { return metrics_->dlq_flush_timeouts.Value() >= 1; }, 20'000));
+  stop_ = true;
+  thread_.join();
+  consumer_.reset();
+  EXPECT_EQ(Committed(), 0);
+}
+
+// A store that refuses, for good, every batch holding a main row of the app
+// "poison" (as HBase refuses a row over its call limit), and fails the
+// first `flaky_failures` batches holding one of the app "flaky" transiently.
+class PickyStore : public TableStore {
+ public:
+  explicit PickyStore(TableStore& inner) : inner_(inner) {}
+  Status CreateTable(std::string_view name, const TableOptions& options) override {
+    return inner_.CreateTable(name, options);
+  }
+  bool HasTable(std::string_view name) const override { return inner_.HasTable(name); }
+  Status Write(const WriteBatch& batch) override {
+    bool flaky = false;
+    for (const WriteBatch::Entry& e : batch.entries()) {
+      if (e.table != kMainTable) continue;
+      const std::string value = e.Value();
+      if (value.find("poison") != std::string::npos) {
+        return Status(Errc::kInvalidArgument, "row of 3000000 bytes in logs exceeds max_call_bytes 2097152");
+      }
+      flaky |= value.find("flaky") != std::string::npos;
+    }
+    if (flaky && flaky_failures > 0) {
+      --flaky_failures;
+      return Status(Errc::kUnavailable, "Thrift transport: connection reset");
+    }
+    return inner_.Write(batch);
+  }
+  Result<std::optional<std::string>> Get(std::string_view table, std::string_view key) override {
+    return inner_.Get(table, key);
+  }
+  Status Scan(const ScanSpec& spec, const RowVisitor& visit) override { return inner_.Scan(spec, visit); }
+  Status FuzzyScan(const FuzzyScanSpec& spec, const RowVisitor& visit) override {
+    return inner_.FuzzyScan(spec, visit);
+  }
+  StoreCounters counters() const override { return inner_.counters(); }
+
+  std::atomic<int> flaky_failures{3};
+
+ private:
+  TableStore& inner_;
+};
+
+class PickyStoreConsumerTest : public ConsumerTest {
+ protected:
+  TableStore& ConsumerStore() override {
+    picky_ = std::make_unique<PickyStore>(*store_);
+    return *picky_;
+  }
+  std::unique_ptr<PickyStore> picky_;
+};
+
+// A permanent store error does not stall the partition: the rejected
+// message goes to the DLQ (store_rejected, with the store's error), its
+// batch's other messages are written and everything is committed. A
+// transient one is retried until it passes, and dead-letters nothing.
+TEST_F(PickyStoreConsumerTest, RowsTheStoreRejectsForGoodAreDeadLetteredAndTheRestIsWritten) {
+  TestProducer producer(kafka_->bootstrap());
+  uint64_t seq = 0;
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(producer.Queue("t", 0, Chunk(++seq)));
+  ASSERT_TRUE(producer.Queue("t", 0, Chunk(100, 3, "poison")));  // t[0]@3
+  for (int i = 0; i < 3; ++i) ASSERT_TRUE(producer.Queue("t", 0, Chunk(++seq)));
+  ASSERT_TRUE(producer.Queue("t", 1, Chunk(200, 3, "flaky")));
+  for (int p = 1; p < kPartitions; ++p) ASSERT_TRUE(producer.Queue("t", p, Chunk(++seq)));
+  ASSERT_TRUE(producer.Flush());
+  const uint64_t good = seq + 1;  // and the flaky one
+
+  ASSERT_TRUE(WaitFor([&] { return MainRows() == good; }, 30'000)) << "indexed " << MainRows() << " of " << good;
+  ASSERT_TRUE(WaitFor([&] {
+    return testing::Committed(kafka_->bootstrap(), "g", "t", kPartitions) == static_cast<int64_t>(seq + 2);
+  }, 20'000)) << "every offset is committed, the rejected one's too";
+  std::vector<InMessage> dlq = ReadTopic(kafka_->bootstrap(), "t.dlq", 1, 1);
+  ASSERT_EQ(dlq.size(), 1u);
+  EXPECT_EQ(*dlq[0].Header(kDlqOffsetHeader), "3");
+  EXPECT_EQ(*dlq[0].Header(kDlqPartitionHeader), "0");
+  EXPECT_EQ(dlq[0].Header(kDlqErrorHeader)->rfind("store_rejected: ", 0), 0u) << *dlq[0].Header(kDlqErrorHeader);
+  EXPECT_NE(dlq[0].Header(kDlqErrorHeader)->find("exceeds max_call_bytes"), std::string::npos);
+  EXPECT_EQ(metrics_->DeadLettered("store_rejected").Value(), 1);
+  EXPECT_GE(metrics_->store_rejected_batches.Value(), 1);
+  EXPECT_EQ(picky_->flaky_failures.load(), 0) << "the transient failures were retried through";
+  EXPECT_GE(metrics_->store_write_failures.Value(), 4);
+  EXPECT_EQ(metrics_->paused.Value(), 0);
+}
+
+// A rejected librdkafka setting never shows a secret's value in the error.
+TEST(GroupConsumerStart, ARejectedSecretPropertyIsRedactedInTheError) {
+  TempDir dir;
+  RocksDbOptions ro;
+  ro.path = dir.path() + "/store";
+  auto store = RocksDbStore::Open(ro);
+  ASSERT_TRUE(store.ok());
+  Indexer indexer(**store, IndexerOptions{});
+  BatchProcessor processor(indexer, BatchProcessorOptions{}, nullptr, nullptr);
+  prometheus::Registry registry;
+  ConsumerMetrics metrics(registry);
+  const std::string secret = "hunter2-very-secret";
+  for (const auto& [key, value] : std::vector<std::pair<std::string, std::string>>{
+           {"enable.sasl.oauthbearer.unsecure.jwt", secret},  // a bool: librdkafka quotes the bad value
+           {"sasl.oauthbearer.method", secret},
+           {"sasl.pasword", secret}}) {  // a typo: no such property
+    GroupConsumerOptions o;
+    o.kafka["bootstrap.servers"] = "127.0.0.1:9";
+    o.kafka[key] = value;
+    o.topics = {"t"};
+    GroupConsumer consumer(o, **store, processor, metrics, SystemClock::Instance());
+    Status s = consumer.Start();
+    ASSERT_FALSE(s.ok()) << key;
+    EXPECT_EQ(s.message().find(secret), std::string::npos) << s.message();
+    EXPECT_NE(s.message().find("kafka." + key), std::string::npos) << s.message();
+  }
+  EXPECT_EQ(RedactSecrets("bad \"" + secret + "\"", {{"sasl.password", secret}}), "bad \"[redacted]\"");
+
+  // auto.offset.reset=error would stall a partition whose position retention deleted: refused.
+  GroupConsumerOptions o;
+  o.kafka["bootstrap.servers"] = "127.0.0.1:9";
+  o.kafka["auto.offset.reset"] = "error";
+  o.topics = {"t"};
+  GroupConsumer consumer(o, **store, processor, metrics, SystemClock::Instance());
+  Status s = consumer.Start();
+  EXPECT_EQ(s.code(), Errc::kInvalidArgument);
+  EXPECT_NE(s.message().find("kafka.auto.offset.reset"), std::string::npos) << s.message();
+  EXPECT_EQ(RedactSecrets("bad \"x\"", {{"client.id", "x"}}), "bad \"x\"") << "only secrets are redacted";
 }
 
 }  // namespace

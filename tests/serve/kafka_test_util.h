@@ -98,4 +98,17 @@ inline int64_t Committed(const std::string& bootstrap, const std::string& group,
   return sum;
 }
 
+// The log-start offset (low watermark) of a partition, as the broker says
+// now; -1 on failure.
+inline int64_t LogStart(const std::string& bootstrap, const std::string& topic, int32_t partition) {
+  std::string err;
+  auto conf = KafkaConf({{"bootstrap.servers", bootstrap}, {"group.id", "test-watermarks"}, {"log_level", "2"}});
+  std::unique_ptr<RdKafka::KafkaConsumer> c(RdKafka::KafkaConsumer::create(conf.get(), err));
+  if (!c) return -1;
+  int64_t low = -1, high = -1;
+  if (c->query_watermark_offsets(topic, partition, &low, &high, 10'000) != RdKafka::ERR_NO_ERROR) low = -1;
+  c->close();
+  return low;
+}
+
 }  // namespace logdex::testing

@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <set>
 #include <sstream>
 
@@ -216,7 +217,8 @@ class ServeProcess : public ::testing::Test {
     args.insert(args.end(), extra.begin(), extra.end());
     auto serve = std::make_unique<Process>(args, Log("serve"));
     bootstrap->clear();
-    if (WaitFor([&] { return std::filesystem::exists(bootstrap_file); }, 20'000)) {
+    // It appears once the consumer owns the partitions: after a group join.
+    if (WaitFor([&] { return std::filesystem::exists(bootstrap_file); }, 60'000)) {
       std::getline(std::ifstream(bootstrap_file), *bootstrap);
     }
     *port = ListeningPort(*serve);
@@ -670,6 +672,145 @@ TEST_F(ServeProcess, SigkillMidBatchThenRestartGivesIdenticalTables) { SigkillSc
 
 // durability skip_wal: Kafka is the write-ahead log, offsets follow flushes.
 TEST_F(ServeProcess, SigkillWithSkipWalLosesOnlyUncommittedRowsAndReplaysThem) { SigkillScenario(true); }
+
+// A chunk of `records` records of ~10 KB of random letters: snappy cannot
+// shrink it, so a few dozen fill the mock cluster's 5 MiB per partition.
+std::string BigChunk(uint64_t seq, int records = 20) {
+  std::mt19937_64 rng(seq);
+  proto::RecordBatch b;
+  for (int i = 0; i < records; ++i) {
+    proto::LogRecord* r = b.add_records();
+    r->set_ts_ms(SystemClock::Instance().NowMs() - 3'600'000 + i);
+    r->set_severity(SeverityCode(Severity::kInfo));
+    std::string text(10'000, 'a');
+    for (char& c : text) c = static_cast<char>('a' + rng() % 26);
+    r->set_message(text);
+  }
+  PackOptions po;
+  po.producer_id = 4343;
+  po.sequence = seq;
+  return PackChunk("big", "host0", b, po).SerializeAsString();
+}
+
+// The issue's late consumer: `logdex ship` of 2,000,000 lines, started the
+// moment `serve --embedded-kafka` writes its bootstrap file. serve writes it
+// only once its consumer owns the partitions, so every line is indexed and
+// nothing is counted lost. (Label `load`: tests/CMakeLists.txt.)
+class ServeProcessLoad : public ServeProcess {};
+
+TEST_F(ServeProcessLoad, TwoMillionLinesShippedTheMomentTheBootstrapFileAppearsAreAllIndexed) {
+  const int64_t total = 2'000'000;
+  const std::string lines = dir_.path() + "/lines.json";
+  {
+    // 3 apps x 4 hosts (tags of one stream: one partition takes it all), an
+    // hour of timestamps, random trace ids: ~40 bytes a line once packed, so
+    // the ~3 s of a first group join is more than the mock cluster keeps.
+    std::ofstream out(lines);
+    const int64_t start = SystemClock::Instance().NowMs() - 3'600'000;
+    std::mt19937_64 rng(7);
+    char trace[40];
+    for (int64_t i = 0; i < total; ++i) {
+      std::snprintf(trace, sizeof trace, "%016llx span %08x", static_cast<unsigned long long>(rng()),
+                    static_cast<unsigned>(rng()));
+      out << "{\"ts\":" << start + i / 1000 << ",\"level\":\"info\",\"app\":\"late-" << i % 3 << "\",\"host\":\"node-"
+          << (i / 3) % 4 << "\",\"msg\":\"request " << i << " trace " << trace << " served in " << i % 997
+          << " ms\"}\n";
+    }
+    ASSERT_TRUE(out.flush());
+  }
+  int port = 0;
+  std::string bootstrap;
+  auto serve_process = StartEmbedded(&port, &bootstrap);
+  Process& serve = *serve_process;
+  ASSERT_FALSE(bootstrap.empty()) << serve.Log();
+  std::string out;
+  const int64_t t0 = SystemClock::Instance().MonotonicNs();
+  ASSERT_EQ(testing::Run(std::string(LOGDEX_BINARY) + " ship --brokers " + bootstrap +
+                             " --app late --host any --format json --no-progress " + lines,
+                         &out),
+            0)
+      << out;
+  const double ship_s = (SystemClock::Instance().MonotonicNs() - t0) / 1e9;
+  ASSERT_GT(port, 0) << serve.Log();
+  // Every record indexed; or, when the loss counter moves, fail at once.
+  double indexed = 0;
+  EXPECT_TRUE(WaitFor([&] {
+    indexed = MetricOf(port, "logdex_indexer_records_total");
+    return indexed >= total || MetricOf(port, "logdex_consumer_lost_messages_total") > 0;
+  }, 600'000)) << "indexed " << indexed << " of " << total;
+  const double all_s = (SystemClock::Instance().MonotonicNs() - t0) / 1e9;
+  EXPECT_EQ(indexed, total);
+  EXPECT_LE(MetricOf(port, "logdex_consumer_lost_messages_total"), 0) << "no series: nothing lost";
+  std::printf("late consumer: shipped %lld lines in %.1f s; %.0f indexed %.1f s after the bootstrap file appeared\n",
+              static_cast<long long>(total), ship_s, indexed, all_s);
+  const std::string log = serve.Log();
+  EXPECT_LT(log.find("consumer: assigned"), log.find("embedded kafka: bootstrap")) << "announced after the assignment";
+  serve.Signal(SIGTERM);
+  EXPECT_EQ(serve.Wait(), 0) << serve.Log();
+}
+
+// The consumer falls behind past the in-process retention: 5 chunks are
+// committed, serve stops, ~8 MB go into partition 0 (the mock cluster keeps
+// ~5 MiB), serve starts again. The messages deleted before it came back are
+// counted in logdex_consumer_lost_messages_total, logged with their range
+// and shown on /readyz; the rest of the partition is indexed.
+TEST_F(ServeProcess, LaggingPastTheRetentionIsCountedLoggedAndShownOnReadyz) {
+  auto kafka = StartKafka(8);
+  ASSERT_NE(kafka, nullptr);
+  const std::string topic(kDefaultTopic);
+  const std::string b = kafka->bootstrap();
+  TestProducer producer(b);
+  for (uint64_t i = 1; i <= 5; ++i) ASSERT_TRUE(producer.Send(topic, 0, Chunk(i)));  // offsets 0..4
+  {
+    Process first(ServeArgs("lag", {"--brokers", b, "--group", "lag"}), Log("lag1"));
+    ASSERT_TRUE(WaitFor([&] { return Committed(b, "lag", topic, 8) == 5; }, 60'000)) << first.Log();
+    first.Signal(SIGTERM);
+    ASSERT_EQ(first.Wait(), 0) << first.Log();
+  }
+  const int big = 40;
+  for (int i = 0; i < big; ++i) ASSERT_TRUE(producer.Queue(topic, 0, BigChunk(100 + static_cast<uint64_t>(i))));
+  ASSERT_TRUE(producer.Flush());
+  const int64_t low = testing::LogStart(b, topic, 0);
+  ASSERT_GT(low, 5) << "the premise: the mock cluster deleted offsets from 5 on";
+  const int64_t lost = low - 5;
+
+  Process again(ServeArgs("lag", {"--brokers", b, "--group", "lag"}), Log("lag2"));
+  const int port = ListeningPort(again);
+  ASSERT_GT(port, 0) << again.Log();
+  ASSERT_TRUE(WaitFor([&] { return MetricOf(port, "logdex_consumer_lost_messages_total") == lost; }, 60'000))
+      << MetricOf(port, "logdex_consumer_lost_messages_total") << " vs " << lost << "\n" << again.Log();
+  ASSERT_TRUE(WaitFor([&] { return Committed(b, "lag", topic, 8) == 5 + big; }, 60'000)) << again.Log();
+  const std::string range = "(offsets 5.." + std::to_string(low - 1) + ")";
+  EXPECT_NE(again.Log().find("lost " + std::to_string(lost) + " messages of " + topic + "[0] " + range),
+            std::string::npos)
+      << again.Log();
+  httplib::Client http("127.0.0.1", port);
+  std::string body;
+  ASSERT_TRUE(WaitFor([&] {
+    auto r = http.Get("/readyz");
+    body = r ? r->body : "";
+    return r && r->status == 200;
+  }, 30'000)) << body;
+  EXPECT_NE(body.find(std::to_string(lost) + " messages lost"), std::string::npos) << body;
+  EXPECT_NE(body.find(range), std::string::npos) << body;
+  EXPECT_EQ(MetricOf(port, "logdex_indexer_chunks_total"), 5 + big - low) << "the rest of the partition is indexed";
+  again.Signal(SIGTERM);
+  EXPECT_EQ(again.Wait(), 0) << again.Log();
+}
+
+// `logdex ship --kafka` with a secret's value that librdkafka rejects: the
+// error names the setting, never the value.
+TEST_F(ServeProcess, ShipNeverEchoesARejectedSecretSetting) {
+  const std::string lines = dir_.path() + "/one.log";
+  std::ofstream(lines) << "2026-01-01T00:00:00Z INFO one line\n";
+  std::string out;
+  EXPECT_NE(testing::Run(std::string(LOGDEX_BINARY) + " ship --brokers 127.0.0.1:9 --app a --host h --no-progress "
+                             "--kafka sasl.oauthbearer.method=hunter2-secret " + lines,
+                         &out),
+            0);
+  EXPECT_EQ(out.find("hunter2-secret"), std::string::npos) << out;
+  EXPECT_NE(out.find("sasl.oauthbearer.method"), std::string::npos) << out;
+}
 
 }  // namespace
 }  // namespace logdex
