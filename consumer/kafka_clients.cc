@@ -34,24 +34,4 @@ std::unique_ptr<RdKafka::KafkaConsumer> ConsumerFromStart(const std::string& boo
   return c;
 }
 
-bool IsSecretProperty(const std::string& name) {
-  std::string n = name;
-  std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return std::tolower(c); });
-  for (const char* word : {"password", "secret", "sasl.oauthbearer", "sasl.jaas", "ssl.key.pem", "ssl_key",
-                           "token", "credential"}) {
-    if (n.find(word) != std::string::npos) return true;
-  }
-  return false;
-}
-
-std::string RedactSecrets(std::string text, const std::map<std::string, std::string>& properties) {
-  for (const auto& [k, v] : properties) {
-    if (v.empty() || !IsSecretProperty(k)) continue;
-    for (size_t at = text.find(v); at != std::string::npos; at = text.find(v, at + 10)) {
-      text.replace(at, v.size(), "[redacted]");  // 10 characters: the search goes on after it
-    }
-  }
-  return text;
-}
-
 }  // namespace logdex

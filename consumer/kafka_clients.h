@@ -9,6 +9,8 @@
 #include <memory>
 #include <string>
 
+#include "common/secrets.h"  // RedactSecrets, for the clients' errors
+
 namespace logdex {
 
 // A global client configuration holding `properties`; null when librdkafka
@@ -20,14 +22,5 @@ std::unique_ptr<RdKafka::Conf> KafkaConf(const std::map<std::string, std::string
 // 0..partitions-1 of `topic` from their first offset; null on failure.
 std::unique_ptr<RdKafka::KafkaConsumer> ConsumerFromStart(const std::string& bootstrap, const std::string& group,
                                                          const std::string& topic, int partitions);
-
-// True for librdkafka properties whose value is a secret (passwords, SASL
-// and OAuth credentials, private keys): their values never appear in logs
-// or error text.
-bool IsSecretProperty(const std::string& name);
-
-// `text` with the value of every secret property of `properties` replaced
-// by "[redacted]" (librdkafka's own errors may quote a rejected value).
-std::string RedactSecrets(std::string text, const std::map<std::string, std::string>& properties);
 
 }  // namespace logdex

@@ -1,5 +1,7 @@
 #include "ship/kafka_producer.h"
 
+#include "common/secrets.h"
+
 #include <librdkafka/rdkafkacpp.h>
 #include <prometheus/counter.h>
 #include <prometheus/gauge.h>
@@ -32,28 +34,6 @@ bool Retriable(RdKafka::ErrorCode e) {
     default:
       return false;
   }
-}
-
-// The rule of consumer/kafka_clients.h's IsSecretProperty/RedactSecrets
-// (ship does not link the consumer; one copy belongs in common/): a
-// property whose value is a secret never shows in error text.
-bool IsSecretProperty(std::string name) {
-  std::transform(name.begin(), name.end(), name.begin(), [](unsigned char c) { return std::tolower(c); });
-  for (const char* word : {"password", "secret", "sasl.oauthbearer", "sasl.jaas", "ssl.key.pem", "ssl_key", "token",
-                           "credential"}) {
-    if (name.find(word) != std::string::npos) return true;
-  }
-  return false;
-}
-
-std::string RedactSecrets(std::string text, const std::vector<std::pair<std::string, std::string>>& settings) {
-  for (const auto& [k, v] : settings) {
-    if (v.empty() || !IsSecretProperty(k)) continue;
-    for (size_t at = text.find(v); at != std::string::npos; at = text.find(v, at + 10)) {
-      text.replace(at, v.size(), "[redacted]");  // 10 characters: the search goes on after it
-    }
-  }
-  return text;
 }
 
 }  // namespace

@@ -551,7 +551,8 @@ TEST(GroupConsumerStart, ARejectedSecretPropertyIsRedactedInTheError) {
     EXPECT_EQ(s.message().find(secret), std::string::npos) << s.message();
     EXPECT_NE(s.message().find("kafka." + key), std::string::npos) << s.message();
   }
-  EXPECT_EQ(RedactSecrets("bad \"" + secret + "\"", {{"sasl.password", secret}}), "bad \"[redacted]\"");
+  using Properties = std::map<std::string, std::string>;
+  EXPECT_EQ(RedactSecrets("bad \"" + secret + "\"", Properties{{"sasl.password", secret}}), "bad \"[redacted]\"");
 
   // auto.offset.reset=error would stall a partition whose position retention deleted: refused.
   GroupConsumerOptions o;
@@ -562,7 +563,7 @@ TEST(GroupConsumerStart, ARejectedSecretPropertyIsRedactedInTheError) {
   Status s = consumer.Start();
   EXPECT_EQ(s.code(), Errc::kInvalidArgument);
   EXPECT_NE(s.message().find("kafka.auto.offset.reset"), std::string::npos) << s.message();
-  EXPECT_EQ(RedactSecrets("bad \"x\"", {{"client.id", "x"}}), "bad \"x\"") << "only secrets are redacted";
+  EXPECT_EQ(RedactSecrets("bad \"x\"", Properties{{"client.id", "x"}}), "bad \"x\"") << "only secrets are redacted";
 }
 
 }  // namespace
