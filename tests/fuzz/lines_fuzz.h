@@ -4,14 +4,14 @@
 //   ShipLineDecoder::Decode (ship's LineParser + RecordAssembler)
 //   -> ValidateChunk of every chunk made -> BatchProcessor::Add
 //   -> Indexer::Stage into a WriteBatch (store reads answer "absent"),
-// and, line by line, ship's LineParser (the format itself and kAuto), as
-// `logdex ship --format json|auto` parses a file.
+// whose LineParser (Format::kJson for json, kAuto for text) is the one
+// `logdex ship --format json|auto` parses a file with.
 // Invariants (a violation traps, so libFuzzer saves the input):
 // - nothing crashes, leaks or reads out of bounds (ASan, UBSan);
 // - Add() either stages rows or dead-letters the message with a reason, never
 //   both and never neither, and always advances the partition's offset;
-// - a chunk the decoder made that passes ValidateChunk also unpacks, with
-//   record_count records: a stored chunk is never one queries skip as corrupt.
+// - every main row staged holds a chunk that unpacks, with record_count
+//   records: a stored chunk is never one that queries skip as corrupt.
 #pragma once
 
 #include <cstddef>
@@ -25,7 +25,7 @@
 #include "consumer/batch_processor.h"
 #include "indexer/indexer.h"
 #include "server/ingest_adapters.h"
-#include "ship/parsers.h"
+#include "common/row_keys.h"
 #include "store/table_store.h"
 
 namespace logdex::fuzz {
@@ -52,13 +52,8 @@ class LinesTarget {
       : clock_(kNowMs),
         indexer_(store_, Options(clock_)),
         decoder_("fuzz-app", "fuzz-host", clock_),
-        processor_(indexer_, ProcessorOptions(clock_), &decoder_, nullptr) {
-    for (ship::Format f : {ship::Format::kJson, ship::Format::kAuto}) {
-      ship::ParserOptions po;
-      po.format = f;
-      (f == ship::Format::kJson ? json_ : auto_) = ship::LineParser::Create(po, clock_).value();
-    }
-  }
+        processor_(indexer_, ProcessorOptions(clock_), &decoder_, nullptr),
+        decode_(Options(clock_).decode) {}
 
   void Run(const uint8_t* data, size_t size, InputFormat format) {
     InMessage m;
@@ -69,20 +64,6 @@ class LinesTarget {
     m.value.assign(reinterpret_cast<const char*>(data), size);
     m.headers.emplace_back("logdex-format", format == InputFormat::kJson ? "json" : "text");
 
-    // The decoder alone: what it makes, once valid, must unpack.
-    DecodeOptions decode = ProcessorOptions(clock_).decode;
-    auto chunks = decoder_.Decode(m, format);
-    if (chunks.ok()) {
-      for (proto::LogChunk& c : *chunks) {
-        c.set_producer_id(1);
-        c.set_sequence(offset_);
-        if (!ValidateChunk(c, decode).ok()) continue;
-        auto records = UnpackRecords(c, decode);
-        if (!records.ok()) __builtin_trap();  // would be stored, then skipped as corrupt
-        if (static_cast<uint64_t>(records->records_size()) != c.record_count()) __builtin_trap();
-      }
-    }
-
     // The batch path, as the consumer runs it.
     ProcessedBatch batch;
     processor_.Add(m, batch);
@@ -91,18 +72,17 @@ class LinesTarget {
     if (dead == (batch.chunks > 0)) __builtin_trap();  // indexed whole or dead-lettered whole
     auto next = batch.next_offsets.find({m.topic, m.partition});
     if (next == batch.next_offsets.end() || next->second != m.offset + 1) __builtin_trap();
-    processor_.Settle(false);
-
-    // Ship's parsers, line by line, as `logdex ship --format json|auto` reads a file.
-    std::string_view rest = m.value;
-    ship::ParsedLine line;
-    while (!rest.empty()) {
-      const size_t nl = rest.find('\n');
-      const std::string_view one = rest.substr(0, nl);
-      rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
-      (format == InputFormat::kJson ? *json_ : *auto_).Parse(one, &line);
-      if (line.message.size() > one.size() && !line.parsed) __builtin_trap();  // unparsed: the line itself
+    // Every stored chunk (after the indexer's splits) unpacks, with record_count
+    // records: none is one that queries would skip as corrupt.
+    for (const WriteBatch::Entry& e : batch.writes.entries()) {
+      if (e.table != kMainTable || e.op != WriteBatch::Op::kPut) continue;
+      proto::MainRow row;
+      if (!row.ParseFromString(e.Value())) __builtin_trap();
+      auto records = UnpackRecords(row.chunk(), decode_);
+      if (!records.ok()) __builtin_trap();
+      if (static_cast<uint64_t>(records->records_size()) != row.chunk().record_count()) __builtin_trap();
     }
+    processor_.Settle(false);
   }
 
  private:
@@ -123,7 +103,7 @@ class LinesTarget {
   Indexer indexer_;
   ShipLineDecoder decoder_;
   BatchProcessor processor_;
-  std::unique_ptr<ship::LineParser> json_, auto_;
+  DecodeOptions decode_;
   uint64_t offset_ = 0;
 };
 
