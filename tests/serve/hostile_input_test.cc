@@ -653,10 +653,11 @@ Outcome Follow(const Kind& kind, const std::string& dir, HostileInput::Serve& s)
     auto r = http.Get("/api/v1/query?app=" + UrlEncode(kind.app) + "&since=3h&limit=10000");
     auto j = r ? nlohmann::json::parse(r->body, nullptr, false) : nlohmann::json();
     if (j.is_object() && j.contains("stats")) {
-      o.detail += "; app query stats: corrupt_chunks " + j["stats"].value("corrupt_chunks", nlohmann::json()).dump() +
-                  ", chunks_read " + j["stats"].value("chunks_read", nlohmann::json()).dump();
+      o.detail += "; app query stats: chunks_read " + j["stats"].value("chunks_read", nlohmann::json()).dump() +
+                  ", chunks_returned " + j["stats"].value("chunks_returned", nlohmann::json()).dump();
     }
-    o.detail += "; dead-lettered total " + std::to_string(MetricSum(s.port, "logdex_consumer_dead_lettered_total"));
+    o.detail += "; logdex_query_corrupt_chunks_total " +
+                std::to_string(static_cast<int64_t>(MetricSum(s.port, "logdex_query_corrupt_chunks_total")));
   }
   return o;
 }
