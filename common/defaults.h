@@ -19,5 +19,12 @@ inline constexpr std::string_view kDlqErrorHeader = "logdex-error";
 inline constexpr std::string_view kDlqTopicHeader = "logdex-source-topic";
 inline constexpr std::string_view kDlqPartitionHeader = "logdex-source-partition";
 inline constexpr std::string_view kDlqOffsetHeader = "logdex-source-offset";
+// On a dead letter whose value was cut to kDlqMaxValueBytes: the original
+// size (the whole message stays in the source topic at the offset above).
+inline constexpr std::string_view kDlqTruncatedHeader = "logdex-truncated-from";
+// Largest dead-letter value produced whole: Kafka's default message.max.bytes
+// (1,000,000, producer and broker) less room for the headers. A larger value
+// could never be produced and would stall the partition behind it.
+inline constexpr size_t kDlqMaxValueBytes = 900 * 1000;
 
 }  // namespace logdex

@@ -54,8 +54,9 @@ bool PermanentStoreError(const Status& s) { return !s.ok() && s.code() == Errc::
 // DeliverDeadLetters returned (on stop) writes here, never into freed memory.
 struct DlqDeliveries {
   enum State : int { kToSend = 0, kInFlight, kDelivered, kFailed };
-  explicit DlqDeliveries(size_t n) : state(n) {}
+  explicit DlqDeliveries(size_t n) : state(n), truncation_counted(n, false) {}
   std::vector<std::atomic<int>> state;  // per dead letter; value-initialized to kToSend
+  std::vector<bool> truncation_counted;  // Run thread only: counted and logged once, not per retry
 };
 
 // One produce()'s opaque: owned by librdkafka from a successful produce()
@@ -505,17 +506,34 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
   }
 
   // Hands one dead letter to the producer; false when it refused it.
+  // A value over kDlqMaxValueBytes is cut to it, with its original size in
+  // a header (counted and logged): the whole message stays in the source
+  // topic at the offset the headers name, and a value no broker accepts
+  // would otherwise be retried forever with every partition paused.
   bool ProduceDeadLetter(const DeadLetter& d, const std::shared_ptr<DlqDeliveries>& deliveries, size_t index) {
     RdKafka::Headers* h = RdKafka::Headers::create();
     h->add(std::string(kDlqErrorHeader), d.description);
     h->add(std::string(kDlqTopicHeader), d.message.topic);
     h->add(std::string(kDlqPartitionHeader), std::to_string(d.message.partition));
     h->add(std::string(kDlqOffsetHeader), std::to_string(d.message.offset));
+    size_t value_size = d.message.value.size();
+    if (value_size > kDlqMaxValueBytes) {
+      value_size = kDlqMaxValueBytes;
+      h->add(std::string(kDlqTruncatedHeader), std::to_string(d.message.value.size()));
+      if (deliveries->state[index] == DlqDeliveries::kInFlight && !deliveries->truncation_counted[index]) {
+        deliveries->truncation_counted[index] = true;
+        metrics_.dlq_truncated.Increment();
+        spdlog::warn("dlq: the dead letter of {}[{}]@{} is {} bytes; its first {} go to {}{} (header {}), the whole "
+                     "message stays in the source topic",
+                     d.message.topic, d.message.partition, d.message.offset, d.message.value.size(), kDlqMaxValueBytes,
+                     d.message.topic, o_.dlq_suffix, kDlqTruncatedHeader);
+      }
+    }
     for (const auto& [k, v] : d.message.headers) h->add(k, v);
     auto ticket = std::make_unique<DlqTicket>(DlqTicket{deliveries, index});
     RdKafka::ErrorCode e = producer_->produce(
         d.message.topic + o_.dlq_suffix, RdKafka::Topic::PARTITION_UA, RdKafka::Producer::RK_MSG_COPY,
-        const_cast<char*>(d.message.value.data()), d.message.value.size(),
+        const_cast<char*>(d.message.value.data()), value_size,
         d.message.key.empty() ? nullptr : d.message.key.data(), d.message.key.size(), 0, h, ticket.get());
     if (e) {
       delete h;  // neither is taken over on failure

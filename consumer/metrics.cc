@@ -35,6 +35,9 @@ ConsumerMetrics::ConsumerMetrics(prometheus::Registry& r)
       paused(Gauge(r, "logdex_consumer_paused", "1 while partitions are paused because the store or DLQ fails")),
       pauses(Counter(r, "logdex_consumer_pauses_total", "Times the consumer paused its partitions")),
       dlq_failures(Counter(r, "logdex_consumer_dlq_failures_total", "Failed attempts to produce to the dead-letter topic")),
+      dlq_truncated(Counter(r, "logdex_consumer_dlq_truncated_total",
+                            "Dead letters over the size Kafka accepts, produced cut (the whole message stays in its "
+                            "source topic)")),
       dlq_flush_timeouts(Counter(r, "logdex_consumer_dlq_flush_timeouts_total",
                                  "Times dead letters were still unacknowledged after a 5 s flush; they are waited "
                                  "for, not produced again")),

@@ -31,6 +31,7 @@ class ConsumerMetrics {
   prometheus::Gauge& paused;           // 1 while partitions are paused (store or DLQ failing)
   prometheus::Counter& pauses;         // times partitions were paused
   prometheus::Counter& dlq_failures;   // failed attempts to produce to the DLQ
+  prometheus::Counter& dlq_truncated;       // dead letters whose value was cut to kDlqMaxValueBytes
   prometheus::Counter& dlq_flush_timeouts;  // dead letters still unacknowledged after a flush (waited for)
   prometheus::Counter& store_rejected_batches;  // batches the store refused permanently (then salvaged)
   prometheus::Counter& kafka_errors;   // client errors (broker down, transport, ...)

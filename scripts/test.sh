@@ -2,7 +2,8 @@
 # Installs what is missing, builds, and runs the whole test suite:
 #   1. release build + every ctest test, the `load` label included (about a minute more);
 #   2. ASan + UBSan build + the same tests (skip with LOGDEX_SKIP_ASAN=1);
-#   3. a short libFuzzer run of the chunk decoder (LOGDEX_FUZZ_SECONDS, default 30; 0 skips).
+#   3. a short libFuzzer run of the chunk, JSON-lines and text-lines decoders
+#      (LOGDEX_FUZZ_SECONDS in all, default 30; 0 skips).
 # Exits non-zero on the first failure. .ci/run runs this.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -27,7 +28,7 @@ fi
 
 fuzz_seconds=${LOGDEX_FUZZ_SECONDS:-30}
 if [ "$fuzz_seconds" != 0 ]; then
-  step "fuzz the chunk decoder for ${fuzz_seconds}s"
+  step "fuzz the chunk, JSON-lines and text-lines decoders for ${fuzz_seconds}s in all"
   scripts/fuzz.sh "$fuzz_seconds"
 fi
 step "all tests passed"

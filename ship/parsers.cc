@@ -188,7 +188,8 @@ struct LineParser::Impl {
   std::deque<std::string> values;  // unescaped JSON/logfmt strings
   std::deque<std::string> keys;    // sanitized keys
   size_t values_used = 0, keys_used = 0;
-  std::string repaired;  // a JSON line with its invalid UTF-8 replaced
+  std::string repaired;    // a JSON line with its invalid UTF-8 replaced
+  std::string json_error;  // why the last JSON line did not parse (ParsedLine::rejection)
 
   TimeContext Ctx() const { return TimeContext{&zone, clock}; }
 
@@ -519,7 +520,19 @@ struct LineParser::Impl {
       out->utf8_replaced = true;
     }
     nlohmann::json doc = nlohmann::json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
-    if (doc.is_discarded() || !doc.is_object()) return false;
+    if (doc.is_discarded()) {
+      // Parsed again, only on this rare path, for the parser's own words
+      // (e.g. "number overflow"), which a dead letter's reason then names.
+      try {
+        const nlohmann::json again = nlohmann::json::parse(line.begin(), line.end());
+        static_cast<void>(again);
+      } catch (const nlohmann::json::exception& e) {
+        json_error = std::string("not JSON: ") + e.what();
+        out->rejection = json_error;
+      }
+      return false;
+    }
+    if (!doc.is_object()) return false;
     // First copy keys and values into stable buffers, then take views.
     struct Item {
       std::string* key;

@@ -91,7 +91,8 @@ struct ParsedLine {
   // Invalid UTF-8 in a JSON line was replaced by U+FFFD (the line is kept).
   bool utf8_replaced = false;
   // When not parsed: why a format that looked like the line's refused it
-  // (kJsonTooDeep), else empty. A static string.
+  // (kJsonTooDeep, kJsonTooLong, or the JSON parser's error), else empty.
+  // Valid until the parser's next Parse() call.
   std::string_view rejection;
 };
 
@@ -101,7 +102,7 @@ inline constexpr int kMaxJsonDepth = 64;
 inline constexpr std::string_view kJsonTooDeep = "JSON nested deeper than 64 levels";
 // Likewise JSON lines longer than this (a parsed document costs ~10x its text).
 inline constexpr size_t kMaxJsonLineBytes = 1 << 20;
-inline constexpr std::string_view kJsonTooLong = "JSON line over 1 MiB";
+inline constexpr std::string_view kJsonTooLong = "JSON line longer than 1 MiB";
 
 struct ParserOptions {
   Format format = Format::kAuto;

@@ -171,6 +171,27 @@ TEST_F(ConsumerTest, BadMessagesGoToTheDlqWithTheirReasonAndGoodOnesAreIndexed) 
   EXPECT_EQ(metrics_->DeadLettered("unparseable_lines").Value(), 1);
 }
 
+// A message over the size Kafka accepts by default (message.max.bytes
+// 1,000,000) used to stall its partition: its dead letter could never be
+// produced and was retried forever with every partition paused. It is cut to
+// kDlqMaxValueBytes, says so in a header, is counted, and the partition moves on.
+TEST_F(ConsumerTest, ADeadLetterTooLargeForKafkaIsProducedCutAndThePartitionMovesOn) {
+  TestProducer producer(kafka_->bootstrap());
+  const std::string huge(3'000'000, '\x01');  // garbage: not a LogChunk
+  ASSERT_TRUE(producer.Send("t", 0, huge, "k"));
+  ASSERT_TRUE(producer.Send("t", 0, Chunk(1)));
+  ASSERT_TRUE(WaitFor([&] { return MainRows() == 1; }, 30'000)) << "the partition stalled behind the dead letter";
+  std::vector<InMessage> dlq = ReadTopic(kafka_->bootstrap(), "t.dlq", 1, 1);
+  ASSERT_EQ(dlq.size(), 1u);
+  EXPECT_EQ(dlq[0].value.size(), kDlqMaxValueBytes);
+  EXPECT_EQ(dlq[0].value.view(), std::string_view(huge).substr(0, kDlqMaxValueBytes));
+  ASSERT_NE(dlq[0].Header(kDlqTruncatedHeader), nullptr);
+  EXPECT_EQ(*dlq[0].Header(kDlqTruncatedHeader), "3000000");
+  EXPECT_EQ(*dlq[0].Header(kDlqOffsetHeader), "0") << "where the whole message stays";
+  EXPECT_EQ(metrics_->dlq_truncated.Value(), 1);
+  EXPECT_EQ(metrics_->DeadLettered("malformed").Value(), 1);
+}
+
 // JSON and text lines from other shippers are parsed, chunked per stream and indexed.
 TEST_F(ConsumerTest, JsonAndTextLinesFromOtherShippersAreIndexed) {
   TestProducer producer(kafka_->bootstrap());

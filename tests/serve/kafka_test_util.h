@@ -22,7 +22,12 @@ class TestProducer {
  public:
   explicit TestProducer(const std::string& bootstrap) {
     std::string err;
-    auto conf = KafkaConf({{"bootstrap.servers", bootstrap}, {"linger.ms", "1"}, {"log_level", "2"}});
+    // Messages up to 8 MB: the mock broker takes them, as a broker with a
+    // raised message.max.bytes does (the DLQ must cope with such values).
+    auto conf = KafkaConf({{"bootstrap.servers", bootstrap},
+                           {"linger.ms", "1"},
+                           {"log_level", "2"},
+                           {"message.max.bytes", "8000000"}});
     producer_.reset(RdKafka::Producer::create(conf.get(), err));
   }
 
