@@ -140,8 +140,14 @@ ChunkResult<bool> ValidateChunk(const proto::LogChunk& c, const DecodeOptions& o
 }
 
 ChunkResult<proto::LogChunk> DecodeChunk(std::string_view bytes, const DecodeOptions& options) {
+  // Parsed with the nesting budget it has where it is read back, inside a
+  // MainRow (one level less than at the top): a chunk whose unknown groups
+  // nest 100 deep would otherwise pass here and fail every query.
   proto::LogChunk chunk;
-  if (!chunk.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) {
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            static_cast<int>(bytes.size()));
+  in.SetRecursionLimit(99);
+  if (!chunk.ParseFromCodedStream(&in) || !in.ConsumedEntireMessage()) {
     return Fail(ChunkErrc::kMalformed, "not a LogChunk protobuf (" + Num(bytes.size()) + " bytes)");
   }
   auto valid = ValidateChunk(chunk, options);
@@ -220,11 +226,31 @@ ChunkResult<bool> CheckRecord(const proto::LogChunk& c, int64_t i, int64_t ts_ms
   return true;
 }
 
+// A tag or a length as the protobuf parser reads them: at most 5 bytes (a
+// CodedInputStream would take 10 and drop the high bits, passing what the
+// parser refuses).
+bool ReadShortVarint(google::protobuf::io::CodedInputStream& in, uint32_t* out) {
+  const int start = in.CurrentPosition();
+  uint64_t v = 0;
+  if (!in.ReadVarint64(&v) || in.CurrentPosition() - start > 5) return false;
+  *out = static_cast<uint32_t>(v);
+  return true;
+}
+
+// The next tag (0 at the end or on a bad one), as the parser reads it.
+uint32_t ReadTag(google::protobuf::io::CodedInputStream& in) {
+  uint32_t tag = 0;
+  if (in.BytesUntilLimit() <= 0 || !ReadShortVarint(in, &tag)) return 0;
+  return tag;
+}
+
 // Skips the field whose tag was just read, as the protobuf parser skips an
 // unknown field: groups (a protobuf 2 wire type that logdex never writes,
-// but a well-formed message may hold) to their matching end, nested up to
-// the parser's depth of 100, with a stack instead of recursion.
-bool SkipField(google::protobuf::io::CodedInputStream& in, uint32_t tag) {
+// but a well-formed message may hold) to their matching end, with a stack
+// instead of recursion, nested at most `depth_left` deep: the parser's
+// budget of 100 less the messages around the field (a record takes one, a
+// tag another).
+bool SkipField(google::protobuf::io::CodedInputStream& in, uint32_t tag, int depth_left) {
   constexpr int kMaxGroupDepth = 100;
   uint32_t open[kMaxGroupDepth];
   int depth = 0;
@@ -240,10 +266,12 @@ bool SkipField(google::protobuf::io::CodedInputStream& in, uint32_t tag) {
         if (!in.Skip(8)) return false;
         break;
       case 2:
-        if (!in.ReadVarint32(&n) || n > static_cast<uint32_t>(INT32_MAX) || !in.Skip(static_cast<int>(n))) return false;
+        if (!ReadShortVarint(in, &n) || n > static_cast<uint32_t>(INT32_MAX) || !in.Skip(static_cast<int>(n))) {
+          return false;
+        }
         break;
       case 3:
-        if (depth == kMaxGroupDepth) return false;
+        if (depth == kMaxGroupDepth || depth == depth_left) return false;
         open[depth++] = tag >> 3;
         break;
       case 4:
@@ -256,7 +284,7 @@ bool SkipField(google::protobuf::io::CodedInputStream& in, uint32_t tag) {
       default: return false;
     }
     if (depth == 0) return true;
-    tag = in.ReadTag();
+    tag = ReadTag(in);
     if (tag == 0) return false;
   }
 }
@@ -273,20 +301,20 @@ ChunkResult<bool> VerifyRecords(const proto::LogChunk& c, const DecodeOptions& o
                                             static_cast<int>(bytes.size()));
   int64_t records = 0;
   while (in.BytesUntilLimit() > 0) {
-    const uint32_t tag = in.ReadTag();
+    const uint32_t tag = ReadTag(in);
     if (tag == 0) return malformed();
     if (tag != ((1u << 3) | 2u)) {  // not a record: unknown, skipped as the parser would
-      if (!SkipField(in, tag)) return malformed();
+      if (!SkipField(in, tag, 100)) return malformed();
       continue;
     }
     uint32_t len = 0;
-    if (!in.ReadVarint32(&len) || len > bytes.size()) return malformed();
+    if (!ReadShortVarint(in, &len) || len > bytes.size()) return malformed();
     const auto limit = in.PushLimit(static_cast<int>(len));
     if (in.BytesUntilLimit() != static_cast<int>(len)) return malformed();  // longer than what is left
     int64_t ts = 0;
     uint32_t severity = 0;
     while (in.BytesUntilLimit() > 0) {
-      const uint32_t t = in.ReadTag();
+      const uint32_t t = ReadTag(in);
       if (t == 0) return malformed();
       uint64_t v = 0;
       if (t == ((1u << 3) | 0u)) {
@@ -297,15 +325,15 @@ ChunkResult<bool> VerifyRecords(const proto::LogChunk& c, const DecodeOptions& o
         severity = static_cast<uint32_t>(v);  // uint32: the low 32 bits, as the parser takes them
       } else if (t == ((4u << 3) | 2u)) {  // a Tag: its fields are checked for shape too
         uint32_t tag_len = 0;
-        if (!in.ReadVarint32(&tag_len) || tag_len > bytes.size()) return malformed();
+        if (!ReadShortVarint(in, &tag_len) || tag_len > bytes.size()) return malformed();
         const auto tag_limit = in.PushLimit(static_cast<int>(tag_len));
         if (in.BytesUntilLimit() != static_cast<int>(tag_len)) return malformed();
         while (in.BytesUntilLimit() > 0) {
-          const uint32_t tt = in.ReadTag();
-          if (tt == 0 || !SkipField(in, tt)) return malformed();
+          const uint32_t tt = ReadTag(in);
+          if (tt == 0 || !SkipField(in, tt, 98)) return malformed();
         }
         in.PopLimit(tag_limit);
-      } else if (!SkipField(in, t)) {
+      } else if (!SkipField(in, t, 99)) {
         return malformed();
       }
     }

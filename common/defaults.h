@@ -23,7 +23,8 @@ inline constexpr std::string_view kDlqOffsetHeader = "logdex-source-offset";
 // size (the whole message stays in the source topic at the offset above).
 inline constexpr std::string_view kDlqTruncatedHeader = "logdex-truncated-from";
 // Largest dead-letter value produced whole: Kafka's default message.max.bytes
-// (1,000,000, producer and broker) less room for the headers. A larger value
+// (1,000,000, producer and broker) less room for the headers (the error text
+// and the copied headers are bounded too: see GroupConsumer). A larger value
 // could never be produced and would stall the partition behind it.
 inline constexpr size_t kDlqMaxValueBytes = 900 * 1000;
 

@@ -102,12 +102,15 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
         {"log_level", "4"},
     };
     for (const auto& [k, v] : o_.kafka) props[k] = v;
-    if (props["auto.offset.reset"] == "error") {
-      // librdkafka 2.0.2 then stops fetching a partition whose position the
-      // broker deleted, for good (no seek restarts it): a stalled partition.
+    if (props["auto.offset.reset"] != "earliest" && props["auto.offset.reset"] != "smallest" &&
+        props["auto.offset.reset"] != "beginning") {
+      // error: librdkafka 2.0.2 then stops fetching a partition whose
+      // position the broker deleted, for good (no seek restarts it).
+      // latest: it skips every message still there, and only those already
+      // deleted would be counted as lost. Only earliest loses nothing silently.
       return Status(Errc::kInvalidArgument,
-                    "kafka.auto.offset.reset: error would stop a partition for good once retention deletes its "
-                    "position; use earliest (the default) or latest: deleted messages are counted as lost either way");
+                    "kafka.auto.offset.reset: only earliest is allowed (error stops a partition for good once "
+                    "retention deletes its position; latest skips messages that still exist, uncounted)");
     }
     for (const auto& [k, v] : props) {
       if (conf->set(k, v, err) != RdKafka::Conf::CONF_OK) {
@@ -510,9 +513,15 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
   // a header (counted and logged): the whole message stays in the source
   // topic at the offset the headers name, and a value no broker accepts
   // would otherwise be retried forever with every partition paused.
+  // The error text is cut to kDlqMaxErrorBytes and the original headers are
+  // copied only while they total kDlqMaxCopiedHeaderBytes (the rest are
+  // named in logdex-headers-dropped), so that value and headers always fit
+  // Kafka's default message.max.bytes.
   bool ProduceDeadLetter(const DeadLetter& d, const std::shared_ptr<DlqDeliveries>& deliveries, size_t index) {
+    constexpr size_t kDlqMaxErrorBytes = 4096;
+    constexpr size_t kDlqMaxCopiedHeaderBytes = 32 * 1024;
     RdKafka::Headers* h = RdKafka::Headers::create();
-    h->add(std::string(kDlqErrorHeader), d.description);
+    h->add(std::string(kDlqErrorHeader), d.description.substr(0, kDlqMaxErrorBytes));
     h->add(std::string(kDlqTopicHeader), d.message.topic);
     h->add(std::string(kDlqPartitionHeader), std::to_string(d.message.partition));
     h->add(std::string(kDlqOffsetHeader), std::to_string(d.message.offset));
@@ -529,7 +538,16 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
                      d.message.topic, o_.dlq_suffix, kDlqTruncatedHeader);
       }
     }
-    for (const auto& [k, v] : d.message.headers) h->add(k, v);
+    size_t copied = 0, dropped = 0;
+    for (const auto& [k, v] : d.message.headers) {
+      if (copied + k.size() + v.size() > kDlqMaxCopiedHeaderBytes) {
+        ++dropped;
+        continue;
+      }
+      copied += k.size() + v.size();
+      h->add(k, v);
+    }
+    if (dropped > 0) h->add("logdex-headers-dropped", std::to_string(dropped));
     auto ticket = std::make_unique<DlqTicket>(DlqTicket{deliveries, index});
     RdKafka::ErrorCode e = producer_->produce(
         d.message.topic + o_.dlq_suffix, RdKafka::Topic::PARTITION_UA, RdKafka::Producer::RK_MSG_COPY,

@@ -6,6 +6,7 @@
 #include <set>
 #include <tuple>
 
+#include "common/base64url.h"
 #include "common/bytes.h"
 #include "common/ids.h"
 #include "common/row_keys.h"
@@ -81,22 +82,7 @@ class Writer {
     U16(static_cast<uint16_t>(b.size()));
     raw_.append(b);
   }
-  std::string Base64Url() const {
-    static const char* abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-    std::string out;
-    uint32_t acc = 0;
-    int bits = 0;
-    for (unsigned char c : raw_) {
-      acc = (acc << 8) | c;
-      bits += 8;
-      while (bits >= 6) {
-        bits -= 6;
-        out.push_back(abc[(acc >> bits) & 63]);
-      }
-    }
-    if (bits > 0) out.push_back(abc[(acc << (6 - bits)) & 63]);
-    return out;
-  }
+  std::string Base64Url() const { return EncodeBase64Url(raw_); }
 
  private:
   std::string raw_;
@@ -105,21 +91,9 @@ class Writer {
 class Reader {
  public:
   static std::optional<Reader> FromBase64Url(std::string_view text) {
-    std::string raw;
-    uint32_t acc = 0;
-    int bits = 0;
-    for (char c : text) {
-      int v = c >= 'A' && c <= 'Z' ? c - 'A' : c >= 'a' && c <= 'z' ? c - 'a' + 26 : c >= '0' && c <= '9' ? c - '0' + 52
-              : c == '-' ? 62 : c == '_' ? 63 : -1;
-      if (v < 0) return std::nullopt;
-      acc = (acc << 6) | static_cast<uint32_t>(v);
-      bits += 6;
-      if (bits >= 8) {
-        bits -= 8;
-        raw.push_back(static_cast<char>((acc >> bits) & 0xff));
-      }
-    }
-    return Reader(std::move(raw));
+    auto raw = DecodeBase64Url(text);
+    if (!raw) return std::nullopt;
+    return Reader(std::move(*raw));
   }
   bool ok() const { return ok_; }
   bool done() const { return pos_ == raw_.size(); }

@@ -27,6 +27,7 @@
 #include <thread>
 #include <variant>
 
+#include "common/base64url.h"
 #include "common/row_keys.h"
 #include "common/severity.h"
 #include "common/time_parse.h"
@@ -98,24 +99,6 @@ struct BadRequest {
   std::string message;
 };
 
-// base64url without padding.
-std::string Base64Url(const unsigned char* data, size_t size) {
-  static const char* abc = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
-  std::string out;
-  uint32_t acc = 0;
-  int bits = 0;
-  for (size_t i = 0; i < size; ++i) {
-    acc = (acc << 8) | data[i];
-    bits += 8;
-    while (bits >= 6) {
-      bits -= 6;
-      out.push_back(abc[(acc >> bits) & 63]);
-    }
-  }
-  if (bits > 0) out.push_back(abc[(acc << (6 - bits)) & 63]);
-  return out;
-}
-
 // Cursor signatures: "<payload>.<mac>", mac = base64url(first 16 bytes of
 // HMAC-SHA256(key, "logdex cursor v1\n" + payload)). The payload itself may hold '.'.
 constexpr size_t kCursorMacBytes = 16;
@@ -128,7 +111,7 @@ std::string CursorMac(const std::string& key, std::string_view payload) {
       HMAC(EVP_sha256(), key.data(), static_cast<int>(key.size()), reinterpret_cast<const unsigned char*>(data.data()),
            data.size(), mac, &mac_size);
   LOGDEX_CHECK(ok != nullptr && mac_size >= kCursorMacBytes);
-  return Base64Url(mac, kCursorMacBytes);
+  return EncodeBase64Url(std::string_view(reinterpret_cast<const char*>(mac), kCursorMacBytes));
 }
 
 std::string SignCursor(const std::string& key, const std::string& payload) {

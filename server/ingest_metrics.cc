@@ -6,13 +6,6 @@
 namespace logdex {
 namespace {
 
-prometheus::Family<prometheus::Counter>& NotIndexed(prometheus::Registry& r) {
-  return prometheus::BuildCounter()
-      .Name("logdex_indexer_tags_not_indexed_total")
-      .Help("Record tags kept in their records but not indexed (found by scan=true), by the cap that stopped them")
-      .Register(r);
-}
-
 prometheus::Counter& Counter(prometheus::Registry& r, const std::string& name, const std::string& help) {
   return prometheus::BuildCounter().Name(name).Help(help).Register(r).Add({});
 }
@@ -24,10 +17,15 @@ void Grow(prometheus::Counter& c, uint64_t now, uint64_t before) {
 }  // namespace
 
 IngestMetrics::IngestMetrics(prometheus::Registry& r, const Clock& clock)
-    : values_over_cap_(NotIndexed(r).Add({{"reason", "values_per_hour"}})),
-      keys_over_cap_(NotIndexed(r).Add({{"reason", "keys_per_hour"}})),
-      record_cap_(NotIndexed(r).Add({{"reason", "tags_per_record"}})),
-      denied_(NotIndexed(r).Add({{"reason", "denied"}})),
+    : not_indexed_(prometheus::BuildCounter()
+                       .Name("logdex_indexer_tags_not_indexed_total")
+                       .Help("Record tags kept in their records but not indexed (found by scan=true), by the cap "
+                             "that stopped them")
+                       .Register(r)),
+      values_over_cap_(not_indexed_.Add({{"reason", "values_per_hour"}})),
+      keys_over_cap_(not_indexed_.Add({{"reason", "keys_per_hour"}})),
+      record_cap_(not_indexed_.Add({{"reason", "tags_per_record"}})),
+      denied_(not_indexed_.Add({{"reason", "denied"}})),
       store_read_failures_(Counter(r, "logdex_indexer_store_read_failures_total",
                                    "Chunk stagings failed by a store read (the batch is retried)")),
       utf8_replaced_(Counter(r, "logdex_line_input_invalid_utf8_lines_total",

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <prometheus/counter.h>
+#include <prometheus/family.h>
 #include <prometheus/registry.h>
 
 #include "common/clock.h"
@@ -25,6 +26,7 @@ class IngestMetrics {
   void Update(const IndexerCounters& indexer, const ShipLineDecoder::Counters& lines);
 
  private:
+  prometheus::Family<prometheus::Counter>& not_indexed_;
   prometheus::Counter& values_over_cap_;
   prometheus::Counter& keys_over_cap_;
   prometheus::Counter& record_cap_;

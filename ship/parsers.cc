@@ -528,6 +528,7 @@ struct LineParser::Impl {
         static_cast<void>(again);
       } catch (const nlohmann::json::exception& e) {
         json_error = std::string("not JSON: ") + e.what();
+        if (json_error.size() > 512) json_error.resize(512);  // nlohmann quotes the token it last read
         out->rejection = json_error;
       }
       return false;
@@ -727,6 +728,7 @@ void LineParser::Parse(std::string_view line, ParsedLine* out) { impl_->Parse(li
 
 void LineParser::StartInput(int64_t fallback_ts_ms) {
   impl_->have_last_ts = false;
+  impl_->sticky = Format::kAuto;  // a line must not parse by what another input matched last
   impl_->fallback_ts_ms = fallback_ts_ms;
 }
 

@@ -138,7 +138,8 @@ class LineParser {
 
   // Starts a new input whose lines without a timestamp, before the first
   // line that has one, take `fallback_ts_ms` instead of the clock's now;
-  // forgets the previous input's last timestamp. serve calls it per Kafka
+  // forgets the previous input's last timestamp and (auto) the format it
+  // matched last. serve calls it per Kafka
   // message with the message's timestamp, so that a replay parses the same
   // times as the first pass.
   void StartInput(int64_t fallback_ts_ms);

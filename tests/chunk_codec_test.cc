@@ -322,6 +322,41 @@ TEST_F(ChunkCodecTest, VerifyRecordsAgreesWithUnpackRecordsOnEveryVerdict) {
   }
 }
 
+// Encodings the protobuf parser refuses and a CodedInputStream would take:
+// a record length padded to 6 bytes, and unknown groups nested past what is
+// left of the parser's depth budget inside a record. Each passed ingest
+// once, and was then hidden from every query.
+TEST_F(ChunkCodecTest, VerifyRecordsRefusesWhatTheParserRefuses) {
+  PackOptions raw;
+  raw.codec = proto::CODEC_NONE;
+  proto::LogChunk base = PackChunk("billing", "web-1", Records(1), raw);
+  const std::string record = base.payload().substr(2);  // one record: 0x0a, a 1-byte length, the record
+  ASSERT_LT(static_cast<unsigned char>(base.payload()[1]), 0x80u);
+  auto with_payload = [&](std::string payload) {
+    proto::LogChunk c = base;
+    c.set_payload(std::move(payload));
+    c.set_uncompressed_size(c.payload().size());
+    Resign(c);
+    return c;
+  };
+  const char len = static_cast<char>(record.size());
+  proto::LogChunk padded = with_payload(std::string("\x0a", 1) + std::string({static_cast<char>(len | 0x80), '\x80',
+                                                                               '\x80', '\x80', '\x80', '\x00'}) +
+                                        record);
+  std::string scratch;
+  EXPECT_FALSE(UnpackRecords(padded, options_).ok());
+  EXPECT_FALSE(VerifyRecords(padded, options_, &scratch).ok()) << "a 6-byte length";
+  for (int depth : {99, 100}) {
+    std::string groups;
+    for (int i = 0; i < depth; ++i) groups += '\x2b';  // field 5, start group
+    for (int i = 0; i < depth; ++i) groups += '\x2c';  // field 5, end group
+    const std::string rec = record + groups;
+    proto::LogChunk c = with_payload(std::string("\x0a", 1) + static_cast<char>(0x80 | (rec.size() & 0x7f)) +
+                                     static_cast<char>(rec.size() >> 7) + rec);
+    EXPECT_EQ(VerifyRecords(c, options_, &scratch).ok(), UnpackRecords(c, options_).ok()) << depth << " groups";
+  }
+}
+
 TEST_F(ChunkCodecTest, ErrorNamesAreStableAndDistinct) {
   std::set<std::string_view> names;
   for (int i = 0; i <= static_cast<int>(ChunkErrc::kBadSeverity); ++i) {

@@ -27,4 +27,24 @@ class FailingReads final : public TableStore {
   TableStore& base_;
 };
 
+// A store every call of which fails with `code` and `message` (HasTable
+// answers yes): what a query or a server does when its store is down.
+class AlwaysFailing final : public TableStore {
+ public:
+  AlwaysFailing(Errc code, std::string message) : code_(code), message_(std::move(message)) {}
+  Status CreateTable(std::string_view, const TableOptions&) override { return Fail(); }
+  bool HasTable(std::string_view) const override { return true; }
+  Status Write(const WriteBatch&) override { return Fail(); }
+  Result<std::optional<std::string>> Get(std::string_view, std::string_view) override { return Fail().error(); }
+  Status Scan(const ScanSpec&, const RowVisitor&) override { return Fail(); }
+  Status FuzzyScan(const FuzzyScanSpec&, const RowVisitor&) override { return Fail(); }
+  std::unique_ptr<RowIterator> NewIterator(const ScanSpec&) override { return ErrorIterator(Fail()); }
+  StoreCounters counters() const override { return {}; }
+
+ private:
+  Status Fail() const { return Status(code_, message_); }
+  Errc code_;
+  std::string message_;
+};
+
 }  // namespace logdex::testing

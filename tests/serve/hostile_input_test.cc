@@ -50,6 +50,7 @@
 namespace logdex {
 namespace {
 
+using testing::ListeningPort;
 using testing::Process;
 using testing::WaitFor;
 
@@ -75,21 +76,6 @@ double MetricSum(int port, const std::string& name) {
     }
   }
   return sum;
-}
-
-// The port serve prints in "http: listening on HOST:PORT"; -1 if it does not come.
-int ListeningPort(const Process& serve, int timeout_ms = 30'000) {
-  static const std::string kLine = "http: listening on ";
-  int port = -1;
-  WaitFor([&] {
-    const std::string log = serve.Log();
-    const size_t at = log.find(kLine);
-    if (at == std::string::npos) return false;
-    const size_t colon = log.find(':', at + kLine.size());
-    port = colon == std::string::npos ? -1 : std::atoi(log.c_str() + colon + 1);
-    return port > 0;
-  }, timeout_ms);
-  return port;
 }
 
 bool Healthy(int port) {
@@ -453,17 +439,7 @@ class DlqReader {
       if (!consumer_ || std::chrono::steady_clock::now() >= deadline) return std::nullopt;
       std::unique_ptr<RdKafka::Message> m(consumer_->consume(100));
       if (!m || m->err()) continue;
-      InMessage im;
-      im.partition = m->partition();
-      im.offset = m->offset();
-      if (m->key()) im.key = *m->key();
-      im.value.assign(static_cast<const char*>(m->payload()), m->len());
-      if (RdKafka::Headers* h = m->headers()) {
-        for (const auto& hd : h->get_all()) {
-          im.headers.emplace_back(hd.key(), std::string(static_cast<const char*>(hd.value()), hd.value_size()));
-        }
-      }
-      seen_.push_back(std::move(im));
+      seen_.push_back(CopyMessage(*m));
     }
   }
   size_t Count(const std::string& key) const {

@@ -58,6 +58,22 @@ class TestProducer {
   std::unique_ptr<RdKafka::Producer> producer_;
 };
 
+// A consumed message's fields and bytes, copied.
+inline InMessage CopyMessage(RdKafka::Message& m) {
+  InMessage im;
+  im.topic = m.topic_name();
+  im.partition = m.partition();
+  im.offset = m.offset();
+  if (m.key()) im.key = *m.key();
+  im.value.assign(static_cast<const char*>(m.payload()), m.len());
+  if (RdKafka::Headers* h = m.headers()) {
+    for (const auto& hd : h->get_all()) {
+      im.headers.emplace_back(hd.key(), std::string(static_cast<const char*>(hd.value()), hd.value_size()));
+    }
+  }
+  return im;
+}
+
 // Reads every message of a topic's partition 0..partitions-1 from the start, until `want`
 // messages or the timeout.
 inline std::vector<InMessage> ReadTopic(const std::string& bootstrap, const std::string& topic, int partitions,
@@ -69,18 +85,7 @@ inline std::vector<InMessage> ReadTopic(const std::string& bootstrap, const std:
   while (out.size() < want && std::chrono::steady_clock::now() < deadline) {
     std::unique_ptr<RdKafka::Message> m(c->consume(100));
     if (!m || m->err()) continue;
-    InMessage im;
-    im.topic = m->topic_name();
-    im.partition = m->partition();
-    im.offset = m->offset();
-    if (m->key()) im.key = *m->key();
-    im.value.assign(static_cast<const char*>(m->payload()), m->len());
-    if (RdKafka::Headers* h = m->headers()) {
-      for (const auto& hd : h->get_all()) {
-        im.headers.emplace_back(hd.key(), std::string(static_cast<const char*>(hd.value()), hd.value_size()));
-      }
-    }
-    out.push_back(std::move(im));
+    out.push_back(CopyMessage(*m));
   }
   c->close();
   return out;

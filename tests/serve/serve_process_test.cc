@@ -35,6 +35,7 @@ namespace logdex {
 namespace {
 
 using testing::Committed;
+using testing::ListeningPort;
 using testing::Process;
 using testing::TestProducer;
 using testing::WaitFor;
@@ -124,22 +125,6 @@ double MetricOf(int port, const std::string& name) {
   return -1;
 }
 
-// The port a serve process listens on (it is started with --http HOST:0 and
-// prints "http: listening on HOST:PORT"): the kernel picks it, so parallel
-// tests never collide. -1 when the line does not come within the timeout.
-int ListeningPort(const Process& serve, int timeout_ms = 30'000) {
-  static const std::string kLine = "http: listening on ";
-  int port = -1;
-  WaitFor([&] {
-    const std::string log = serve.Log();
-    const size_t at = log.find(kLine);
-    if (at == std::string::npos) return false;
-    const size_t colon = log.find(':', at + kLine.size());
-    port = colon == std::string::npos ? -1 : std::atoi(log.c_str() + colon + 1);
-    return port > 0;
-  }, timeout_ms);
-  return port;
-}
 
 class ServeProcess : public ::testing::Test {
  protected:

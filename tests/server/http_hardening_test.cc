@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "tests/failing_store.h"
 #include "tests/server/served_store.h"
 
 namespace logdex {
@@ -544,28 +545,12 @@ TEST_F(HttpHardeningTest, TheCursorKeyIsCreatedOnceInTheStoreAndSharedByItsMembe
 // Before the fix 500 answers carried the error text ("injected ..."): store
 // addresses, file paths, exception messages.
 TEST(HttpErrors, InternalErrorsAnswerAGenericMessageWithAnIdThatTheLogHasWithTheText) {
-  class BrokenStore final : public TableStore {
-   public:
-    explicit BrokenStore(Errc code) : code_(code) {}
-    Status CreateTable(std::string_view, const TableOptions&) override { return Fail(); }
-    bool HasTable(std::string_view) const override { return true; }
-    Status Write(const WriteBatch&) override { return Fail(); }
-    Result<std::optional<std::string>> Get(std::string_view, std::string_view) override { return Fail().error(); }
-    Status Scan(const ScanSpec&, const RowVisitor&) override { return Fail(); }
-    Status FuzzyScan(const FuzzyScanSpec&, const RowVisitor&) override { return Fail(); }
-    std::unique_ptr<RowIterator> NewIterator(const ScanSpec&) override { return ErrorIterator(Fail()); }
-    StoreCounters counters() const override { return {}; }
-
-   private:
-    Status Fail() const { return Status(code_, "injected failure at /var/lib/secret-path on 10.1.2.3"); }
-    Errc code_;
-  };
   auto ring = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
   auto previous = spdlog::default_logger();
   spdlog::set_default_logger(std::make_shared<spdlog::logger>("test", ring));
   ManualClock clock(kStart);
   for (auto [code, status] : {std::pair{Errc::kIOError, 500}, std::pair{Errc::kUnavailable, 503}}) {
-    BrokenStore store(code);
+    testing::AlwaysFailing store(code, "injected failure at /var/lib/secret-path on 10.1.2.3");
     QueryEngine engine(store, QueryOptions{});
     prometheus::Registry registry;
     HttpServer server(HttpServerOptions{}, engine, registry, nullptr, clock);

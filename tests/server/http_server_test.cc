@@ -20,6 +20,7 @@
 #include <sstream>
 
 #include "common/time_parse.h"
+#include "tests/failing_store.h"
 #include "tests/server/served_store.h"
 
 namespace logdex {
@@ -305,25 +306,8 @@ TEST_F(HttpServerTest, InvalidUtf8InMessagesIsReplacedNotFatal) {
 }
 
 TEST_F(HttpServerTest, StoreErrorsAre503WhenUnavailableAnd500Otherwise) {
-  // A store whose reads fail with a chosen error.
-  class FailingStore final : public TableStore {
-   public:
-    explicit FailingStore(Errc code) : code_(code) {}
-    Status CreateTable(std::string_view, const TableOptions&) override { return Fail(); }
-    bool HasTable(std::string_view) const override { return true; }
-    Status Write(const WriteBatch&) override { return Fail(); }
-    Result<std::optional<std::string>> Get(std::string_view, std::string_view) override { return Fail().error(); }
-    Status Scan(const ScanSpec&, const RowVisitor&) override { return Fail(); }
-    Status FuzzyScan(const FuzzyScanSpec&, const RowVisitor&) override { return Fail(); }
-    std::unique_ptr<RowIterator> NewIterator(const ScanSpec&) override { return ErrorIterator(Fail()); }
-    StoreCounters counters() const override { return {}; }
-
-   private:
-    Status Fail() const { return Status(code_, "injected store failure"); }
-    Errc code_;
-  };
   for (auto [code, status] : {std::pair{Errc::kUnavailable, 503}, std::pair{Errc::kIOError, 500}}) {
-    FailingStore store(code);
+    testing::AlwaysFailing store(code, "injected store failure");
     QueryEngine engine(store, QueryOptions{});
     prometheus::Registry registry;
     HttpServer server(HttpServerOptions{}, engine, registry, nullptr, served_->clock());
