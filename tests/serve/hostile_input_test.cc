@@ -439,7 +439,7 @@ class DlqReader {
       if (!consumer_ || std::chrono::steady_clock::now() >= deadline) return std::nullopt;
       std::unique_ptr<RdKafka::Message> m(consumer_->consume(100));
       if (!m || m->err()) continue;
-      seen_.push_back(CopyMessage(*m));
+      seen_.push_back(testing::CopyMessage(*m));
     }
   }
   size_t Count(const std::string& key) const {
