@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Configures (CMake + Ninja) and builds logdex.
-#   scripts/build.sh [release|asan|fuzz] [TARGET...]   (default: release, every target)
+#   scripts/build.sh [release|asan|fuzz|fuzz-fast] [TARGET...]   (default: release, every target)
 #   e.g. scripts/build.sh release logdex   # the binary alone, no tests or benchmarks
-# Build trees: build/ (release), build-asan/ (ASan + UBSan), build-fuzz/ (clang, libFuzzer).
+# Build trees: build/ (release), build-asan/ (ASan + UBSan), build-fuzz/ (clang,
+# libFuzzer + ASan + UBSan), build-fuzz-fast/ (clang, libFuzzer + UBSan: long runs).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 kind=${1:-release}
@@ -17,7 +18,10 @@ case "$kind" in
   asan)    dir=build-asan; args=(-DCMAKE_BUILD_TYPE=Debug -DLOGDEX_SANITIZE=ON) ;;
   fuzz)    dir=build-fuzz; args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOGDEX_FUZZ=ON
                                  -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++) ;;
-  *) echo "build.sh: unknown build kind '$kind' (release|asan|fuzz)" >&2; exit 2 ;;
+  fuzz-fast) dir=build-fuzz-fast; args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DLOGDEX_FUZZ=ON
+                                 -DLOGDEX_FUZZ_SANITIZERS=undefined
+                                 -DCMAKE_C_COMPILER=clang -DCMAKE_CXX_COMPILER=clang++) ;;
+  *) echo "build.sh: unknown build kind '$kind' (release|asan|fuzz|fuzz-fast)" >&2; exit 2 ;;
 esac
 if [ ! -f "$dir/build.ninja" ]; then
   cmake -S . -B "$dir" -G Ninja "${args[@]}" "${launcher[@]}"

@@ -31,6 +31,7 @@
 #include "common/row_keys.h"
 #include "common/severity.h"
 #include "common/time_parse.h"
+#include "server/bounded_head_server.h"
 
 namespace logdex {
 namespace {
@@ -416,8 +417,9 @@ class HttpServer::Impl {
                               .Add({})),
         refused_(prometheus::BuildCounter()
                      .Name("logdex_http_requests_refused_total")
-                     .Help("Requests refused after their headers, before any body was read, by reason "
-                           "(body_too_large: 413, unauthorized: 401)")
+                     .Help("Requests refused before any body was read, by reason (body_too_large: 413, "
+                           "unauthorized: 401; head_too_large: 431 and head_timeout: 408, request line and "
+                           "headers over http's head limits, the connection closed unread)")
                      .Register(registry)),
         budget_exhausted_(prometheus::BuildCounter()
                               .Name("logdex_query_budget_exhausted_total")
@@ -430,11 +432,15 @@ class HttpServer::Impl {
                                    "an error id instead of being sent")
                              .Register(registry)
                              .Add({})),
-        error_id_seed_(std::random_device{}()) {
+        error_id_seed_(std::random_device{}()),
+        server_(RequestHeadLimits{options_.max_head_bytes, options_.head_timeout_ms},
+                [this](HeadRefusal why, const std::string& peer) { HeadRefused(why, peer); }) {
     for (const char* budget : {"time", "rows_scanned", "bytes_decompressed", "scan_records"}) {
       budget_exhausted_.Add({{"budget", budget}});
     }
-    for (const char* reason : {"body_too_large", "unauthorized"}) refused_.Add({{"reason", reason}});
+    for (const char* reason : {"body_too_large", "unauthorized", "head_too_large", "head_timeout"}) {
+      refused_.Add({{"reason", reason}});
+    }
     Routes();
   }
 
@@ -677,6 +683,24 @@ class HttpServer::Impl {
     bool held_ = false;
   };
 
+  // A request head cut off by BoundedHeadServer: counted, and logged once
+  // every 10 s at most (a flood of them must not flood the log).
+  void HeadRefused(HeadRefusal why, const std::string& peer) {
+    const bool large = why == HeadRefusal::kTooLarge;
+    refused_.Add({{"reason", large ? "head_too_large" : "head_timeout"}}).Increment();
+    const uint64_t refused = ++heads_refused_;
+    const int64_t now_ns = clock_.MonotonicNs();
+    int64_t last = last_head_log_ns_.load();
+    if ((last == 0 || now_ns - last >= 10'000'000'000) && last_head_log_ns_.compare_exchange_strong(last, now_ns)) {
+      spdlog::warn("http: refused the request head of {} ({}); {} heads refused so far "
+                   "(logdex_http_requests_refused_total{{reason=\"head_too_large|head_timeout\"}})",
+                   peer,
+                   large ? "over " + std::to_string(options_.max_head_bytes) + " bytes, answered 431"
+                         : "not complete within " + std::to_string(options_.head_timeout_ms) + " ms, answered 408",
+                   refused);
+    }
+  }
+
   void HandleQuery(const httplib::Request& req, httplib::Response& res) {
     QuerySlot slot(running_queries_, std::max(1, options_.max_concurrent_queries));
     if (!slot.held()) {
@@ -747,8 +771,10 @@ class HttpServer::Impl {
   std::atomic<uint64_t> error_ids_{0};
   std::atomic<int> running_queries_{0};
   std::atomic<int64_t> last_busy_log_ns_{0};
+  std::atomic<uint64_t> heads_refused_{0};
+  std::atomic<int64_t> last_head_log_ns_{0};
 
-  httplib::Server server_;
+  BoundedHeadServer server_;
   std::mutex lifecycle_mu_;  // serializes Start() and Stop()
   bool started_ = false;
   std::atomic<int> port_{0};

@@ -42,15 +42,13 @@
 // reading the body; set_payload_max_length(max_body_bytes) backs it up.
 // A refused request that declared a body is answered with "Connection: close".
 //
-// Not bounded here (known gap): cpp-httplib 0.11.4 (Debian 12) buffers the
-// request line and the header lines before any handler runs, without a limit
-// on one line's length or on the number of lines (upstream bounds them since
-// its 2025 "Limit line length in getline" fix: CPPHTTPLIB_MAX_LINE_LENGTH,
-// CPPHTTPLIB_HEADER_MAX_COUNT). A client that streams an endless request line
-// or endless headers grows memory until it stops; see the disabled test
-// HttpHardeningTest.DISABLED_AnEndlessRequestLineOrHeaderBlockIsCutOff. The
-// fix is a newer cpp-httplib, or a bounded reader of the request head in
-// front of httplib.
+// Request heads: the request line and headers are bounded before httplib
+// parses them (server/bounded_head_server.h; cpp-httplib 0.11.4 itself reads
+// them without limit): over `max_head_bytes` the client gets 431, a head not
+// complete `head_timeout_ms` after its first byte gets 408, and the
+// connection closes without reading more of it. Counted in
+// logdex_http_requests_refused_total{reason="head_too_large|head_timeout"},
+// logged every 10 s at most.
 //
 // Cursors: every next_cursor is "<payload>.<mac>", mac = base64url of the first
 // 16 bytes of HMAC-SHA256(cursor_key, payload). A cursor is checked before
@@ -62,8 +60,8 @@
 // by `worker_threads` threads (default 32), and at most
 // `max_concurrent_queries` (default 4) of them run a query at any time; more
 // queries get the 503 "busy" at once instead of waiting for a thread. A client
-// that sends its headers slowly holds a thread for at most
-// `read_timeout_seconds` (default 5) per stalled read, and a body flood is
+// that sends its headers slowly holds a thread for at most `head_timeout_ms`
+// (default 10 s; `read_timeout_seconds`, default 5, per stalled read), and a body flood is
 // refused at its headers. So the threads left for /healthz run out only with
 // more than worker_threads - max_concurrent_queries simultaneous stalled
 // connections: size worker_threads above the number of slow clients expected
@@ -75,7 +73,7 @@
 //   logdex_http_requests_total{endpoint, code}   endpoint in metrics|healthz|readyz|query|other
 //   logdex_http_query_duration_seconds           histogram of /api/v1/query handling time
 //   logdex_http_queries_rejected_total           queries refused with 503 busy (concurrency limit)
-//   logdex_http_requests_refused_total{reason}   body_too_large|unauthorized: refused before any body
+//   logdex_http_requests_refused_total{reason}   body_too_large|unauthorized|head_too_large|head_timeout
 //   logdex_query_budget_exhausted_total{budget}  time|rows_scanned|bytes_decompressed|scan_records
 //   logdex_http_internal_errors_total            500 and store-503 answers (each logged with its error id)
 //
@@ -86,6 +84,7 @@
 // the readiness callback concurrently.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -120,6 +119,11 @@ struct HttpServerOptions {
   // Socket read timeout (each read of the request line, headers, body),
   // seconds; short so that slow-header clients let go of their thread. Default 5.
   int read_timeout_seconds = 5;
+  // Request line + headers, bytes; a longer head gets 431. Default 64 KiB.
+  size_t max_head_bytes = 64 * 1024;
+  // A head still incomplete this long after its first byte gets 408, ms: a
+  // slow-header client holds a worker thread no longer. Default 10 s.
+  int head_timeout_ms = 10'000;
   // Socket write timeout, seconds (a large answer to a slow reader). Default 30.
   int write_timeout_seconds = 30;
   // HMAC key of the cursors. Empty: a random key of this process (cursors then
