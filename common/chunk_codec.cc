@@ -116,6 +116,7 @@ ChunkResult<bool> ValidateChunk(const proto::LogChunk& c, const DecodeOptions& o
     return Fail(ChunkErrc::kCountMismatch, "record_count is 0 (unset?): a chunk holds at least one record");
   }
   {
+    // Both ends TimestampAccepted (every record lies between them).
     const int64_t max_ts = o.clock->NowMs() + o.max_future_ms;
     if (c.first_ts_ms() > c.last_ts_ms()) {
       return Fail(ChunkErrc::kBadTimestamp, "first_ts_ms " + Num(c.first_ts_ms()) + " is after last_ts_ms " +

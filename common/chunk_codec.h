@@ -87,6 +87,16 @@ struct DecodeOptions {
   const Clock* clock = &SystemClock::Instance();
 };
 
+// Whether ValidateChunk accepts a record time at `now_ms`: within
+// [min_ts_ms, now_ms + max_future_ms]. ship (Chunker) and serve's line input
+// re-stamp a record outside it, so no chunk they make is refused for its time.
+inline bool TimestampAccepted(int64_t ts_ms, int64_t now_ms, const DecodeOptions& options) {
+  return ts_ms >= options.min_ts_ms && ts_ms <= now_ms + options.max_future_ms;
+}
+
+// The tag a re-stamped record carries: the time it had, in ms since the epoch.
+inline constexpr std::string_view kRestampedTag = "logdex_restamped_from";
+
 // Parses a serialized chunk and validates its header and payload crc.
 ChunkResult<proto::LogChunk> DecodeChunk(std::string_view bytes, const DecodeOptions& options);
 

@@ -33,17 +33,28 @@ void AddShipCommand(CLI::App& app, CommandRun& run) {
       "  logdex ship --brokers k1:9092 --app api --host web1 --format regex \\\n"
       "      --regex '^(?P<ts>\\S+ \\S+) (?P<level>\\w+) (?P<msg>.*)$' --time-format '%Y-%m-%d %H:%M:%S.%f' api.log\n"
       "  logdex ship --app a --host h --dry-run --out chunks.bin app.log   # no Kafka: length-prefixed chunks\n"
+      "  logdex ship --check /var/log/syslog app.log   # how each file will be read, before shipping it\n"
       "\n"
       "Records: one per line, plus continuation lines (indented, 'Caused by:', exception names) joined to the\n"
-      "line before. Lines that match no format keep their text with --default-severity. Nothing is dropped.\n"
+      "line before. --format auto chooses one format per file from its first 32 lines and keeps it; lines that\n"
+      "do not match it keep their text with --default-severity and the time of the record before. Times serve\n"
+      "would refuse (before 2000, over a day ahead) become the time of shipping, tagged logdex_restamped_from.\n"
+      "Nothing is dropped.\n"
       "Tag keys never contain '=': it becomes '_'.\n"
       "--dry-run output: repeated [4-byte big-endian length][serialized logdex.proto.LogChunk].");
 
   auto& p = o->pipeline;
   cmd->add_option("--brokers", o->producer.brokers, "Kafka bootstrap servers, host:port[,host:port...]");
   cmd->add_option("--topic", o->producer.topic, "Kafka topic")->capture_default_str();
-  cmd->add_option("--app", p.chunker.app, "Application name of the stream")->required();
-  cmd->add_option("--host", p.chunker.host, "Host name of the stream")->required();
+  cmd->add_option("--app", p.chunker.app, "Application name of the stream (required, except with --check)");
+  cmd->add_option("--host", p.chunker.host, "Host name of the stream (required, except with --check)");
+  cmd->add_flag("--check", o->check,
+                "Ship nothing: print how each file reads (format, lines, records, unparsed lines, time range, "
+                "severities, records re-stamped or past --retention, examples)");
+  cmd->add_option("--retention", o->retention,
+                  "Records older than this are counted and reported: serve keeps them, no query reaches them "
+                  "(serve's store.ttl, default 7d; 0 = not checked)")
+      ->capture_default_str();
   cmd->add_option("--format", o->format, "Line format")
       ->check(CLI::IsMember({"auto", "log4j", "syslog", "json", "logfmt", "apache", "logcat", "regex"}))
       ->capture_default_str();
@@ -104,7 +115,7 @@ void AddShipCommand(CLI::App& app, CommandRun& run) {
       o->progress_flag_set = true;
       o->progress = *progress && !*no_progress;
     }
-    run = [o] { return ship::RunShip(*o); };
+    run = [o] { return o->check ? ship::RunShipCheck(*o) : ship::RunShip(*o); };
   });
 }
 

@@ -1,5 +1,7 @@
 #include "ship/assembler.h"
 
+#include <algorithm>
+
 namespace logdex::ship {
 namespace {
 
@@ -36,6 +38,8 @@ RecordAssembler::RecordAssembler(LineParser& parser, RecordSink& sink, Assembler
 
 void RecordAssembler::Start(const ParsedLine& p) {
   pending_ = true;
+  parsed_first_ = p.parsed;
+  first_line_ = lines_;
   ts_ms_ = p.ts_ms;
   severity_ = p.severity;
   message_.assign(p.message);
@@ -50,6 +54,31 @@ void RecordAssembler::Start(const ParsedLine& p) {
 }
 
 Status RecordAssembler::AddLine(std::string_view line) {
+  if (!sampled_ && parser_.detected() == Format::kAuto) {
+    held_.emplace_back(line);
+    held_bytes_ += line.size();
+    if (held_.size() < std::max<size_t>(1, options_.detect_lines) && held_bytes_ < (1u << 20)) {
+      return Status::Ok();
+    }
+    return Release();
+  }
+  return Process(line);
+}
+
+Status RecordAssembler::Release() {
+  sampled_ = true;
+  std::vector<std::string_view> sample(held_.begin(), held_.end());
+  parser_.Detect(sample);
+  std::vector<std::string> lines = std::move(held_);
+  held_.clear();
+  held_bytes_ = 0;
+  for (const std::string& line : lines) {
+    if (Status s = Process(line); !s.ok()) return s;
+  }
+  return Status::Ok();
+}
+
+Status RecordAssembler::Process(std::string_view line) {
   ++lines_;
   parser_.Parse(line, &parsed_);
   if (!parsed_.parsed) ++unparsed_;
@@ -79,6 +108,9 @@ Status RecordAssembler::AddLine(std::string_view line) {
 }
 
 Status RecordAssembler::Flush() {
+  if (!held_.empty()) {
+    if (Status s = Release(); !s.ok()) return s;
+  }
   if (!pending_) return Status::Ok();
   tag_views_.resize(tag_count_);
   for (size_t i = 0; i < tag_count_; ++i) tag_views_[i] = {tags_[i].first, tags_[i].second};
@@ -89,6 +121,8 @@ Status RecordAssembler::Flush() {
   r.tags = tag_views_;
   r.app = app_;
   r.host = host_;
+  r.parsed = parsed_first_;
+  r.first_line = first_line_;
   pending_ = false;
   ++records_;
   return sink_.OnRecord(r);

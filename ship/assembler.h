@@ -18,6 +18,11 @@
 //
 // Since a record is complete only when the next record starts, the last one
 // waits in the assembler until Flush() (end of input, or an idle tail).
+//
+// Format detection (a parser with Format::kAuto whose input has no format
+// yet): the first `detect_lines` lines (or 1 MiB of them) are held, given to
+// LineParser::Detect(), then parsed with the format it chose; Flush() decides
+// with fewer. Held lines count as pending (has_pending()).
 // Not thread-safe.
 #pragma once
 
@@ -37,6 +42,8 @@ struct AssemblerOptions {
   bool multiline = true;
   // A record's message stops growing at this size. Default 1 MiB.
   size_t max_record_bytes = 1 << 20;
+  // Auto format: lines sampled before the format is chosen. Default 32.
+  size_t detect_lines = 32;
 };
 
 // True if `line` looks like a continuation (the rules above, without the
@@ -52,7 +59,7 @@ class RecordAssembler {
   Status AddLine(std::string_view line);
   // Passes the pending record, if any, to the sink.
   Status Flush();
-  bool has_pending() const { return pending_; }
+  bool has_pending() const { return pending_ || !held_.empty(); }
 
   uint64_t lines() const { return lines_; }
   uint64_t records() const { return records_; }
@@ -61,6 +68,9 @@ class RecordAssembler {
 
  private:
   void Start(const ParsedLine& p);
+  Status Process(std::string_view line);
+  // Detects the format from the held lines, then parses them.
+  Status Release();
 
   LineParser& parser_;
   RecordSink& sink_;
@@ -75,8 +85,15 @@ class RecordAssembler {
   std::vector<std::pair<std::string, std::string>> tags_;
   size_t tag_count_ = 0;
   std::vector<TagView> tag_views_;
+  bool parsed_first_ = true;
+  uint64_t first_line_ = 0;
 
   uint64_t lines_ = 0, records_ = 0, joined_ = 0, unparsed_ = 0;
+
+  // Format detection: lines held until the sample is complete.
+  bool sampled_ = false;
+  std::vector<std::string> held_;
+  size_t held_bytes_ = 0;
 };
 
 }  // namespace logdex::ship

@@ -70,14 +70,28 @@ Status Chunker::OnRecord(const RecordView& record) {
     if (!st.ok()) return st;
   }
   if (s->records == 0) s->first_ns = clock_.MonotonicNs();
+  int64_t ts_ms = record.ts_ms;
+  std::string restamped_from;
+  if (const int64_t now = clock_.NowMs(); !TimestampAccepted(ts_ms, now, options_.time_bounds)) {
+    restamped_from = std::to_string(ts_ms);
+    ts_ms = now;
+    ++stats_.restamped;
+  } else if (options_.retention_ms > 0 && ts_ms < now - options_.retention_ms) {
+    ++stats_.past_retention;
+  }
   proto::LogRecord* r = s->batch.add_records();
-  r->set_ts_ms(record.ts_ms);
+  r->set_ts_ms(ts_ms);
   r->set_severity(SeverityCode(record.severity));
   r->set_message(record.message.data(), record.message.size());
   for (const TagView& t : tags) {
     proto::Tag* tag = r->add_tags();
     tag->set_key(t.key.data(), t.key.size());
     tag->set_value(t.value.data(), t.value.size());
+  }
+  if (!restamped_from.empty()) {
+    proto::Tag* tag = r->add_tags();
+    tag->set_key(std::string(kRestampedTag));
+    tag->set_value(std::move(restamped_from));
   }
   ++s->records;
   s->bytes += size;

@@ -48,6 +48,15 @@ struct ChunkerOptions {
   LineIdentity line_identity = LineIdentity::kTags;
   proto::Codec codec = proto::CODEC_SNAPPY;
   bool summarize_tags = true;
+  // Record times serve would refuse (outside TimestampAccepted with these
+  // bounds, at the chunker's clock; the clock field is not used) are replaced
+  // by the clock's now and tagged logdex_restamped_from=<the time they had>:
+  // a chunk ship makes is never dead-lettered for its times. Counted.
+  DecodeOptions time_bounds;
+  // Records older than this are counted (past_retention): serve stores them,
+  // but queries never reach them. 0: not checked. Default 7 days, serve's
+  // default retention.
+  int64_t retention_ms = 7ll * 24 * 3600 * 1000;
 };
 
 // The Kafka key of a stream: "<app>/<host>/<SEVERITY>". Only used for
@@ -60,6 +69,8 @@ struct ChunkerStats {
   uint64_t chunks = 0;
   uint64_t uncompressed_bytes = 0;  // serialized RecordBatch bytes
   uint64_t chunk_bytes = 0;         // serialized LogChunk bytes
+  uint64_t restamped = 0;           // records whose time serve would refuse, given the clock's now
+  uint64_t past_retention = 0;      // records older than retention_ms (stored, never queryable)
 };
 
 int SeverityIndex(Severity s);

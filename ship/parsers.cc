@@ -178,7 +178,7 @@ struct LineParser::Impl {
   std::vector<Group> groups;
   std::vector<re2::StringPiece> submatch;
 
-  Format sticky = Format::kAuto;  // auto: the last format that matched
+  Format chosen = Format::kAuto;  // auto: this input's format, once chosen
   int64_t last_ts_ms = 0;
   bool have_last_ts = false;
   std::optional<int64_t> fallback_ts_ms;  // StartInput's; else the clock
@@ -646,6 +646,28 @@ struct LineParser::Impl {
     return true;
   }
 
+  static constexpr Format kAutoOrder[] = {Format::kJson,   Format::kSyslog, Format::kApache,
+                                         Format::kLogcat, Format::kLog4j,  Format::kLogfmt};
+
+  Format Detect(std::span<const std::string_view> sample) {
+    if (options.format != Format::kAuto) return options.format;
+    ParsedLine scratch;
+    size_t best = 0;
+    for (Format f : kAutoOrder) {
+      size_t matched = 0;
+      for (std::string_view line : sample) {
+        if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+        Reset(&scratch);
+        if (TryFormat(f, line, &scratch, true)) ++matched;
+      }
+      if (matched > best) {
+        best = matched;
+        chosen = f;
+      }
+    }
+    return chosen;
+  }
+
   bool TryFormat(Format f, std::string_view line, ParsedLine* out, bool detecting) {
     bool ok = false;
     switch (f) {
@@ -688,17 +710,14 @@ struct LineParser::Impl {
     Format used = options.format;
     if (options.format != Format::kAuto) {
       ok = TryFormat(options.format, line, out, false);
+    } else if (chosen != Format::kAuto) {
+      ok = TryFormat(used = chosen, line, out, true);
     } else {
-      if (sticky != Format::kAuto) ok = TryFormat(used = sticky, line, out, true);
-      if (!ok) {
-        for (Format f : {Format::kJson, Format::kSyslog, Format::kApache, Format::kLogcat, Format::kLog4j,
-                         Format::kLogfmt}) {
-          if (f == sticky) continue;
-          if (TryFormat(f, line, out, true)) {
-            ok = true;
-            used = sticky = f;
-            break;
-          }
+      for (Format f : kAutoOrder) {
+        if (TryFormat(f, line, out, true)) {
+          ok = true;
+          used = chosen = f;
+          break;
         }
       }
     }
@@ -728,8 +747,14 @@ void LineParser::Parse(std::string_view line, ParsedLine* out) { impl_->Parse(li
 
 void LineParser::StartInput(int64_t fallback_ts_ms) {
   impl_->have_last_ts = false;
-  impl_->sticky = Format::kAuto;  // a line must not parse by what another input matched last
+  impl_->chosen = Format::kAuto;  // each input chooses its own format
   impl_->fallback_ts_ms = fallback_ts_ms;
+}
+
+Format LineParser::Detect(std::span<const std::string_view> sample) { return impl_->Detect(sample); }
+
+Format LineParser::detected() const {
+  return impl_->options.format != Format::kAuto ? impl_->options.format : impl_->chosen;
 }
 
 Result<std::unique_ptr<LineParser>> LineParser::Create(const ParserOptions& options, const Clock& clock) {

@@ -30,8 +30,13 @@
 //           and brief (L/tag( pid): msg).
 //   regex   a user RE2 regex with (?P<name>...) groups: ts, level, msg, host,
 //           app; any other group becomes a tag. RE2 runs in linear time.
-//   auto    tries json, syslog, apache, logcat, log4j, logfmt per line,
-//           starting with the last format that matched.
+//   auto    one format per input, not per line: Detect() (RecordAssembler
+//           calls it with an input's first lines) picks the format that
+//           parses most of them (ties: json, syslog, apache, logcat, log4j,
+//           logfmt) and keeps it until StartInput(); without a Detect(), the
+//           first line that parses in one of them decides. A later line that
+//           does not match the chosen format is unparsed (kept whole), so a
+//           log4j line that happens to hold "k=v" is never read as logfmt.
 //
 // The message: for text formats (log4j, syslog, apache, logcat) it is the
 // whole line as written (the parsed fields are metadata; nothing is lost);
@@ -143,6 +148,14 @@ class LineParser {
   // message with the message's timestamp, so that a replay parses the same
   // times as the first pass.
   void StartInput(int64_t fallback_ts_ms);
+
+  // Format::kAuto: chooses this input's format from `sample` (its first
+  // lines; see "auto" above) and keeps it. Returns the choice, kAuto when no
+  // sampled line parses (the input stays undecided). An explicit format is
+  // returned as it is.
+  Format Detect(std::span<const std::string_view> sample);
+  // The explicit format, or auto's choice for this input (kAuto: undecided).
+  Format detected() const;
 
   const ParserOptions& options() const;
 

@@ -16,6 +16,7 @@
 #include <thread>
 
 #include "common/defaults.h"
+#include "common/time_parse.h"
 #include "ship/framing.h"
 
 namespace logdex::ship {
@@ -119,6 +120,7 @@ struct Pipeline::Impl {
       s.bytes_read += in.tailer->stats().bytes;
     }
     s.chunker = chunker->stats();
+    for (const Input& in : inputs) s.formats.emplace_back(in.path, in.parser->detected());
     return s;
   }
 
@@ -344,6 +346,29 @@ std::string DefaultStateDir(const std::string& app, const std::string& host) {
 
 }  // namespace
 
+std::string ResolveLineOptions(ShipCommandOptions& o) {
+  PipelineOptions& p = o.pipeline;
+  auto format = ParseFormatName(o.format);
+  if (!format) return "unknown --format " + o.format;
+  p.parser.format = *format;
+  auto sev = ParseSeverity(o.default_severity);
+  if (!sev) return "unknown --default-severity " + o.default_severity;
+  p.parser.default_severity = *sev;
+  if (o.no_multiline || *format == Format::kJson) p.assembler.multiline = false;
+  p.chunker.line_identity = o.stream_from_line ? LineIdentity::kStream : LineIdentity::kTags;
+  if (o.retention == "0") {
+    p.chunker.retention_ms = 0;
+  } else {
+    auto retention = ParseDuration(o.retention);
+    if (!retention.ok()) return "--retention " + o.retention + ": " + retention.error().message;
+    p.chunker.retention_ms = *retention;
+  }
+  // Fail early on bad parser options (regex, time format, zone).
+  auto probe = LineParser::Create(p.parser, SystemClock::Instance());
+  if (!probe.ok()) return probe.error().message;
+  return "";
+}
+
 int RunShip(ShipCommandOptions o) {
   if (!spdlog::get("ship")) {
     auto logger = spdlog::stderr_color_mt("ship");
@@ -353,25 +378,13 @@ int RunShip(ShipCommandOptions o) {
     std::fprintf(stderr, "logdex ship: %s\n", msg.c_str());
     return 2;
   };
+  if (std::string error = ResolveLineOptions(o); !error.empty()) return usage(error);
   PipelineOptions& p = o.pipeline;
-  auto format = ParseFormatName(o.format);
-  if (!format) return usage("unknown --format " + o.format);
-  p.parser.format = *format;
-  auto sev = ParseSeverity(o.default_severity);
-  if (!sev) return usage("unknown --default-severity " + o.default_severity);
-  p.parser.default_severity = *sev;
-  if (o.no_multiline || *format == Format::kJson) p.assembler.multiline = false;
-  p.chunker.line_identity = o.stream_from_line ? LineIdentity::kStream : LineIdentity::kTags;
   if (p.chunker.app.empty() || p.chunker.host.empty()) return usage("--app and --host are required");
   if (p.inputs.empty()) return usage("no input: give files, or - for stdin");
   if (o.dry_run && o.out.empty()) return usage("--dry-run needs --out FILE (- for stdout)");
   if (!o.dry_run && o.producer.brokers.empty()) return usage("--brokers is required (or --dry-run --out FILE)");
   if (o.producer.topic.empty()) o.producer.topic = std::string(kDefaultTopic);
-  {
-    // Fail early on bad parser options (regex, time format, zone).
-    auto probe = LineParser::Create(p.parser, SystemClock::Instance());
-    if (!probe.ok()) return usage(probe.error().message);
-  }
   p.progress = o.progress_flag_set ? o.progress : ::isatty(STDERR_FILENO) == 1;
 
   // Producer identity and sequences.
@@ -428,6 +441,29 @@ int RunShip(ShipCommandOptions o) {
                static_cast<unsigned long long>(s.lines), static_cast<unsigned long long>(s.records),
                static_cast<unsigned long long>(s.joined_lines), static_cast<unsigned long long>(s.unparsed_lines),
                static_cast<unsigned long long>(d.delivered_chunks), where.c_str());
+  if (p.parser.format == Format::kAuto) {
+    for (const auto& [path, format] : s.formats) {
+      if (format == Format::kAuto) {
+        std::fprintf(stderr, "logdex ship: %s: no line matched a format; every line shipped as plain text\n",
+                     path.c_str());
+      } else {
+        std::fprintf(stderr, "logdex ship: %s: format %s (detected from its first lines; lines that do not match "
+                     "it are shipped whole)\n", path.c_str(), std::string(FormatName(format)).c_str());
+      }
+    }
+  }
+  if (s.chunker.restamped > 0) {
+    std::fprintf(stderr,
+                 "logdex ship: %llu records had a time serve refuses (before 2000 or over a day ahead): shipped "
+                 "with the time of shipping, tagged %s=<their time>\n",
+                 static_cast<unsigned long long>(s.chunker.restamped), std::string(kRestampedTag).c_str());
+  }
+  if (s.chunker.past_retention > 0) {
+    std::fprintf(stderr,
+                 "logdex ship: WARNING: %llu records are older than the retention (--retention %s): they are "
+                 "stored, but no query reaches them\n",
+                 static_cast<unsigned long long>(s.chunker.past_retention), o.retention.c_str());
+  }
   if (!d.complete()) {
     std::fprintf(stderr,
                  "logdex ship: NOT DELIVERED: %llu chunks (%llu records) dropped by the backlog bound, "

@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/clock.h"
@@ -71,6 +72,9 @@ struct PipelineSummary {
   uint64_t bytes_read = 0;
   ChunkerStats chunker;
   DeliveryReport delivery;
+  // Per input, in order: its path and the format it was read with (auto:
+  // the detected one; kAuto when no line matched a format).
+  std::vector<std::pair<std::string, Format>> formats;
 };
 
 class Pipeline {
@@ -102,7 +106,19 @@ struct ShipCommandOptions {
   ProducerOptions producer;
   bool progress_flag_set = false;  // --progress / --no-progress given
   bool progress = false;
+  std::string retention = "7d";  // --retention: records older are counted
+  bool check = false;            // --check: report how the files read, ship nothing
 };
+
+// Fills options.pipeline's parser, assembler and chunker options from the
+// command's words (format, default severity, retention, multiline); returns
+// what is wrong with them, empty when nothing is.
+std::string ResolveLineOptions(ShipCommandOptions& options);
+
+// Runs `logdex ship --check`: reads each input as ship would, without Kafka,
+// and prints on stdout how it was read (ship/check.cc). 0 when every input
+// was read; 1 when one could not be; 2 for bad options.
+int RunShipCheck(ShipCommandOptions options);
 
 // Runs `logdex ship`: 0 when every chunk was delivered (or written, in a dry
 // run); 1 when some were not (what, on stderr); 2 for bad options.

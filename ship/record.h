@@ -24,6 +24,10 @@ struct RecordView {
   // Empty: the receiver's default app/host.
   std::string_view app;
   std::string_view host;
+  // From RecordAssembler: whether its first line matched the input's format,
+  // and that line's number in the input (1-based; 0 when not known).
+  bool parsed = true;
+  uint64_t first_line = 0;
 };
 
 // Receives complete records (from RecordAssembler). A failure stops the caller.

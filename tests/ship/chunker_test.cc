@@ -188,5 +188,36 @@ TEST(EmbeddedShipper, LogsFromManyThreadsAndDeliversAllOnClose) {
   EXPECT_FALSE(shipper.Log(Severity::kInfo, "late").ok());
 }
 
+// Issue 12: a record time serve would refuse is re-stamped (and tagged with
+// the time it had) so that its chunk is never dead-lettered; a record older
+// than the retention is shipped as it is, and counted.
+TEST(Chunker, RestampsTimesServeRefusesAndCountsRecordsPastRetention) {
+  ManualClock clock(kNow);
+  auto seq = SequenceAllocator::InMemory(77);
+  CapturingChunkSink sink;
+  Chunker c(Opts(), *seq, sink, clock);
+  const int64_t day = 86'400'000;
+  ASSERT_TRUE(c.OnRecord(Rec(Severity::kInfo, "at zero", 0)).ok());
+  ASSERT_TRUE(c.OnRecord(Rec(Severity::kInfo, "two days ahead", kNow + 2 * day)).ok());
+  ASSERT_TRUE(c.OnRecord(Rec(Severity::kInfo, "eight days old", kNow - 8 * day)).ok());
+  ASSERT_TRUE(c.OnRecord(Rec(Severity::kInfo, "fine", kNow - day)).ok());
+  ASSERT_TRUE(c.FlushAll().ok());
+  EXPECT_EQ(c.stats().restamped, 2u);
+  EXPECT_EQ(c.stats().past_retention, 1u);
+  auto batches = sink.Decode(clock);  // full validation, as serve decodes
+  ASSERT_EQ(batches.size(), 1u);
+  ASSERT_EQ(batches[0].records_size(), 4);
+  const std::string from[] = {"0", std::to_string(kNow + 2 * day)};
+  for (int i = 0; i < 2; ++i) {
+    const proto::LogRecord& r = batches[0].records(i);
+    EXPECT_EQ(r.ts_ms(), kNow);
+    ASSERT_EQ(r.tags_size(), 1);
+    EXPECT_EQ(r.tags(0).key(), kRestampedTag);
+    EXPECT_EQ(r.tags(0).value(), from[i]);
+  }
+  EXPECT_EQ(batches[0].records(2).ts_ms(), kNow - 8 * day);
+  EXPECT_EQ(batches[0].records(2).tags_size(), 0);
+}
+
 }  // namespace
 }  // namespace logdex::ship

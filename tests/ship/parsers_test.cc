@@ -318,6 +318,125 @@ TEST(Parsers, InvalidUtf8InAJsonLineIsReplacedAndTheLineKept) {
   EXPECT_EQ(out.message, "fine é");
 }
 
+// Issue 12: auto detection per input, not per line. In each format, lines
+// whose message holds k=v pairs, URLs, JSON fragments or bracketed times are
+// read in the input's format, and a stray line (one that per-line detection
+// read as logfmt, with a garbage time) is kept whole with the time of the
+// record before: every record has its own line's time or its predecessor's.
+TEST(Assembler, AutoChoosesOneFormatPerInputAndKeepsItForEveryLine) {
+  struct Input {
+    Format want;
+    std::vector<std::string> lines;
+  };
+  const std::string stray = "user=bob action=login time=not-a-time url=http://x.example/?a=b";
+  const std::vector<Input> inputs = {
+      {Format::kLog4j,
+       {"2026-11-28 10:00:00,000 INFO [main] app: user=alice role=admin logged in",
+        "2026-11-28 10:00:01,000 WARN [main] app: GET http://api.example/v1?x=1&y=2 took 3s",
+        stray,
+        "2026-11-28 10:00:02,000 ERROR [main] app: payload {\"order\":42,\"ok\":false}",
+        "2026-11-28 10:00:03,000 INFO [main] app: replayed [2020-01-01 00:00:00] entry key=value"}},
+      {Format::kSyslog,
+       {"Nov 28 10:00:00 web1 sshd[12]: Accepted key=ssh-rsa for user=alice from 10.0.0.1",
+        "Nov 28 10:00:01 web1 nginx[7]: GET http://x.example/?a=b {\"status\":200}",
+        stray,
+        "Nov 28 10:00:02 web1 cron[9]: [2020-01-01 00:00:00] job=backup done"}},
+      {Format::kApache,
+       {"[Sat Nov 28 10:00:00 2026] [error] [client 1.2.3.4] File does not exist: /var/www/a=b",
+        "[Sat Nov 28 10:00:01 2026] [notice] GET http://x.example/?k=v {\"a\":1}",
+        stray,
+        "[Sat Nov 28 10:00:02 2026] [warn] [2020-01-01 00:00:00] level=error msg=nested"}},
+      {Format::kLogcat,
+       {"11-28 10:00:00.000  1702  2395 D WindowManager: token=Token{a64f992} state=1",
+        "11-28 10:00:01.000  1702  8671 I Http: GET http://x.example/?a=b {\"a\":1}",
+        stray,
+        "11-28 10:00:02.000  1702  8671 W Sync: [2020-01-01 00:00:00] retry=3"}},
+      {Format::kJson,
+       {R"({"ts":"2026-11-28T10:00:00Z","level":"info","msg":"user=alice url=http://x/?a=b"})",
+        R"({"ts":"2026-11-28T10:00:01Z","level":"warn","msg":"[2020-01-01 00:00:00] {\"a\":1}"})",
+        stray,
+        R"({"ts":"2026-11-28T10:00:02Z","level":"error","msg":"k=v"})"}},
+      {Format::kLogfmt,
+       {R"(ts=2026-11-28T10:00:00Z level=info msg="GET http://x.example/?a=b")",
+        R"(ts=2026-11-28T10:00:01Z level=warn msg="{\"a\":1} [2020-01-01 00:00:00]")",
+        "[2026-11-28 10:00:01] a bracketed line that is no logfmt",
+        R"(ts=2026-11-28T10:00:02Z level=error msg=done user=bob)"}},
+  };
+  for (const Input& in : inputs) {
+    SCOPED_TRACE(std::string(FormatName(in.want)));
+    auto p = Make(Format::kAuto);
+    testing::CollectingSink sink;
+    AssemblerOptions ao;
+    ao.multiline = in.want != Format::kJson;
+    RecordAssembler a(*p, sink, ao);
+    for (const std::string& l : in.lines) ASSERT_TRUE(a.AddLine(l).ok());
+    EXPECT_TRUE(a.has_pending()) << "lines are held until the sample is complete";
+    ASSERT_TRUE(a.Flush().ok());
+    EXPECT_EQ(p->detected(), in.want);
+    ASSERT_EQ(sink.records.size(), in.lines.size());
+    EXPECT_EQ(a.unparsed_lines(), 1u);
+    for (size_t i = 0; i < in.lines.size(); ++i) {
+      const auto& r = sink.records[i];
+      if (in.want != Format::kJson && in.want != Format::kLogfmt) {
+        EXPECT_EQ(r.message, in.lines[i]);
+      }
+      EXPECT_GE(r.ts_ms, 1'795'860'000'000) << in.lines[i];  // 2026-11-28T10:00:00Z, the first line's time
+      EXPECT_LE(r.ts_ms, 1'795'860'003'000) << in.lines[i];
+      if (i > 0) {
+        EXPECT_GE(r.ts_ms, sink.records[i - 1].ts_ms) << in.lines[i];
+      }
+    }
+    // The stray line: whole, with the time of the record before.
+    const size_t at = 2;
+    EXPECT_EQ(sink.records[at].message, in.lines[at]);
+    EXPECT_EQ(sink.records[at].ts_ms, sink.records[at - 1].ts_ms);
+  }
+}
+
+// The sample decides by majority: a first line that looks like logfmt does
+// not make a log4j file logfmt.
+TEST(Parsers, DetectPicksTheFormatMostSampledLinesMatch) {
+  auto p = Make(Format::kAuto);
+  const std::vector<std::string_view> sample = {
+      "status=starting pid=12",
+      "2026-11-28 10:00:00,000 INFO [main] app: one",
+      "2026-11-28 10:00:01,000 INFO [main] app: two k=v",
+      "\tat com.acme.A.run(A.java:10)",
+  };
+  EXPECT_EQ(p->Detect(sample), Format::kLog4j);
+  ParsedLine out;
+  p->Parse("status=starting pid=12", &out);
+  EXPECT_FALSE(out.parsed) << "not read as logfmt once the input is log4j";
+  p->StartInput(0);
+  EXPECT_EQ(p->detected(), Format::kAuto) << "each input chooses again";
+  const std::vector<std::string_view> prose = {"hello world", "no format here"};
+  EXPECT_EQ(p->Detect(prose), Format::kAuto);
+}
+
+// CRLF line ends: the '\r' is part of the line end, not of the message.
+TEST(Assembler, CrlfLineEndsLeaveNoCarriageReturnInAnyRecord) {
+  for (Format f : {Format::kAuto, Format::kLog4j, Format::kJson}) {
+    auto p = Make(f);
+    testing::CollectingSink sink;
+    AssemblerOptions ao;
+    ao.multiline = f != Format::kJson;
+    RecordAssembler a(*p, sink, ao);
+    const bool json = f == Format::kJson;
+    const std::vector<std::string> lines =
+        json ? std::vector<std::string>{R"({"ts":"2026-11-28T10:00:00Z","msg":"one"})" "\r",
+                                        R"({"ts":"2026-11-28T10:00:01Z","msg":"two"})" "\r"}
+             : std::vector<std::string>{"2026-11-28 10:00:00,000 ERROR [main] app: failed\r",
+                                        "java.lang.IllegalStateException: boom\r", "\tat com.acme.A.run(A.java:10)\r",
+                                        "a plain line\r"};
+    for (const std::string& l : lines) ASSERT_TRUE(a.AddLine(l).ok());
+    ASSERT_TRUE(a.Flush().ok());
+    ASSERT_FALSE(sink.records.empty());
+    for (const auto& r : sink.records) {
+      EXPECT_EQ(r.message.find('\r'), std::string::npos) << FormatName(f) << ": " << r.message;
+    }
+  }
+}
+
 // StartInput: untimed lines before the first timed one take the input's
 // fallback time, not the previous input's last time or the clock.
 TEST(Parsers, StartInputGivesUntimedLinesTheInputsTimeNotThePreviousOnes) {

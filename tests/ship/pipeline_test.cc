@@ -200,6 +200,76 @@ TEST(ShipCli, DryRunExitsZeroAndWritesEveryRecord) {
   EXPECT_NE(r.err.find("2000 records"), std::string::npos) << r.err;
 }
 
+// `ship --check`: how each Loghub sample reads, without Kafka (issue 12).
+TEST(ShipCli, CheckReportsHowEachFileReads) {
+  TempDir dir;
+  const std::pair<const char*, const char*> samples[] = {
+      {"Android_2k.log", "logcat"}, {"Apache_2k.log", "apache"},   {"HDFS_2k.log", "log4j"},
+      {"Linux_2k.log", "syslog"},   {"OpenSSH_2k.log", "syslog"}, {"OpenStack_2k.log", "log4j"},
+      {"Spark_2k.log", "log4j"}};
+  std::string args = "ship --check";
+  for (const auto& [name, format] : samples) args += " " + testing::LoghubPath(name);
+  CliRun r = Logdex(args, dir.path());
+  EXPECT_EQ(r.code, 0) << r.err;
+  const std::string out = testing::ReadAll(dir.path() + "/stdout.txt");
+  for (const auto& [name, format] : samples) {
+    const size_t at = out.find(testing::LoghubPath(name) + "\n");
+    ASSERT_NE(at, std::string::npos) << name << "\n" << out;
+    const std::string report = out.substr(at, out.find("\n/", at + 1) - at);
+    EXPECT_NE(report.find(std::string("format:      ") + format + " (detected"), std::string::npos) << report;
+    EXPECT_NE(report.find("lines:       2000\n"), std::string::npos) << report;
+    EXPECT_NE(report.find("records:     2000 "), std::string::npos) << report;
+    EXPECT_NE(report.find("unparsed:    0 lines"), std::string::npos) << report;
+    // Every sample is years old: past the default 7-day retention.
+    EXPECT_NE(report.find("retention:   2000 records older than 7d"), std::string::npos) << report;
+  }
+
+  // A file with a stray line and a time serve would refuse: counted, with examples and line numbers.
+  const std::string f = dir.path() + "/mixed.log";
+  {
+    std::ofstream o(f);
+    o << "2026-11-28 10:00:00,000 INFO [main] app: one\n"
+      << "user=bob time=not-a-time\n"
+      << "1999-01-01 10:00:00,000 ERROR [main] app: from the last century\n"
+      << "2026-11-28 10:00:01,000 INFO [main] app: two\n";
+  }
+  r = Logdex("ship --check --retention 0 " + f, dir.path());
+  EXPECT_EQ(r.code, 0) << r.err;
+  const std::string mixed = testing::ReadAll(dir.path() + "/stdout.txt");
+  EXPECT_NE(mixed.find("format:      log4j (detected"), std::string::npos) << mixed;
+  EXPECT_NE(mixed.find("unparsed:    1 lines"), std::string::npos) << mixed;
+  EXPECT_NE(mixed.find("re-stamped:  1 records"), std::string::npos) << mixed;
+  EXPECT_NE(mixed.find("unparsed, line 2: user=bob time=not-a-time"), std::string::npos) << mixed;
+  EXPECT_NE(mixed.find("re-stamped, line 3: 1999-01-01"), std::string::npos) << mixed;
+  EXPECT_EQ(mixed.find("retention:"), std::string::npos) << "--retention 0 checks none\n" << mixed;
+
+  r = Logdex("ship --check " + dir.path() + "/missing.log", dir.path());
+  EXPECT_EQ(r.code, 1);
+  EXPECT_NE(r.err.find("missing.log"), std::string::npos) << r.err;
+}
+
+// What ship says about times: the detected format, records re-stamped, and
+// records past the retention (shipped, but never queryable) are counted.
+TEST(ShipCli, SummaryNamesTheFormatAndCountsRecordsPastRetention) {
+  TempDir dir;
+  CliRun r = Logdex("ship --app a --host h --dry-run --out " + dir.path() + "/o.bin " +
+                        testing::LoghubPath("HDFS_2k.log"),
+                    dir.path());
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_NE(r.err.find("HDFS_2k.log: format log4j (detected"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("WARNING: 2000 records are older than the retention (--retention 7d)"), std::string::npos)
+      << r.err;
+  r = Logdex("ship --app a --host h --retention 100000d --dry-run --out " + dir.path() + "/o.bin " +
+                 testing::LoghubPath("HDFS_2k.log"),
+             dir.path());
+  EXPECT_EQ(r.code, 0) << r.err;
+  EXPECT_EQ(r.err.find("older than the retention"), std::string::npos) << r.err;
+  r = Logdex("ship --app a --host h --retention 7x --dry-run --out x " + testing::LoghubPath("HDFS_2k.log"),
+             dir.path());
+  EXPECT_EQ(r.code, 2);
+  EXPECT_NE(r.err.find("--retention 7x"), std::string::npos) << r.err;
+}
+
 TEST(ShipCli, ReadsStdin) {
   TempDir dir;
   const std::string in = dir.path() + "/in.jsonl";
