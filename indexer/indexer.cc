@@ -279,6 +279,12 @@ ChunkResult<StagedChunk> Indexer::Stage(const proto::LogChunk& chunk, std::strin
   if (chunk.record_count() == 0) {  // ValidateChunk refuses it too; never store nothing silently
     return ChunkError{ChunkErrc::kCountMismatch, "record_count is 0 (unset?): a chunk holds at least one record"};
   }
+  if (options_.retention_ms > 0 && chunk.last_ts_ms() < options_.decode.clock->NowMs() - options_.retention_ms) {
+    counters_.past_retention_records += chunk.record_count();
+    std::string stream = chunk.app() + "/" + chunk.host();
+    if (past_retention_.size() >= 1000 && !past_retention_.contains(stream)) stream = "(other streams)";
+    past_retention_[stream] += chunk.record_count();
+  }
 
   const bool mixed = chunk.severity() == kMixedSeverity;
   const bool too_long = chunk.last_ts_ms() - chunk.first_ts_ms() >= options_.max_chunk_span_ms;

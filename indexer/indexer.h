@@ -22,6 +22,7 @@
 // Thread-safety: an Indexer is used by one thread at a time.
 #pragma once
 
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -51,6 +52,10 @@ struct IndexerOptions {
   // skip it and count it in corrupt_chunks and
   // logdex_query_corrupt_chunks_total (see ingest_verify.h).
   IngestVerify verify = IngestVerify::kFull;
+  // The store's retention (TTL), ms: a chunk whose records are all older is
+  // stored, but no query reaches it; its records are counted
+  // (past_retention_records, TakePastRetention()). 0: not checked. Default 0.
+  int64_t retention_ms = 0;
   // Decompress chunks of this severity and above and return their records
   // for alerting (the lowest severity any alert rule takes). Default ERROR.
   bool decode_alert_levels = true;
@@ -126,6 +131,7 @@ struct IndexerCounters {
   uint64_t tag_keys_over_cap = 0;     // distinct keys per hour
   uint64_t tags_over_record_cap = 0;  // past a record's first kMaxIndexedTagsPerRecord
   uint64_t store_read_failures = 0;   // stagings failed by a store read (retried)
+  uint64_t past_retention_records = 0;  // records of chunks wholly older than retention_ms
 };
 
 class Indexer {
@@ -155,6 +161,9 @@ class Indexer {
   Status IngestSerialized(const std::vector<std::string>& chunks, const proto::ChunkSource& source);
 
   const IndexerCounters& counters() const { return counters_; }
+  // Records past the retention by stream ("app/host") since the last call;
+  // at most 1000 streams, the rest under "(other streams)".
+  std::map<std::string, uint64_t> TakePastRetention() { return std::exchange(past_retention_, {}); }
   const IndexerOptions& options() const { return options_; }
 
   // The old system's way, kept as a baseline: derives every index and meta
@@ -172,6 +181,7 @@ class Indexer {
   TagGuard tag_guard_;
   std::vector<std::unique_ptr<ChunkObserver>> observers_;
   IndexerCounters counters_;
+  std::map<std::string, uint64_t> past_retention_;
   std::string verify_scratch_;  // decompressed bytes of the chunk being verified
 };
 

@@ -13,6 +13,11 @@ struct ShipLineDecoder::Impl : public ship::RecordSink {
   std::unique_ptr<ship::LineParser> json, text;
   // Per message: records by (app, host).
   std::map<std::pair<std::string, std::string>, proto::RecordBatch> streams;
+  // Per message: the time a record whose own time ValidateChunk would refuse
+  // takes (the Kafka message's), and how many did.
+  int64_t restamp_ts = 0;
+  uint64_t restamped = 0;
+  const DecodeOptions bounds;  // the defaults BatchProcessor validates with
 
   Impl(std::string app, std::string host, const Clock& c)
       : default_app(std::move(app)), default_host(std::move(host)), clock(c) {}
@@ -26,13 +31,20 @@ struct ShipLineDecoder::Impl : public ship::RecordSink {
                         " and the server has no default (consumer.default_" + (app.empty() ? "app" : "host") + ")");
     }
     proto::LogRecord* out = streams[{app, host}].add_records();
-    out->set_ts_ms(r.ts_ms);
+    const bool restamp = !TimestampAccepted(r.ts_ms, clock.NowMs(), bounds);
+    out->set_ts_ms(restamp ? restamp_ts : r.ts_ms);
     out->set_severity(SeverityCode(r.severity));
     out->set_message(std::string(r.message));
     for (const ship::TagView& t : r.tags) {
       proto::Tag* tag = out->add_tags();
       tag->set_key(std::string(t.key));
       tag->set_value(std::string(t.value));
+    }
+    if (restamp) {
+      ++restamped;
+      proto::Tag* tag = out->add_tags();
+      tag->set_key(std::string(kRestampedTag));
+      tag->set_value(std::to_string(r.ts_ms));
     }
     return Status::Ok();
   }
@@ -53,6 +65,7 @@ ShipLineDecoder::~ShipLineDecoder() = default;
 Result<std::vector<proto::LogChunk>> ShipLineDecoder::Decode(const InMessage& m, InputFormat format) {
   Impl& d = *impl_;
   d.streams.clear();
+  d.restamped = 0;
   const bool json = format == InputFormat::kJson;
   ship::LineParser& parser = json ? *d.json : *d.text;
   ship::AssemblerOptions ao;
@@ -70,6 +83,7 @@ Result<std::vector<proto::LogChunk>> ShipLineDecoder::Decode(const InMessage& m,
     ++counters_.untimed_messages;
     parser.StartInput(d.clock.NowMs());
   }
+  d.restamp_ts = fallback_ts > 0 ? fallback_ts : d.clock.NowMs();
 
   // Lines of the message; JSON lines are checked for a timestamp one by one.
   std::string_view rest = m.value;
@@ -100,6 +114,7 @@ Result<std::vector<proto::LogChunk>> ShipLineDecoder::Decode(const InMessage& m,
   if (d.streams.empty()) return Error{Errc::kInvalidArgument, "the message holds no log line"};
   counters_.utf8_replaced_lines += utf8_lines;
   counters_.unparsed_lines += assembler.unparsed_lines();
+  counters_.restamped_records += d.restamped;
 
   std::vector<proto::LogChunk> chunks;
   for (auto& [stream, batch] : d.streams) {

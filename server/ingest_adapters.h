@@ -20,6 +20,12 @@ namespace logdex {
 //   timestamp takes the previous line's of the same message, or the Kafka
 //   message's timestamp for the message's first lines (so a replay writes the
 //   same rows);
+// - text: the format is chosen once per message from its first lines (see
+//   ship/parsers.h, "auto"); lines that do not match it are kept whole;
+// - a record whose own time ValidateChunk would refuse (before 2000, over a
+//   day ahead) takes the Kafka message's timestamp and the tag
+//   logdex_restamped_from=<its time>, instead of its whole message being
+//   dead-lettered (counted: restamped_records);
 // - app and host come from the line's fields, else the defaults; a record
 //   with neither is an error;
 // - guards: a JSON line nested deeper than ship::kMaxJsonDepth or longer
@@ -33,6 +39,7 @@ class ShipLineDecoder final : public LineDecoder {
     uint64_t utf8_replaced_lines = 0;  // JSON lines kept with invalid UTF-8 replaced
     uint64_t unparsed_lines = 0;       // text lines no format matched (kept whole)
     uint64_t untimed_messages = 0;     // messages without a Kafka timestamp
+    uint64_t restamped_records = 0;    // records whose own time serve refuses: given the message's, tagged
   };
 
   ShipLineDecoder(std::string default_app, std::string default_host, const Clock& clock);

@@ -34,9 +34,17 @@ IngestMetrics::IngestMetrics(prometheus::Registry& r, const Clock& clock)
                         "Text lines no format matched, kept whole as their message")),
       untimed_(Counter(r, "logdex_line_input_untimed_messages_total",
                        "Line messages without a Kafka timestamp (lines without a time take the clock's)")),
+      restamped_(Counter(r, "logdex_line_input_restamped_records_total",
+                         "Line records whose own time serve refuses (before 2000, over a day ahead), stored with "
+                         "their Kafka message's time and the tag logdex_restamped_from")),
+      past_retention_(Counter(r, "logdex_ingest_past_retention_records_total",
+                              "Records stored although older than the store's retention (store.ttl): no query "
+                              "reaches them")),
       clock_(clock) {}
 
-void IngestMetrics::Update(const IndexerCounters& i, const ShipLineDecoder::Counters& l) {
+void IngestMetrics::Update(const IndexerCounters& i, const ShipLineDecoder::Counters& l, Indexer* past_retention) {
+  Grow(past_retention_, i.past_retention_records, last_indexer_.past_retention_records);
+  Grow(restamped_, l.restamped_records, last_lines_.restamped_records);
   Grow(values_over_cap_, i.tag_values_over_cap, last_indexer_.tag_values_over_cap);
   Grow(keys_over_cap_, i.tag_keys_over_cap, last_indexer_.tag_keys_over_cap);
   Grow(record_cap_, i.tags_over_record_cap, last_indexer_.tags_over_record_cap);
@@ -49,6 +57,20 @@ void IngestMetrics::Update(const IndexerCounters& i, const ShipLineDecoder::Coun
   last_lines_ = l;
 
   const int64_t now = clock_.MonotonicNs() / 1'000'000;
+  if (past_retention != nullptr && now - retention_logged_ms_ >= 60'000) {
+    const std::map<std::string, uint64_t> streams = past_retention->TakePastRetention();
+    size_t lines = 0;
+    for (const auto& [stream, records] : streams) {
+      if (++lines > 10) {
+        spdlog::warn("ingest: and {} more streams sent records older than the retention", streams.size() - 10);
+        break;
+      }
+      spdlog::warn("ingest: {} records of {} are older than the store's retention (store.ttl): stored, but no query "
+                   "reaches them (logdex_ingest_past_retention_records_total)",
+                   records, stream);
+    }
+    if (!streams.empty()) retention_logged_ms_ = now;
+  }
   if (now - logged_ms_ < 60'000) return;
   const IndexerCounters& a = logged_indexer_;
   const ShipLineDecoder::Counters& b = logged_lines_;
@@ -69,12 +91,17 @@ void IngestMetrics::Update(const IndexerCounters& i, const ShipLineDecoder::Coun
     spdlog::warn("line input: {} JSON lines held invalid UTF-8, kept with U+FFFD in its place",
                  l.utf8_replaced_lines - b.utf8_replaced_lines);
   }
+  if (l.restamped_records > b.restamped_records) {
+    spdlog::warn("line input: {} records had a time serve refuses (before 2000, over a day ahead); stored with their "
+                 "message's time, tagged logdex_restamped_from",
+                 l.restamped_records - b.restamped_records);
+  }
   if (l.untimed_messages > b.untimed_messages) {
     spdlog::warn("line input: {} messages had no Kafka timestamp; their untimed lines took the clock's time",
                  l.untimed_messages - b.untimed_messages);
   }
   if (not_indexed > 0 || i.store_read_failures > a.store_read_failures || l.utf8_replaced_lines > b.utf8_replaced_lines ||
-      l.untimed_messages > b.untimed_messages) {
+      l.untimed_messages > b.untimed_messages || l.restamped_records > b.restamped_records) {
     logged_ms_ = now;
     logged_indexer_ = i;
     logged_lines_ = l;

@@ -23,7 +23,9 @@ class IngestMetrics {
   IngestMetrics(prometheus::Registry& registry, const Clock& clock);
 
   // Adds what grew since the last call. Call from the consumer's thread.
-  void Update(const IndexerCounters& indexer, const ShipLineDecoder::Counters& lines);
+  // With `indexer`, also warns (once a minute at most, one line per stream)
+  // of the records past the store's retention it took in.
+  void Update(const IndexerCounters& indexer, const ShipLineDecoder::Counters& lines, Indexer* past_retention = nullptr);
 
  private:
   prometheus::Family<prometheus::Counter>& not_indexed_;
@@ -35,10 +37,13 @@ class IngestMetrics {
   prometheus::Counter& utf8_replaced_;
   prometheus::Counter& unparsed_;
   prometheus::Counter& untimed_;
+  prometheus::Counter& restamped_;
+  prometheus::Counter& past_retention_;
   const Clock& clock_;
   IndexerCounters last_indexer_, logged_indexer_;
   ShipLineDecoder::Counters last_lines_, logged_lines_;
   int64_t logged_ms_ = INT64_MIN / 2;
+  int64_t retention_logged_ms_ = INT64_MIN / 2;
 };
 
 }  // namespace logdex

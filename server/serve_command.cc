@@ -260,6 +260,7 @@ int Serve(const ServeFlags& flags) {
   io.salt_buckets = config.store.salt_buckets;
   io.max_chunk_span_ms = config.indexer.max_chunk_span_ms;
   io.verify = config.indexer.verify;
+  io.retention_ms = config.store.ttl_seconds * 1000;
   io.tags = config.indexer.tags;
   io.decode.max_uncompressed_bytes = config.indexer.max_uncompressed_bytes;
   io.decode_alert_levels = alerting_config->enabled;
@@ -297,7 +298,7 @@ int Serve(const ServeFlags& flags) {
   IngestMetrics ingest_metrics(registry, clock);
   go.on_written = [&dispatcher, &ingest_metrics, &indexer, &lines](const ProcessedBatch& b) {
     if (b.alerts_staged > 0) dispatcher.Wake();
-    ingest_metrics.Update(indexer.counters(), lines.counters());
+    ingest_metrics.Update(indexer.counters(), lines.counters(), &indexer);
   };
   auto dispatch_topic = DispatchTopic(config, *alerting_config);
   if (!dispatch_topic.ok()) {

@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <map>
+
 #include "common/clock.h"
 
 namespace logdex {
@@ -51,6 +53,42 @@ TEST(LineInput, UntimedTextLinesTakeTheirKafkaMessagesTimestampOnEveryPass) {
     EXPECT_EQ(b[i].SerializeAsString(), a[i].SerializeAsString()) << i;
   }
   EXPECT_EQ(d.counters().untimed_messages, 0u);
+}
+
+// Issue 12: a line whose time serve refuses used to dead-letter its whole
+// message (bad_timestamp), good lines and all; a stray k=v line in a log4j
+// message was read as logfmt with a guessed time. Now the format is the
+// message's, and a refused time becomes the Kafka message's, tagged.
+TEST(LineInput, ARefusedTimeIsRestampedAndAStrayLineKeptInsteadOfLosingTheMessage) {
+  ManualClock clock(kNow);
+  ShipLineDecoder d("app", "host", clock);
+  const int64_t kafka_ts = kNow - 5'000;
+  auto chunks = d.Decode(Message("2026-11-28 23:00:00,000 INFO [main] app: one\n"
+                                 "user=bob time=not-a-time\n"
+                                 "1999-01-01 10:00:00,000 ERROR [main] app: from the last century\n"
+                                 "2026-11-28 23:00:01,000 INFO [main] app: two\n",
+                                 kafka_ts),
+                         InputFormat::kText);
+  ASSERT_TRUE(chunks.ok()) << chunks.error().message;
+  DecodeOptions o;
+  o.clock = &clock;
+  for (const proto::LogChunk& c : *chunks) {
+    EXPECT_TRUE(ValidateChunk(c, o).ok()) << "every chunk passes serve's validation";
+  }
+  auto records = Records(*chunks);
+  ASSERT_EQ(records.size(), 4u);
+  std::map<std::string, proto::LogRecord> by_message;
+  for (const proto::LogRecord& r : records) by_message[r.message()] = r;
+  const proto::LogRecord& stray = by_message["user=bob time=not-a-time"];
+  EXPECT_EQ(stray.ts_ms(), 1'795'906'800'000) << "the time of the record before (23:00:00)";
+  EXPECT_EQ(stray.tags_size(), 0) << "not read as logfmt";
+  const proto::LogRecord& old = by_message["1999-01-01 10:00:00,000 ERROR [main] app: from the last century"];
+  EXPECT_EQ(old.ts_ms(), kafka_ts);
+  ASSERT_EQ(old.tags_size(), 1);
+  EXPECT_EQ(old.tags(0).key(), kRestampedTag);
+  EXPECT_EQ(old.tags(0).value(), "915184800000");
+  EXPECT_EQ(d.counters().restamped_records, 1u);
+  EXPECT_EQ(d.counters().unparsed_lines, 1u);
 }
 
 TEST(LineInput, JsonNestedPastTheGuardDeadLettersItsMessageWithTheReason) {
