@@ -60,6 +60,13 @@ class RecordAssembler {
   // Passes the pending record, if any, to the sink.
   Status Flush();
   bool has_pending() const { return pending_ || !held_.empty(); }
+  // The number (1-based, in AddLine order) of the oldest line not yet in a
+  // record given to the sink: the pending record's first line, or the first
+  // held line; 0 when it holds none. Every line before it is in the sink.
+  uint64_t first_held_line() const {
+    if (pending_) return first_line_;
+    return held_.empty() ? 0 : lines_ + 1;
+  }
 
   uint64_t lines() const { return lines_; }
   uint64_t records() const { return records_; }

@@ -39,8 +39,9 @@ class ChunkSink {
   virtual Status Send(OutgoingChunk chunk) = 0;
   // Serves callbacks and retries; waits at most `timeout_ms`.
   virtual void Poll(int timeout_ms) = 0;
-  // The lowest sequence not yet delivered, dropped or failed (UINT64_MAX when
-  // none): every chunk below it is resolved. Used to checkpoint inputs.
+  // The lowest sequence not yet delivered or dropped (UINT64_MAX when none):
+  // every chunk below it is resolved. A chunk that failed stays unresolved
+  // (its lines must be read again). Used to checkpoint inputs.
   virtual uint64_t LowestUnresolved() const = 0;
   // Waits until everything is resolved or `timeout_ms` passes; reports.
   virtual DeliveryReport Finish(int64_t timeout_ms) = 0;

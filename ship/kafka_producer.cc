@@ -47,6 +47,10 @@ struct KafkaChunkProducer::Impl : public RdKafka::DeliveryReportCb, public RdKaf
   std::map<uint64_t, std::unique_ptr<OutgoingChunk>> in_flight;
   bool available = true;
   bool finishing = false;
+  // A chunk that was never delivered stays unresolved: checkpoints never move
+  // past it, so a restart reads its lines again (dropped chunks are counted
+  // and logged, and do resolve).
+  uint64_t lowest_failed = UINT64_MAX;
   bool fatal = false;
   std::string fatal_reason;
   int64_t last_progress_ns = 0;
@@ -138,6 +142,7 @@ struct KafkaChunkProducer::Impl : public RdKafka::DeliveryReportCb, public RdKaf
   }
 
   void Fail(const OutgoingChunk& c, const std::string& why) {
+    lowest_failed = std::min(lowest_failed, c.sequence);
     ++report.failed_chunks;
     report.failed_records += c.records;
     failures->Increment();
@@ -327,7 +332,7 @@ void KafkaChunkProducer::Poll(int timeout_ms) {
 }
 
 uint64_t KafkaChunkProducer::LowestUnresolved() const {
-  uint64_t low = impl_->backlog.lowest_sequence();
+  uint64_t low = std::min(impl_->backlog.lowest_sequence(), impl_->lowest_failed);
   if (!impl_->in_flight.empty()) low = std::min(low, impl_->in_flight.begin()->first);
   return low;
 }

@@ -63,6 +63,10 @@ struct Pipeline::Impl {
     std::unique_ptr<RecordAssembler> assembler;
     int64_t last_data_ns = 0;
     bool at_end = false;
+    // With checkpoints: (line number, position at its start) of each line the
+    // assembler still holds; `added` numbers the lines given to it.
+    std::deque<std::pair<uint64_t, FilePosition>> starts;
+    uint64_t added = 0;
   };
   std::vector<Input> inputs;
   std::unique_ptr<CheckpointStore> checkpoints;
@@ -173,7 +177,14 @@ struct Pipeline::Impl {
   }
 
   Status ReadInput(Input& in, size_t max_bytes, size_t* got) {
-    auto read = in.tailer->Read([&](std::string_view line) { return in.assembler->AddLine(line); }, max_bytes);
+    auto read = in.tailer->Read(
+        [&](std::string_view line) {
+          if (checkpoints) in.starts.emplace_back(++in.added, in.tailer->line_position());
+          Status s = in.assembler->AddLine(line);
+          if (checkpoints) TrimStarts(in);
+          return s;
+        },
+        max_bytes);
     if (!read.ok()) return read.error();
     *got = *read;
     if (*read > 0) in.last_data_ns = clock.MonotonicNs();
@@ -199,20 +210,34 @@ struct Pipeline::Impl {
     }
   }
 
+  // Forgets the start positions of lines that are in records given to the
+  // chunker: only the assembler's held lines keep theirs.
+  static void TrimStarts(Input& in) {
+    const uint64_t first = in.assembler->first_held_line();
+    while (!in.starts.empty() && (first == 0 || in.starts.front().first < first)) in.starts.pop_front();
+  }
+
+  // Where a restart must read `in` from for nothing to be lost: the start of
+  // the oldest line the assembler still holds, else past the last line read.
+  FilePosition SafePosition(const Input& in) const {
+    const uint64_t first = in.assembler->first_held_line();
+    if (first != 0 && !in.starts.empty() && in.starts.front().first == first) return in.starts.front().second;
+    return in.tailer->position();
+  }
+
+  // A barrier at record boundaries, every checkpoint interval, however busy
+  // the inputs: the chunker is flushed (every complete record gets a
+  // sequence), and each input's position is where its held lines start.
   Status MaybeBarrier() {
     if (!checkpoints) return Status::Ok();
     const int64_t now = clock.MonotonicNs();
     if (!last_barrier_ns || now - *last_barrier_ns >= options.checkpoint_interval_ms * 1'000'000) {
-      bool quiet = true;
-      for (const Input& in : inputs) quiet = quiet && in.at_end && !in.assembler->has_pending();
-      if (quiet) {
-        Status s = chunker->FlushAll();
-        if (!s.ok()) return s;
-        Barrier b{sink.last_sequence(), {}};
-        for (const Input& in : inputs) b.positions.emplace_back(in.path, in.tailer->position());
-        barriers.push_back(std::move(b));
-        last_barrier_ns = now;
-      }
+      Status s = chunker->FlushAll();
+      if (!s.ok()) return s;
+      Barrier b{sink.last_sequence(), {}};
+      for (const Input& in : inputs) b.positions.emplace_back(in.path, SafePosition(in));
+      barriers.push_back(std::move(b));
+      last_barrier_ns = now;
     }
     ResolveBarriers();
     return Status::Ok();

@@ -3,14 +3,19 @@
 // dry-run file); and RunShip(), the whole `logdex ship` command.
 //
 // Checkpoints (follow mode with a state directory): the read positions are
-// saved only at barriers, points where every input is at its end and every
-// record read so far is in a chunk (assemblers and chunker flushed). A
-// barrier's positions are written once every chunk up to the barrier's last
-// sequence is resolved by the sink (delivered, or dropped by the backlog
-// bound and counted). A clean stop (SIGINT/SIGTERM) flushes, waits for
-// delivery and saves the exact final positions: a restart then resumes with
-// no loss and no duplication. After a crash, lines after the last saved
-// barrier are shipped again (at-least-once; at most one barrier interval).
+// saved at barriers, one every checkpoint_interval_ms however busy the
+// inputs are: the chunker is flushed (every complete record gets a
+// sequence), and each input's position is the start of the oldest line its
+// assembler still holds (a pending multi-line record, the format sample),
+// else just past its last line: a record boundary. A barrier's positions are
+// written once every chunk up to the barrier's last sequence is resolved by
+// the sink: delivered, or dropped by the backlog bound (counted and logged);
+// a chunk that failed is never resolved, so no checkpoint passes it. A clean
+// stop (SIGINT/SIGTERM) flushes, waits for delivery and saves the exact
+// final positions: a restart then resumes with no loss and no duplication.
+// After a crash, lines after the last saved barrier are shipped again
+// (at-least-once; at most about one interval of lines, under new sequence
+// numbers).
 //
 // Not thread-safe; Run() drives everything on the calling thread.
 #pragma once

@@ -57,6 +57,10 @@ FilePosition FileTailer::position() const {
   return FilePosition{dev_, ino_, offset_, fingerprint_, fingerprint_len_};
 }
 
+FilePosition FileTailer::line_position() const {
+  return FilePosition{dev_, ino_, line_start_, fingerprint_, fingerprint_len_};
+}
+
 std::optional<uint64_t> FileTailer::HashPrefix(uint32_t len) const {
   char bytes[kFingerprintBytes];
   if (len > kFingerprintBytes || fd_ < 0) return std::nullopt;
@@ -113,6 +117,7 @@ Status FileTailer::EmitPartial(const LineFn& fn) {
   if (buf_.empty()) return Status::Ok();
   std::string rest = std::move(buf_);
   buf_.clear();
+  line_start_ = offset_;
   offset_ += rest.size();
   ++stats_.lines;
   return fn(rest);
@@ -155,6 +160,7 @@ Status FileTailer::CheckRotationOrTruncation(const LineFn& fn, bool* switched) {
       if (!nl) break;
       size_t end = static_cast<const char*>(nl) - buf_.data();
       ++stats_.lines;
+      line_start_ = offset_ + start;
       Status s = fn(std::string_view(buf_).substr(start, end - start));
       if (!s.ok()) return s;
       start = end + 1;
@@ -249,6 +255,7 @@ Result<size_t> FileTailer::Read(const LineFn& fn, size_t max_bytes) {
       if (!nl && end - start < options_.max_line_bytes) break;
       if (end - start > options_.max_line_bytes) end = start + options_.max_line_bytes, nl = nullptr;
       ++stats_.lines;
+      line_start_ = offset_ + start;
       Status s = fn(std::string_view(buf_).substr(start, end - start));
       if (!s.ok()) return s.error();
       start = nl ? end + 1 : end;

@@ -83,6 +83,9 @@ class FileTailer {
   bool done() const { return done_; }
   // Position just past the last line handed out (current file).
   FilePosition position() const;
+  // During a LineFn call: the position at the start of the line handed out
+  // (resuming there reads that line again). Checkpoints at record boundaries.
+  FilePosition line_position() const;
   const std::string& path() const { return path_; }
   const TailerStats& stats() const { return stats_; }
 
@@ -105,6 +108,7 @@ class FileTailer {
   bool idle_ = false;  // the last Read() ended at the end of the file
   uint64_t dev_ = 0, ino_ = 0;
   uint64_t offset_ = 0;    // file offset of buf_[0]
+  uint64_t line_start_ = 0;  // file offset of the line being handed out
   uint64_t fingerprint_ = 0;
   uint32_t fingerprint_len_ = 0;
   std::string buf_;        // bytes read, not yet handed out (a partial line)

@@ -77,6 +77,35 @@ TEST(KafkaRoundTrip, EveryLineArrivesExactlyOnceInOrderWithinItsStream) {
   EXPECT_EQ(testing::CounterValue(registry, "logdex_ship_delivered_records_total"), 2000.0);
 }
 
+// Issue 12: a chunk the producer gave up on used to count as resolved, so the
+// checkpoint moved past lines that never reached Kafka. It stays unresolved.
+TEST(KafkaChunkProducerTest, AChunkThatFailedStaysUnresolvedSoNoCheckpointPassesIt) {
+  testing::MockKafka kafka(1);
+  kafka.CreateTopic("ship.fail", 1);
+  prometheus::Registry registry;
+  ProducerOptions po;
+  po.brokers = kafka.bootstraps();
+  po.topic = "ship.fail";
+  po.kafka = {{"log_level", "0"}, {"message.max.bytes", "4096"}};
+  auto producer = KafkaChunkProducer::Create(po, registry, SystemClock::Instance());
+  ASSERT_TRUE(producer.ok()) << producer.error().ToString();
+  auto chunk = [](uint64_t seq, size_t bytes) {
+    OutgoingChunk c;
+    c.key = "app/h1/INFO";
+    c.value = std::string(bytes, 'x');
+    c.sequence = seq;
+    c.records = 1;
+    return c;
+  };
+  ASSERT_TRUE((*producer)->Send(chunk(1, 100)).ok());
+  ASSERT_TRUE((*producer)->Send(chunk(2, 100'000)).ok());  // over message.max.bytes: refused for good
+  ASSERT_TRUE((*producer)->Send(chunk(3, 100)).ok());
+  const DeliveryReport report = (*producer)->Finish(30'000);
+  EXPECT_EQ(report.delivered_chunks, 2u);
+  EXPECT_EQ(report.failed_chunks, 1u);
+  EXPECT_EQ((*producer)->LowestUnresolved(), 2u) << "chunk 2 was never delivered";
+}
+
 // Every ship metric passes promtool's lint (names, HELP, _total on counters).
 TEST(ShipMetrics, ExpositionPassesPromtoolLint) {
   if (std::system("command -v promtool > /dev/null 2>&1") != 0) GTEST_SKIP() << "promtool not installed";

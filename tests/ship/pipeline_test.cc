@@ -5,6 +5,7 @@
 
 #include <sys/wait.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -130,6 +131,83 @@ TEST(Pipeline, FollowShipsAcrossRotationAndTruncationAndResumesFromItsCheckpoint
   auto r = p.Run(&stop);
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   EXPECT_EQ(Messages(sink, clock), (std::vector<std::string>{line(7), line(8)}));
+}
+
+// Issue 12: a file that never goes quiet (a line every poll, a record always
+// pending) never checkpointed, so a crash re-shipped everything since the
+// start. Now a barrier comes every interval at a record boundary: a crash
+// snapshot of the state resumes at the pending record's first line, and a
+// restart from it re-ships only the lines after that checkpoint.
+TEST(Pipeline, ABusyFileCheckpointsAtRecordBoundariesSoACrashReshipsOnlyTheLastInterval) {
+  TempDir dir;
+  const std::string f = dir.path() + "/app.log";
+  const std::string state = dir.path() + "/state";
+  const std::string crashed = dir.path() + "/crashed";
+  ManualClock clock(1'795'910'400'000);
+  auto line = [](int i) { return "2026-11-29 00:00:00,000 INFO line " + std::to_string(i); };
+  int written = 0;
+  auto write_line = [&] { Append(f, line(++written) + "\n"); };
+  write_line();
+
+  std::atomic<bool> stop{false};
+  int step = 0;
+  PipelineOptions o = Base(f);
+  o.follow = true;
+  o.state_dir = state;
+  o.checkpoint_interval_ms = 1000;
+  int written_at_crash = 0;
+  CapturingChunkSink sink;
+  size_t delivered_at_crash = 0;
+  o.wait = [&](int64_t ms) {
+    clock.AdvanceMs(ms);
+    ++step;
+    if (step == 40) {  // the crash: the state as a SIGKILL would leave it
+      std::filesystem::copy(state, crashed, std::filesystem::copy_options::recursive);
+      written_at_crash = written;
+      delivered_at_crash = Messages(sink, clock).size();
+    }
+    if (step == 60) stop = true;
+    write_line();  // busy: the file grows at every poll
+  };
+  {
+    prometheus::Registry registry;
+    auto seq = SequenceAllocator::Open(state);
+    ASSERT_TRUE(seq.ok());
+    Pipeline p(o, sink, **seq, clock, registry);
+    auto r = p.Run(&stop);
+    ASSERT_TRUE(r.ok()) << r.error().ToString();
+  }
+  ASSERT_GT(written_at_crash, 20);
+  CheckpointStore at_crash(crashed);
+  ASSERT_TRUE(at_crash.Load().ok());
+  auto pos = at_crash.Get(std::filesystem::absolute(f).string());
+  ASSERT_TRUE(pos.has_value()) << "no checkpoint in " << written_at_crash << " lines of a busy file";
+  // A record boundary: the start of a line, past everything delivered but the last interval.
+  const std::string text = testing::ReadAll(f);
+  ASSERT_GT(pos->offset, 0u);
+  EXPECT_EQ(text[pos->offset - 1], '\n') << "offset " << pos->offset;
+  const size_t lines_before = static_cast<size_t>(std::count(text.begin(), text.begin() + pos->offset, '\n'));
+  EXPECT_LE(lines_before, delivered_at_crash) << "the checkpoint is past only delivered lines";
+  EXPECT_LE(static_cast<size_t>(written_at_crash) - lines_before, 20u) << "at most about an interval re-read";
+
+  // The restart after the crash: every line from the checkpoint on, once.
+  stop = false;
+  step = 1000;
+  o.state_dir = crashed;
+  o.wait = [&](int64_t ms) {
+    clock.AdvanceMs(ms);
+    if (++step == 1005) stop = true;
+  };
+  prometheus::Registry registry;
+  auto seq = SequenceAllocator::Open(crashed);
+  ASSERT_TRUE(seq.ok());
+  CapturingChunkSink restarted;
+  Pipeline p(o, restarted, **seq, clock, registry);
+  auto r = p.Run(&stop);
+  ASSERT_TRUE(r.ok()) << r.error().ToString();
+  std::vector<std::string> want;
+  for (int i = static_cast<int>(lines_before) + 1; i <= written; ++i) want.push_back(line(i));
+  EXPECT_EQ(Messages(restarted, clock), want);
 }
 
 TEST(Pipeline, DryRunWritesLengthPrefixedChunks) {
