@@ -1,7 +1,10 @@
 // `logdex bench ship`: the shipper's parse + assemble + chunk + compress path
 // on a Loghub sample replicated to >= 1 GiB (scale 1) in a scratch file, with
 // no Kafka. Baselines on the same bytes, same run: a `cat`-style read of the
-// file, and raw snappy compression of it in 64 KiB blocks.
+// file, and raw snappy compression of it in 64 KiB blocks. For JSON lines
+// (a generated sample of typical 150-300 byte log objects), also simdjson's
+// own DOM parse of every line of the same file: the limit a JSON parser on
+// simdjson could reach.
 // "Per core": the ship path runs on one thread; lines/s is per second of that
 // thread's CPU time (CLOCK_THREAD_CPUTIME_ID), wall time is reported too.
 //
@@ -15,6 +18,7 @@
 #include <fcntl.h>
 #include <librdkafka/rdkafkacpp.h>
 #include <prometheus/registry.h>
+#include <simdjson.h>
 #include <snappy.h>
 #include <unistd.h>
 
@@ -87,6 +91,69 @@ uint64_t Replicate(const std::string& sample, const std::string& out, uint64_t t
   return lines;
 }
 
+// 2000 JSON log lines of 150-300 bytes, the shape structured loggers write:
+// time, level, message, host, app and a few fields of their own.
+std::string JsonSample(int64_t now_ms) {
+  static const char* const kLevels[] = {"info", "info", "info", "debug", "warn", "error"};
+  static const char* const kPaths[] = {"/api/v1/orders", "/api/v1/users", "/healthz", "/api/v2/cart/items",
+                                       "/login"};
+  std::string out;
+  uint64_t x = 0x9e3779b97f4a7c15ull;
+  auto next = [&] {
+    x ^= x << 13;
+    x ^= x >> 7;
+    x ^= x << 17;
+    return x;
+  };
+  for (int i = 0; i < 2000; ++i) {
+    const int64_t ts = now_ms - 3'600'000 + i * 37;
+    char tsbuf[32];
+    const time_t secs = static_cast<time_t>(ts / 1000);
+    std::tm tm{};
+    gmtime_r(&secs, &tm);
+    std::strftime(tsbuf, sizeof tsbuf, "%Y-%m-%dT%H:%M:%S", &tm);
+    const uint64_t r = next();
+    char line[512];
+    std::snprintf(line, sizeof line,
+                  "{\"ts\":\"%s.%03dZ\",\"level\":\"%s\",\"msg\":\"%s %s/%llu completed in %llu ms\","
+                  "\"host\":\"web-%llu\",\"app\":\"checkout\",\"user_id\":\"u-%llu\","
+                  "\"request_id\":\"%016llx\",\"duration_ms\":%llu.%llu,\"status\":%d%s}\n",
+                  tsbuf, static_cast<int>(ts % 1000), kLevels[r % 6], r % 3 ? "GET" : "POST", kPaths[(r >> 8) % 5],
+                  static_cast<unsigned long long>((r >> 12) % 100000), static_cast<unsigned long long>((r >> 20) % 900),
+                  static_cast<unsigned long long>((r >> 30) % 12), static_cast<unsigned long long>((r >> 34) % 90000),
+                  static_cast<unsigned long long>(next()), static_cast<unsigned long long>((r >> 40) % 900),
+                  static_cast<unsigned long long>((r >> 50) % 10), r % 6 == 5 ? 500 : 200,
+                  r % 4 == 0 ? ",\"tags\":[\"beta\",\"eu\"],\"retry\":false" : "");
+    out += line;
+  }
+  return out;
+}
+
+// simdjson's DOM parse of every line of `file`, read as ship reads it (the
+// tailer), each line copied into one padded buffer: lines/s per core.
+double SimdjsonLimit(const std::string& file, uint64_t lines) {
+  simdjson::dom::parser parser;
+  std::string padded;
+  uint64_t parsed = 0;
+  ship::FileTailer tailer(file, ship::TailerOptions{});
+  const double c0 = CpuSeconds();
+  while (!tailer.done()) {
+    auto r = tailer.Read(
+        [&](std::string_view line) {
+          padded.assign(line);
+          padded.resize(line.size() + simdjson::SIMDJSON_PADDING);
+          simdjson::dom::element doc;
+          if (parser.parse(padded.data(), line.size(), false).get(doc) == simdjson::SUCCESS) ++parsed;
+          return Status::Ok();
+        },
+        4 << 20);
+    LOGDEX_CHECK(r.ok());
+  }
+  const double cpu = CpuSeconds() - c0;
+  LOGDEX_CHECK(parsed == lines);
+  return lines / cpu;
+}
+
 json BenchOne(const std::string& sample_name, ship::Format format, const std::string& file, uint64_t lines) {
   const uint64_t bytes = std::filesystem::file_size(file);
   // Baseline 1: cat (read the file in 1 MiB blocks), after a warm-up read.
@@ -135,7 +202,9 @@ json BenchOne(const std::string& sample_name, ship::Format format, const std::st
   co.app = "bench";
   co.host = "h1";
   ship::Chunker chunker(co, *seq, sink, clock);
-  ship::RecordAssembler assembler(**parser, chunker, ship::AssemblerOptions{});
+  ship::AssemblerOptions ao;
+  ao.multiline = format != ship::Format::kJson;  // as `logdex ship --format json`
+  ship::RecordAssembler assembler(**parser, chunker, ao);
   ship::FileTailer tailer(file, ship::TailerOptions{});
   c0 = CpuSeconds();
   w0 = WallSeconds();
@@ -150,7 +219,13 @@ json BenchOne(const std::string& sample_name, ship::Format format, const std::st
   LOGDEX_CHECK(sink.records == lines);
 
   const double mb = bytes / 1e6;
-  return {{"benchmark", "ship_parse_chunk"},
+  json limit;
+  if (format == ship::Format::kJson) {
+    const double simd = SimdjsonLimit(file, lines);
+    limit = {{"baseline_simdjson_parse_lines_per_s_per_core", R2(simd)},
+             {"ratio_ship_to_simdjson_parse", R2((lines / ship_cpu) / simd)}};
+  }
+  json result = {{"benchmark", "ship_parse_chunk"},
           {"sample", sample_name},
           {"format", std::string(ship::FormatName(format))},
           {"input_bytes", bytes},
@@ -170,6 +245,8 @@ json BenchOne(const std::string& sample_name, ship::Format format, const std::st
           {"ratio_ship_to_snappy", R2(snappy_cpu / ship_cpu)},
           {"note", "MB = 10^6 input bytes; rates per second of one thread's CPU time; ratios are throughput "
                    "ratios (ship / baseline) on the same file in the same run"}};
+  if (!limit.is_null()) result.update(limit);
+  return result;
 }
 
 double Median(std::vector<double> v) {
@@ -294,6 +371,16 @@ int RunShipBench(const BenchOptions& o) {
     std::printf("%s\n", BenchOne(name, format, file, lines).dump().c_str());
     std::fflush(stdout);
     std::filesystem::remove(file);
+  }
+  {
+    const std::string sample = dir + "/json_sample.jsonl";
+    std::ofstream(sample, std::ios::binary) << JsonSample(SystemClock::Instance().NowMs());
+    const std::string file = dir + "/json_replicated.jsonl";
+    const uint64_t lines = Replicate(sample, file, target / 2);
+    std::printf("%s\n", BenchOne("json", ship::Format::kJson, file, lines).dump().c_str());
+    std::fflush(stdout);
+    std::filesystem::remove(file);
+    std::filesystem::remove(sample);
   }
   if (made) std::filesystem::remove_all(dir);
   std::printf("%s\n", BenchFirstDelivery(std::max(3, static_cast<int>(5 * o.scale))).dump().c_str());

@@ -85,10 +85,10 @@ Result<std::vector<proto::LogChunk>> ShipLineDecoder::Decode(const InMessage& m,
   }
   d.restamp_ts = fallback_ts > 0 ? fallback_ts : d.clock.NowMs();
 
-  // Lines of the message; JSON lines are checked for a timestamp one by one.
+  // Lines of the message; JSON lines are checked one by one, on the parse
+  // the assembler made (an explicit format: it holds no line back).
   std::string_view rest = m.value;
   size_t line_no = 0;
-  ship::ParsedLine probe;
   uint64_t utf8_lines = 0;
   while (!rest.empty()) {
     const size_t nl = rest.find('\n');
@@ -96,19 +96,19 @@ Result<std::vector<proto::LogChunk>> ShipLineDecoder::Decode(const InMessage& m,
     rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
     ++line_no;
     if (line.empty() || line == "\r") continue;
+    if (Status s = assembler.AddLine(line); !s.ok()) return s.error();
     if (json) {
-      d.json->Parse(line, &probe);
-      if (!probe.parsed && !probe.rejection.empty()) {
-        return Error{Errc::kInvalidArgument, "line " + std::to_string(line_no) + ": " + std::string(probe.rejection)};
+      const ship::ParsedLine& parsed = assembler.last_line();
+      if (!parsed.parsed && !parsed.rejection.empty()) {
+        return Error{Errc::kInvalidArgument, "line " + std::to_string(line_no) + ": " + std::string(parsed.rejection)};
       }
-      if (!probe.parsed) return Error{Errc::kInvalidArgument, "line " + std::to_string(line_no) + " is not a JSON object"};
-      if (probe.utf8_replaced) ++utf8_lines;
-      if (!probe.has_ts) {
+      if (!parsed.parsed) return Error{Errc::kInvalidArgument, "line " + std::to_string(line_no) + " is not a JSON object"};
+      if (parsed.utf8_replaced) ++utf8_lines;
+      if (!parsed.has_ts) {
         return Error{Errc::kInvalidArgument, "line " + std::to_string(line_no) +
                                                  " has no timestamp (time, ts, @timestamp or timestamp)"};
       }
     }
-    if (Status s = assembler.AddLine(line); !s.ok()) return s.error();
   }
   if (Status s = assembler.Flush(); !s.ok()) return s.error();
   if (d.streams.empty()) return Error{Errc::kInvalidArgument, "the message holds no log line"};

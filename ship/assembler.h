@@ -68,6 +68,10 @@ class RecordAssembler {
     return held_.empty() ? 0 : lines_ + 1;
   }
 
+  // The parse of the last line processed (not of a held one): valid until the
+  // next AddLine/Flush. serve's JSON input checks it instead of parsing twice.
+  const ParsedLine& last_line() const { return parsed_; }
+
   uint64_t lines() const { return lines_; }
   uint64_t records() const { return records_; }
   uint64_t joined_lines() const { return joined_; }

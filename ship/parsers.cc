@@ -2,9 +2,12 @@
 
 #include <re2/re2.h>
 
+#include <algorithm>
 #include <array>
+#include <charconv>
 #include <deque>
 #include <nlohmann/json.hpp>
+#include <simdjson.h>
 #include <utf8cpp/utf8.h>
 
 #include "ship/timestamp.h"
@@ -72,8 +75,6 @@ bool JsonNestingExceeds(std::string_view text, int limit) {
   }
   return false;
 }
-
-bool IsValidUtf8(std::string_view s) { return utf8::is_valid(s.begin(), s.end()); }
 
 // `s` with every invalid UTF-8 sequence replaced by U+FFFD, into `out`.
 void ReplaceInvalidUtf8(std::string_view s, std::string* out) {
@@ -190,6 +191,13 @@ struct LineParser::Impl {
   size_t values_used = 0, keys_used = 0;
   std::string repaired;    // a JSON line with its invalid UTF-8 replaced
   std::string json_error;  // why the last JSON line did not parse (ParsedLine::rejection)
+  struct JsonItem {
+    std::string_view key, value;
+    bool numeric;
+  };
+  simdjson::dom::parser json_parser{kMaxJsonLineBytes};
+  std::string json_padded;  // the line, then SIMDJSON_PADDING bytes
+  std::vector<JsonItem> json_items;
 
   TimeContext Ctx() const { return TimeContext{&zone, clock}; }
 
@@ -497,12 +505,91 @@ struct LineParser::Impl {
   }
 
   // ---- JSON -----------------------------------------------------------
-  // Guards first (a hostile line must not take the process down): a line
-  // over kMaxJsonLineBytes is not parsed (a DOM costs ~10x the text); nesting
-  // deeper than kMaxJsonDepth is refused before parsing, since nlohmann's
-  // dump() of a nested value recurses once per level (100,000 levels
-  // overflowed the stack); invalid UTF-8 is replaced by U+FFFD in a copy
-  // (nlohmann refuses it, and one bad byte must not lose the line).
+  // simdjson's DOM parser, once per line (the DOM API: its kernels are chosen
+  // at run time for this CPU; the On-Demand API would be built for the
+  // baseline x86-64 kernel, several times slower). Keys and strings come
+  // unescaped; numbers as their shortest round-trip text, nested objects and
+  // arrays as compact JSON text. Guards first (a hostile line must not take
+  // the process down): a line over kMaxJsonLineBytes is not parsed; nesting
+  // deeper than kMaxJsonDepth is refused (the parser's max_depth, and a
+  // linear pre-scan before the fallback below); invalid UTF-8 (simdjson
+  // refuses it) is replaced by U+FFFD in a copy and the copy parsed (one bad
+  // byte must not lose the line). A line whose numbers simdjson cannot hold
+  // (integers past 64 bits, 1e999) is parsed by nlohmann::json instead, which
+  // reads them as doubles, as before simdjson.
+
+  static void AppendNumber(std::string* to, simdjson::dom::element v) {
+    char buf[32];
+    std::to_chars_result r{};
+    if (v.is_int64()) r = std::to_chars(buf, buf + sizeof buf, int64_t(v));
+    else if (v.is_uint64()) r = std::to_chars(buf, buf + sizeof buf, uint64_t(v));
+    else r = std::to_chars(buf, buf + sizeof buf, double(v));
+    to->append(buf, r.ptr);
+  }
+
+  // Parses `line` (an object) into json_items; views into the parser's
+  // buffers and `values`, valid until the next Parse().
+  simdjson::error_code JsonFields(std::string_view line) {
+    json_items.clear();
+    json_padded.assign(line.data(), line.size());
+    json_padded.append(simdjson::SIMDJSON_PADDING, '\0');
+    simdjson::dom::element doc;
+    if (auto e = json_parser.parse(json_padded.data(), line.size(), false).get(doc)) return e;
+    simdjson::dom::object object;
+    if (auto e = doc.get_object().get(object)) return e;
+    for (auto [key, v] : object) {
+      JsonItem item{key, {}, false};
+      switch (v.type()) {
+        case simdjson::dom::element_type::STRING: item.value = std::string_view(v); break;
+        case simdjson::dom::element_type::INT64:
+        case simdjson::dom::element_type::UINT64:
+        case simdjson::dom::element_type::DOUBLE: {
+          std::string* text = NextValue();
+          AppendNumber(text, v);
+          item.value = *text;
+          item.numeric = true;
+          break;
+        }
+        case simdjson::dom::element_type::BOOL: item.value = bool(v) ? "true" : "false"; break;
+        case simdjson::dom::element_type::NULL_VALUE: item.value = "null"; break;
+        case simdjson::dom::element_type::OBJECT:
+        case simdjson::dom::element_type::ARRAY: {
+          std::string* text = NextValue();
+          *text = simdjson::minify(v);
+          item.value = *text;
+          break;
+        }
+      }
+      json_items.push_back(item);
+    }
+    return simdjson::SUCCESS;
+  }
+
+  // The fallback for numbers simdjson cannot hold (see above).
+  bool JsonFieldsByNlohmann(std::string_view line, ParsedLine* out) {
+    if (JsonNestingExceeds(line, kMaxJsonDepth)) {
+      out->rejection = kJsonTooDeep;
+      return false;
+    }
+    nlohmann::json doc = nlohmann::json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
+    if (doc.is_discarded() || !doc.is_object()) {
+      json_error = "not JSON: a number out of range, or a syntax error";
+      out->rejection = json_error;
+      return false;
+    }
+    json_items.clear();
+    for (auto it = doc.begin(); it != doc.end(); ++it) {
+      std::string* k = NextValue();
+      *k = it.key();
+      std::string* v = NextValue();
+      const auto& val = it.value();
+      if (val.is_string()) *v = val.get_ref<const std::string&>();
+      else *v = val.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+      json_items.push_back({*k, *v, val.is_number()});
+    }
+    return true;
+  }
+
   bool ParseJson(std::string_view line, ParsedLine* out) {
     size_t p = SkipSpaces(line, 0);
     if (p >= line.size() || line[p] != '{') return false;
@@ -510,49 +597,25 @@ struct LineParser::Impl {
       out->rejection = kJsonTooLong;
       return false;
     }
-    if (JsonNestingExceeds(line, kMaxJsonDepth)) {
-      out->rejection = kJsonTooDeep;
-      return false;
-    }
-    if (!IsValidUtf8(line)) {
+    simdjson::error_code err = JsonFields(line);
+    if (err == simdjson::UTF8_ERROR) {
       ReplaceInvalidUtf8(line, &repaired);
       line = repaired;
       out->utf8_replaced = true;
+      err = JsonFields(line);
     }
-    nlohmann::json doc = nlohmann::json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
-    if (doc.is_discarded()) {
-      // Parsed again, only on this rare path, for the parser's own words
-      // (e.g. "number overflow"), which a dead letter's reason then names.
-      try {
-        const nlohmann::json again = nlohmann::json::parse(line.begin(), line.end());
-        static_cast<void>(again);
-      } catch (const nlohmann::json::exception& e) {
-        json_error = std::string("not JSON: ") + e.what();
-        if (json_error.size() > 512) json_error.resize(512);  // nlohmann quotes the token it last read
-        out->rejection = json_error;
-      }
+    if (err == simdjson::DEPTH_ERROR) {
+      out->rejection = kJsonTooDeep;
       return false;
     }
-    if (!doc.is_object()) return false;
-    // First copy keys and values into stable buffers, then take views.
-    struct Item {
-      std::string* key;
-      std::string* value;
-      bool numeric;
-    };
-    std::vector<Item> items;
-    items.reserve(doc.size());
-    for (auto it = doc.begin(); it != doc.end(); ++it) {
-      std::string* k = NextValue();
-      *k = it.key();
-      std::string* v = NextValue();
-      const auto& val = it.value();
-      bool numeric = val.is_number();
-      if (val.is_string()) *v = val.get_ref<const std::string&>();
-      else *v = val.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-      items.push_back({k, v, numeric});
+    if (err == simdjson::NUMBER_OUT_OF_RANGE || err == simdjson::NUMBER_ERROR) {
+      if (!JsonFieldsByNlohmann(line, out)) return false;
+    } else if (err != simdjson::SUCCESS) {
+      json_error = std::string("not JSON: ") + simdjson::error_message(err);
+      out->rejection = json_error;
+      return false;
     }
-    for (const Item& i : items) ApplyField(*i.key, *i.value, i.numeric, out);
+    for (const JsonItem& i : json_items) ApplyField(i.key, i.value, i.numeric, out);
     if (out->message.empty()) out->message = line;
     return true;
   }
@@ -760,6 +823,10 @@ Format LineParser::detected() const {
 Result<std::unique_ptr<LineParser>> LineParser::Create(const ParserOptions& options, const Clock& clock) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
+  // Nesting past kMaxJsonDepth is DEPTH_ERROR (kJsonTooDeep).
+  if (impl->json_parser.allocate(64 * 1024, kMaxJsonDepth) != simdjson::SUCCESS) {
+    return Error{Errc::kResourceExhausted, "cannot allocate the JSON parser"};
+  }
   impl->clock = &clock;
   auto zone = TimeZone::Load(options.time_zone);
   if (!zone.ok()) return zone.error();

@@ -295,6 +295,12 @@ TEST(Parsers, JsonNestedPastTheDepthGuardStaysWholeAsUnparsedText) {
   EXPECT_TRUE(out.parsed);
   EXPECT_TRUE(out.rejection.empty());
   EXPECT_EQ(Tags(out)["x"], std::string(kMaxJsonDepth - 1, '[') + std::string(kMaxJsonDepth - 1, ']'));
+  // One level more is refused.
+  std::string over = R"({"time":"2026-11-29T10:00:00Z","msg":"m","x":)" + std::string(kMaxJsonDepth, '[') +
+                     std::string(kMaxJsonDepth, ']') + "}";
+  p->Parse(over, &out);
+  EXPECT_FALSE(out.parsed);
+  EXPECT_EQ(out.rejection, kJsonTooDeep);
   // Brackets inside strings do not count.
   std::string quoted = R"({"time":"2026-11-29T10:00:00Z","msg":")" + std::string(1000, '[') + R"("})";
   p->Parse(quoted, &out);
