@@ -3,6 +3,7 @@
 #   chunk_decoder_fuzz  the chunk decoder (tests/fuzz/chunk_decoder_fuzz.cc)
 #   json_lines_fuzz     a `logdex-format: json` message through serve's batch path
 #   text_lines_fuzz     a `logdex-format: text` message through serve's batch path
+#   ship_chunk_fuzz     any records through ship's Chunker; serve's checks on every chunk
 #   scripts/fuzz.sh [SECONDS] [TARGET...]
 # SECONDS (default $LOGDEX_FUZZ_SECONDS, else 30) is the total, split evenly
 # between the targets (at least 1 s each). Each corpus starts from seeds the
@@ -16,7 +17,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-${LOGDEX_FUZZ_SECONDS:-30}}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(chunk_decoder_fuzz json_lines_fuzz text_lines_fuzz)
+[ ${#targets[@]} -gt 0 ] || targets=(chunk_decoder_fuzz json_lines_fuzz text_lines_fuzz ship_chunk_fuzz)
 scripts/install-deps.sh --fuzz >/dev/null
 scripts/build.sh fuzz >/dev/null
 per=$(( seconds / ${#targets[@]} ))
@@ -28,7 +29,7 @@ for t in "${targets[@]}"; do
   mkdir -p "$corpus"
   args=(-max_total_time="$per" -artifact_prefix=".fuzz-corpus/crashes/$t-" -print_final_stats=1)
   case "$t" in
-    chunk_decoder_fuzz) args+=(-max_len=65536) ;;
+    chunk_decoder_fuzz|ship_chunk_fuzz) args+=(-max_len=65536) ;;
     json_lines_fuzz) args+=(-max_len="${LOGDEX_FUZZ_MAX_LEN:-300000}" -dict=tests/fuzz/json.dict) ;;
     text_lines_fuzz) args+=(-max_len="${LOGDEX_FUZZ_MAX_LEN:-300000}") ;;
   esac
