@@ -3,6 +3,8 @@
 #include <cstdio>
 #include <limits>
 
+#include "common/civil.h"
+
 namespace logdex {
 namespace {
 
@@ -11,30 +13,6 @@ constexpr int64_t kMsPerDay = 86'400'000;
 Error Bad(std::string why) { return Error{Errc::kInvalidArgument, std::move(why)}; }
 
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
-
-// Days since 1970-01-01 of a proleptic Gregorian date (Howard Hinnant's
-// days_from_civil algorithm, public domain).
-int64_t DaysFromCivil(int64_t y, int64_t m, int64_t d) {
-  y -= m <= 2;
-  const int64_t era = (y >= 0 ? y : y - 399) / 400;
-  const int64_t yoe = y - era * 400;
-  const int64_t doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  const int64_t doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + doe - 719468;
-}
-
-// The inverse of DaysFromCivil.
-void CivilFromDays(int64_t z, int64_t& y, int64_t& m, int64_t& d) {
-  z += 719468;
-  const int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-  const int64_t doe = z - era * 146097;
-  const int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-  const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-  const int64_t mp = (5 * doy + 2) / 153;
-  d = doy - (153 * mp + 2) / 5 + 1;
-  m = mp + (mp < 10 ? 3 : -9);
-  y = yoe + era * 400 + (m <= 2);
-}
 
 int DaysInMonth(int64_t y, int64_t m) {
   static constexpr int kDays[] = {31, 28, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31};
@@ -170,8 +148,8 @@ std::string FormatTimestamp(int64_t ms) {
     rem += kMsPerDay;
     --days;
   }
-  int64_t y, m, d;
-  CivilFromDays(days, y, m, d);
+  const CivilDate c = CivilFromDays(days);
+  const int64_t y = c.year, m = c.month, d = c.day;
   char buf[128];  // room for any int64 year, to keep -Wformat-truncation quiet
   std::snprintf(buf, sizeof buf, "%04lld-%02lld-%02lldT%02lld:%02lld:%02lld.%03lldZ", static_cast<long long>(y),
                 static_cast<long long>(m), static_cast<long long>(d), static_cast<long long>(rem / 3'600'000),

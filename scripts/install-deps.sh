@@ -12,7 +12,7 @@ pkgs=(
   libsnappy-dev libprotobuf-dev protobuf-compiler
   libgtest-dev libgmock-dev libbenchmark-dev
   librocksdb-dev prometheus-cpp-dev libcpp-httplib-dev libcurl4-openssl-dev libssl-dev
-  nlohmann-json3-dev libutfcpp-dev libsimdjson-dev libcli11-dev libspdlog-dev libyaml-cpp-dev libxxhash-dev libre2-dev
+  nlohmann-json3-dev libutfcpp-dev libsimdjson-dev libabsl-dev libcli11-dev libspdlog-dev libyaml-cpp-dev libxxhash-dev libre2-dev
   kcat python3 python3-yaml
 )
 for arg in "$@"; do

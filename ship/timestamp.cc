@@ -1,10 +1,15 @@
 #include "ship/timestamp.h"
 
+#include <absl/time/civil_time.h>
+#include <absl/time/time.h>
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <iterator>
+
+#include "common/civil.h"
 
 namespace logdex::ship {
 namespace {
@@ -261,24 +266,12 @@ std::string ZoneInfoDir() {
   return dir && *dir ? dir : "/usr/share/zoneinfo";
 }
 
-int64_t ReadBig(const unsigned char* p, int n) {
-  uint64_t v = 0;
-  for (int i = 0; i < n; ++i) v = (v << 8) | p[i];
-  if (n == 4) return static_cast<int32_t>(static_cast<uint32_t>(v));
-  return static_cast<int64_t>(v);
-}
-
 }  // namespace
 
-int64_t DaysFromCivil(int64_t y, unsigned m, unsigned d) {
-  // Howard Hinnant's days_from_civil algorithm (public domain description).
-  y -= m <= 2;
-  const int64_t era = (y >= 0 ? y : y - 399) / 400;
-  const unsigned yoe = static_cast<unsigned>(y - era * 400);
-  const unsigned doy = (153 * (m + (m > 2 ? -3 : 9)) + 2) / 5 + d - 1;
-  const unsigned doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-  return era * 146097 + static_cast<int64_t>(doe) - 719468;
-}
+// The zone of an IANA name: Abseil's (cctz) reader of the system's TZif files.
+struct TimeZone::Zone {
+  absl::TimeZone tz;
+};
 
 TimeZone::TimeZone() = default;
 
@@ -307,65 +300,26 @@ Result<TimeZone> TimeZone::Load(std::string_view name) {
   if (name.find("..") != std::string_view::npos || name.front() == '/') {
     return Error{Errc::kInvalidArgument, "bad time zone name '" + std::string(name) + "'"};
   }
-  const std::string path = ZoneInfoDir() + "/" + std::string(name);
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Error{Errc::kNotFound, "unknown time zone '" + std::string(name) + "' (no " + path + ")"};
-  std::string data((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  auto bad = [&] { return Error{Errc::kCorruption, path + " is not a TZif file"}; };
-  const auto* b = reinterpret_cast<const unsigned char*>(data.data());
-  auto parse_block = [&](size_t at, int time_size, Transitions* out, size_t* end) -> bool {
-    if (data.size() < at + 44 || std::memcmp(b + at, "TZif", 4) != 0) return false;
-    const int64_t isut = ReadBig(b + at + 20, 4), isstd = ReadBig(b + at + 24, 4), leap = ReadBig(b + at + 28, 4),
-                  timecnt = ReadBig(b + at + 32, 4), typecnt = ReadBig(b + at + 36, 4),
-                  charcnt = ReadBig(b + at + 40, 4);
-    if (timecnt < 0 || typecnt <= 0 || charcnt < 0 || leap < 0 || isut < 0 || isstd < 0) return false;
-    size_t p = at + 44;
-    const size_t need = timecnt * time_size + timecnt + typecnt * 6 + charcnt + leap * (time_size + 4) + isstd + isut;
-    if (data.size() < p + need) return false;
-    std::vector<int32_t> type_off(typecnt);
-    const size_t types_at = p + timecnt * time_size + timecnt;
-    for (int64_t i = 0; i < typecnt; ++i) type_off[i] = static_cast<int32_t>(ReadBig(b + types_at + i * 6, 4));
-    out->at.clear();
-    out->offset.clear();
-    for (int64_t i = 0; i < timecnt; ++i) {
-      uint8_t idx = b[p + timecnt * time_size + i];
-      if (idx >= typecnt) return false;
-      out->at.push_back(ReadBig(b + p + i * time_size, time_size));
-      out->offset.push_back(type_off[idx]);
-    }
-    out->initial = type_off[0];
-    *end = p + need;
-    return true;
-  };
-  auto table = std::make_shared<Transitions>();
-  size_t end = 0;
-  if (!parse_block(0, 4, table.get(), &end)) return bad();
-  if (data[4] >= '2') {
-    Transitions v2;
-    size_t end2 = 0;
-    if (parse_block(end, 8, &v2, &end2)) *table = std::move(v2);
+  absl::TimeZone zone;
+  if (!absl::LoadTimeZone(std::string(name), &zone)) {
+    return Error{Errc::kNotFound,
+                 "unknown time zone '" + std::string(name) + "' (not found in " + ZoneInfoDir() + ")"};
   }
-  tz.table_ = std::move(table);
+  tz.zone_ = std::make_shared<const Zone>(Zone{zone});
   return tz;
 }
 
 int32_t TimeZone::OffsetAt(int64_t utc_s) const {
-  if (!table_) return fixed_;
-  const auto& at = table_->at;
-  auto it = std::upper_bound(at.begin(), at.end(), utc_s);
-  if (it == at.begin()) return table_->initial;
-  return table_->offset[static_cast<size_t>(it - at.begin()) - 1];
+  if (!zone_) return fixed_;
+  return zone_->tz.At(absl::FromUnixSeconds(utc_s)).offset;
 }
 
 int64_t TimeZone::LocalToUtc(int64_t local_s) const {
-  if (!table_) return local_s - fixed_;
-  // Try the offsets in force a day before and after; prefer the earlier one
-  // that maps back onto the same local time.
-  const int32_t before = OffsetAt(local_s - kDaySeconds), after = OffsetAt(local_s + kDaySeconds);
-  for (int32_t off : {before, after}) {
-    if (OffsetAt(local_s - off) == off) return local_s - off;
-  }
-  return local_s - before;  // in a gap: use the offset before it
+  if (!zone_) return local_s - fixed_;
+  // In a gap or an overlap, `pre` takes the offset in force before the
+  // change: the earlier offset wins.
+  const absl::TimeZone::TimeInfo at = zone_->tz.At(absl::CivilSecond(1970, 1, 1, 0, 0, 0) + local_s);
+  return absl::ToUnixSeconds(at.pre);
 }
 
 std::optional<int64_t> CivilToUtcMs(CivilTime t, const TimeContext& ctx) {
@@ -385,15 +339,7 @@ std::optional<int64_t> CivilToUtcMs(CivilTime t, const TimeContext& ctx) {
   // The current year in the zone.
   const int64_t now_s = now_ms / 1000;
   const int64_t local_days = (now_s + ctx.zone->OffsetAt(now_s)) / kDaySeconds;
-  // civil_from_days, year only
-  const int64_t z = local_days + 719468;
-  const int64_t era = (z >= 0 ? z : z - 146096) / 146097;
-  const int64_t doe = z - era * 146097;
-  const int64_t yoe = (doe - doe / 1460 + doe / 36524 - doe / 146096) / 365;
-  const int64_t doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-  const int64_t mp = (5 * doy + 2) / 153;
-  const int64_t month = mp < 10 ? mp + 3 : mp - 9;
-  const int year = static_cast<int>(yoe + era * 400 + (month <= 2));
+  const int year = static_cast<int>(CivilFromDays(local_days).year);
   int64_t ms = to_ms(year);
   if (ms > now_ms + kDaySeconds * 1000) ms = to_ms(year - 1);
   return ms;

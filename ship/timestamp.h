@@ -25,7 +25,7 @@
 namespace logdex::ship {
 
 // A time zone: UTC, a fixed offset, or an IANA zone read from the system's
-// TZif files (/usr/share/zoneinfo, or $TZDIR).
+// TZif files (/usr/share/zoneinfo, or $TZDIR) by Abseil's cctz.
 class TimeZone {
  public:
   // UTC.
@@ -41,18 +41,12 @@ class TimeZone {
   const std::string& name() const { return name_; }
 
  private:
-  struct Transitions {
-    std::vector<int64_t> at;       // UTC seconds, ascending
-    std::vector<int32_t> offset;   // offset in force from at[i]
-    int32_t initial = 0;           // before the first transition
-  };
+  struct Zone;
   std::string name_ = "UTC";
   int32_t fixed_ = 0;
-  std::shared_ptr<const Transitions> table_;  // null for fixed offsets
+  std::shared_ptr<const Zone> zone_;  // null for UTC and fixed offsets
 };
 
-// Days since 1970-01-01 of a proleptic Gregorian date.
-int64_t DaysFromCivil(int64_t y, unsigned m, unsigned d);
 
 // What a timestamp parser needs besides the text.
 struct TimeContext {

@@ -83,6 +83,9 @@ TEST(FormatTimestamp, WritesUtcWithMillisecondsAndRoundTrips) {
     ASSERT_TRUE(back.ok()) << FormatTimestamp(ms);
     EXPECT_EQ(*back, ms) << FormatTimestamp(ms);
   }
+  // Any int64 formats (ship --check prints whatever times a file holds).
+  EXPECT_EQ(FormatTimestamp(INT64_MIN), "-292275055-05-16T16:47:04.192Z");
+  EXPECT_EQ(FormatTimestamp(INT64_MAX), "292278994-08-17T07:12:55.807Z");
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 namespace logdex::ship {
 namespace {
 
@@ -77,6 +79,35 @@ TEST_F(Timestamps, ZonesApplyToTimestampsWithoutOffset) {
   EXPECT_EQ(ParseLeadingTimestamp("2017-01-16 01:00:00 x", b)->ts_ms, 1484524800000);
   EXPECT_FALSE(TimeZone::Load("Nowhere/Atlantis").ok());
   EXPECT_FALSE(TimeZone::Load("+25:00").ok());
+}
+
+// Around DST changes (Abseil's cctz since issue 12): in the spring gap and
+// the autumn overlap the earlier offset wins, as before.
+TEST_F(Timestamps, DstGapsAndOverlapsTakeTheEarlierOffset) {
+  auto berlin = TimeZone::Load("Europe/Berlin");
+  ASSERT_TRUE(berlin.ok()) << berlin.error().ToString();
+  TimeContext b{&*berlin, &kClock};
+  // 2017-03-26 02:30 does not exist (02:00 CET -> 03:00 CEST): read with +1.
+  EXPECT_EQ(ParseLeadingTimestamp("2017-03-26 02:30:00 x", b)->ts_ms, 1490491800000);  // 01:30Z
+  // 2017-10-29 02:30 happens twice (CEST, then CET): the first, +2.
+  EXPECT_EQ(ParseLeadingTimestamp("2017-10-29 02:30:00 x", b)->ts_ms, 1509237000000);  // 00:30Z
+  EXPECT_EQ(berlin->OffsetAt(1490489999), 3600);  // 2017-03-26T00:59:59Z: CET
+  EXPECT_EQ(berlin->OffsetAt(1490490000), 7200);  // 01:00Z: CEST
+}
+
+// $TZDIR names where zones are read from; a zone not there is a clear error.
+// (Abseil remembers a name that failed to load for the life of the process,
+// so the zone loaded afterwards is another one.)
+TEST_F(Timestamps, ZonesAreReadFromTzdir) {
+  const char* old = std::getenv("TZDIR");
+  const std::string keep = old ? old : "";
+  ::setenv("TZDIR", "/nonexistent-zoneinfo", 1);
+  auto missing = TimeZone::Load("Pacific/Chatham");
+  if (old) ::setenv("TZDIR", keep.c_str(), 1);
+  else ::unsetenv("TZDIR");
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message.find("/nonexistent-zoneinfo"), std::string::npos) << missing.error().message;
+  EXPECT_TRUE(TimeZone::Load("Asia/Tokyo").ok());
 }
 
 TEST_F(Timestamps, TimeFormatWithFractionalSeconds) {
