@@ -89,6 +89,10 @@ class HeadBoundedStream final : public httplib::Stream {
   }
   bool HasBuffered() const { return off_ < len_; }
   bool refused() const { return refusal_.has_value(); }
+  // The request's head was read to its blank line. When httplib answers
+  // before that (a 400 for a bad request line or an over-long header line),
+  // the rest of the head is unread and the connection must end.
+  bool head_complete() const { return !in_head_; }
   // The answer to the request said "Connection: close" (a refused request
   // whose body was left unread): httplib 0.11.4 would read on, taking that
   // body for the next request.
@@ -117,9 +121,11 @@ class HeadBoundedStream final : public httplib::Stream {
 
   ssize_t write(const char* ptr, size_t size) override {
     if (!is_writable()) return -1;
-    if (!response_started_) {  // httplib writes the status line and headers in one call
+    // httplib writes the status line and headers in one call; a 1xx interim
+    // answer (100 Continue) comes before the real one.
+    const std::string_view out(ptr, size);
+    if (!response_started_ && !out.starts_with("HTTP/1.1 1")) {
       response_started_ = true;
-      const std::string_view out(ptr, size);
       closing_ = out.substr(0, out.find("\r\n\r\n")).find("\r\nConnection: close\r") != std::string_view::npos;
     }
     for (;;) {
@@ -239,7 +245,7 @@ bool BoundedHeadServer::process_and_close_socket(socket_t sock) {
     strm.BeginRequest();
     bool connection_closed = false;
     ok = process_request(strm, left == 1, connection_closed, nullptr);
-    if (!ok || connection_closed || strm.refused() || strm.closing()) break;
+    if (!ok || connection_closed || strm.refused() || strm.closing() || !strm.head_complete()) break;
   }
   ::shutdown(sock, SHUT_RDWR);
   ::close(sock);

@@ -586,6 +586,17 @@ class HttpServer::Impl {
       SetJson(res, 413, ErrorBody("request bodies of unknown length (Transfer-Encoding: " + te +
                                   ") are not accepted: no endpoint takes a body"));
       refused = "body_too_large";
+    } else if (req.get_header_value_count("Content-Length") > 1) {
+      SetJson(res, 400, ErrorBody("more than one Content-Length header"));
+      res.set_header("Connection", "close");
+      refused = "body_too_large";
+    } else if (req.has_header("Content-Length") && req.get_header_value("Content-Length") != "0" &&
+               !(req.method == "POST" || req.method == "PUT" || req.method == "PATCH" || req.method == "DELETE" ||
+                 req.method == "PRI")) {
+      // httplib reads no body for these methods: its bytes would be taken for
+      // the next request on the connection.
+      SetJson(res, 413, ErrorBody("a " + req.method + " request must not carry a body: no endpoint takes one"));
+      refused = "body_too_large";
     } else if (req.has_header("Content-Length")) {
       uint64_t length = 0;
       const std::string v = req.get_header_value("Content-Length");

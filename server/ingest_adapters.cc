@@ -35,16 +35,16 @@ struct ShipLineDecoder::Impl : public ship::RecordSink {
     out->set_ts_ms(restamp ? restamp_ts : r.ts_ms);
     out->set_severity(SeverityCode(r.severity));
     out->set_message(std::string(r.message));
-    for (const ship::TagView& t : r.tags) {
-      proto::Tag* tag = out->add_tags();
-      tag->set_key(std::string(t.key));
-      tag->set_value(std::string(t.value));
-    }
-    if (restamp) {
+    if (restamp) {  // first: among the tags the indexer indexes
       ++restamped;
       proto::Tag* tag = out->add_tags();
       tag->set_key(std::string(kRestampedTag));
       tag->set_value(std::to_string(r.ts_ms));
+    }
+    for (const ship::TagView& t : r.tags) {
+      proto::Tag* tag = out->add_tags();
+      tag->set_key(std::string(t.key));
+      tag->set_value(std::string(t.value));
     }
     return Status::Ok();
   }
@@ -83,7 +83,10 @@ Result<std::vector<proto::LogChunk>> ShipLineDecoder::Decode(const InMessage& m,
     ++counters_.untimed_messages;
     parser.StartInput(d.clock.NowMs());
   }
-  d.restamp_ts = fallback_ts > 0 ? fallback_ts : d.clock.NowMs();
+  // The message's time, unless serve would refuse that too (a producer clock
+  // far off): then the clock's (a replay may then write another row).
+  d.restamp_ts = fallback_ts > 0 && TimestampAccepted(fallback_ts, d.clock.NowMs(), d.bounds) ? fallback_ts
+                                                                                               : d.clock.NowMs();
 
   // Lines of the message; JSON lines are checked one by one, on the parse
   // the assembler made (an explicit format: it holds no line back).

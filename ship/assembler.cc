@@ -62,6 +62,7 @@ Status RecordAssembler::AddLine(std::string_view line) {
     }
     return Release();
   }
+  if (!released_.empty()) released_ = {};  // last_line() is about to point elsewhere
   return Process(line);
 }
 
@@ -69,10 +70,10 @@ Status RecordAssembler::Release() {
   sampled_ = true;
   std::vector<std::string_view> sample(held_.begin(), held_.end());
   parser_.Detect(sample);
-  std::vector<std::string> lines = std::move(held_);
+  released_ = std::move(held_);
   held_.clear();
   held_bytes_ = 0;
-  for (const std::string& line : lines) {
+  for (const std::string& line : released_) {
     if (Status s = Process(line); !s.ok()) return s;
   }
   return Status::Ok();

@@ -60,6 +60,8 @@ class RecordAssembler {
   // Passes the pending record, if any, to the sink.
   Status Flush();
   bool has_pending() const { return pending_ || !held_.empty(); }
+  // Holding an auto-format input's first lines, not yet parsed.
+  bool sampling() const { return !held_.empty(); }
   // The number (1-based, in AddLine order) of the oldest line not yet in a
   // record given to the sink: the pending record's first line, or the first
   // held line; 0 when it holds none. Every line before it is in the sink.
@@ -105,6 +107,7 @@ class RecordAssembler {
   bool sampled_ = false;
   std::vector<std::string> held_;
   size_t held_bytes_ = 0;
+  std::vector<std::string> released_;  // the sample just parsed: last_line()'s views point into it
 };
 
 }  // namespace logdex::ship

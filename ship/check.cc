@@ -104,8 +104,7 @@ bool CheckFile(const std::string& path, const PipelineOptions& p, const Clock& c
   if (given != Format::kAuto) {
     std::printf("  format:      %s (given)\n", std::string(FormatName(used)).c_str());
   } else if (used != Format::kAuto) {
-    std::printf("  format:      %s (detected from its first %zu lines)\n", std::string(FormatName(used)).c_str(),
-                p.assembler.detect_lines);
+    std::printf("  format:      %s (detected from its first lines)\n", std::string(FormatName(used)).c_str());
   } else {
     std::printf("  format:      none (no line matched a format: every line is a record of plain text)\n");
   }

@@ -83,15 +83,16 @@ Status Chunker::OnRecord(const RecordView& record) {
   r->set_ts_ms(ts_ms);
   r->set_severity(SeverityCode(record.severity));
   r->set_message(record.message.data(), record.message.size());
+  if (!restamped_from.empty()) {  // first: among the tags the indexer indexes
+    s->bytes += kRestampedTag.size() + restamped_from.size() + 8;
+    proto::Tag* tag = r->add_tags();
+    tag->set_key(std::string(kRestampedTag));
+    tag->set_value(std::move(restamped_from));
+  }
   for (const TagView& t : tags) {
     proto::Tag* tag = r->add_tags();
     tag->set_key(t.key.data(), t.key.size());
     tag->set_value(t.value.data(), t.value.size());
-  }
-  if (!restamped_from.empty()) {
-    proto::Tag* tag = r->add_tags();
-    tag->set_key(std::string(kRestampedTag));
-    tag->set_value(std::move(restamped_from));
   }
   ++s->records;
   s->bytes += size;

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <array>
 #include <charconv>
+#include <cmath>
 #include <deque>
 #include <nlohmann/json.hpp>
 #include <simdjson.h>
@@ -195,7 +196,9 @@ struct LineParser::Impl {
     std::string_view key, value;
     bool numeric;
   };
-  simdjson::dom::parser json_parser{kMaxJsonLineBytes};
+  // Up to 3x kMaxJsonLineBytes: a line repaired to U+FFFD (3 bytes per bad byte).
+  simdjson::dom::parser json_parser{3 * kMaxJsonLineBytes};
+  bool json_ready = false;
   std::string json_padded;  // the line, then SIMDJSON_PADDING bytes
   std::vector<JsonItem> json_items;
 
@@ -518,12 +521,20 @@ struct LineParser::Impl {
   // (integers past 64 bits, 1e999) is parsed by nlohmann::json instead, which
   // reads them as doubles, as before simdjson.
 
+  // Doubles in fixed notation when that is short (1700000000.0 -> "1700000000",
+  // not "1.7e+09": epoch parsing and people read it), else the shortest form.
   static void AppendNumber(std::string* to, simdjson::dom::element v) {
-    char buf[32];
-    std::to_chars_result r{};
-    if (v.is_int64()) r = std::to_chars(buf, buf + sizeof buf, int64_t(v));
-    else if (v.is_uint64()) r = std::to_chars(buf, buf + sizeof buf, uint64_t(v));
-    else r = std::to_chars(buf, buf + sizeof buf, double(v));
+    char buf[64];
+    std::to_chars_result r{buf, std::errc()};
+    if (v.is_int64()) {
+      r = std::to_chars(buf, buf + sizeof buf, int64_t(v));
+    } else if (v.is_uint64()) {
+      r = std::to_chars(buf, buf + sizeof buf, uint64_t(v));
+    } else {
+      const double d = double(v);
+      r = std::to_chars(buf, buf + sizeof buf, d, std::chars_format::fixed);
+      if (r.ec != std::errc() || std::fabs(d) < 1e-6) r = std::to_chars(buf, buf + sizeof buf, d);
+    }
     to->append(buf, r.ptr);
   }
 
@@ -571,12 +582,16 @@ struct LineParser::Impl {
       out->rejection = kJsonTooDeep;
       return false;
     }
-    nlohmann::json doc = nlohmann::json::parse(line.begin(), line.end(), nullptr, /*allow_exceptions=*/false);
-    if (doc.is_discarded() || !doc.is_object()) {
-      json_error = "not JSON: a number out of range, or a syntax error";
+    nlohmann::json doc;
+    try {
+      doc = nlohmann::json::parse(line.begin(), line.end());
+    } catch (const nlohmann::json::exception& e) {
+      json_error = std::string("not JSON: ") + e.what();
+      if (json_error.size() > 512) json_error.resize(512);  // nlohmann quotes the token it last read
       out->rejection = json_error;
       return false;
     }
+    if (!doc.is_object()) return false;
     json_items.clear();
     for (auto it = doc.begin(); it != doc.end(); ++it) {
       std::string* k = NextValue();
@@ -596,6 +611,16 @@ struct LineParser::Impl {
     if (line.size() > kMaxJsonLineBytes) {
       out->rejection = kJsonTooLong;
       return false;
+    }
+    if (!json_ready) {
+      // Allocated on the first JSON line (other formats never need it).
+      // Nesting past kMaxJsonDepth is DEPTH_ERROR (kJsonTooDeep).
+      if (json_parser.allocate(64 * 1024, kMaxJsonDepth) != simdjson::SUCCESS) {
+        json_error = "not JSON: cannot allocate the JSON parser";
+        out->rejection = json_error;
+        return false;
+      }
+      json_ready = true;
     }
     simdjson::error_code err = JsonFields(line);
     if (err == simdjson::UTF8_ERROR) {
@@ -823,10 +848,6 @@ Format LineParser::detected() const {
 Result<std::unique_ptr<LineParser>> LineParser::Create(const ParserOptions& options, const Clock& clock) {
   auto impl = std::make_unique<Impl>();
   impl->options = options;
-  // Nesting past kMaxJsonDepth is DEPTH_ERROR (kJsonTooDeep).
-  if (impl->json_parser.allocate(64 * 1024, kMaxJsonDepth) != simdjson::SUCCESS) {
-    return Error{Errc::kResourceExhausted, "cannot allocate the JSON parser"};
-  }
   impl->clock = &clock;
   auto zone = TimeZone::Load(options.time_zone);
   if (!zone.ok()) return zone.error();

@@ -76,6 +76,7 @@ struct Pipeline::Impl {
   };
   std::deque<Barrier> barriers;
   std::optional<int64_t> last_barrier_ns;  // none yet
+  bool barriers_held_logged = false;
 
   // Metrics (deltas pushed by SyncMetrics).
   prometheus::Counter* lines = nullptr;
@@ -211,33 +212,62 @@ struct Pipeline::Impl {
   }
 
   // Forgets the start positions of lines that are in records given to the
-  // chunker: only the assembler's held lines keep theirs.
+  // chunker. Of the lines the assembler holds, only the pending record's
+  // first line and the newest line can become the oldest held line later (a
+  // new record starts at the newest line), so the rest are dropped too,
+  // except while a format sample is held (any sampled line may start the
+  // record left pending when the sample is parsed).
   static void TrimStarts(Input& in) {
     const uint64_t first = in.assembler->first_held_line();
     while (!in.starts.empty() && (first == 0 || in.starts.front().first < first)) in.starts.pop_front();
+    if (!in.assembler->sampling() && in.starts.size() > 2) {
+      in.starts.erase(in.starts.begin() + 1, in.starts.end() - 1);
+    }
   }
 
   // Where a restart must read `in` from for nothing to be lost: the start of
-  // the oldest line the assembler still holds, else past the last line read.
-  FilePosition SafePosition(const Input& in) const {
+  // the oldest line the assembler still holds, else past the last line read;
+  // nullopt when that start is not known (then no barrier is taken).
+  std::optional<FilePosition> SafePosition(const Input& in) const {
     const uint64_t first = in.assembler->first_held_line();
-    if (first != 0 && !in.starts.empty() && in.starts.front().first == first) return in.starts.front().second;
-    return in.tailer->position();
+    if (first == 0) return in.tailer->position();
+    if (!in.starts.empty() && in.starts.front().first == first) return in.starts.front().second;
+    return std::nullopt;
   }
 
   // A barrier at record boundaries, every checkpoint interval, however busy
   // the inputs: the chunker is flushed (every complete record gets a
   // sequence), and each input's position is where its held lines start.
+  // Barriers wait for the sink to resolve their chunks; a chunk that failed
+  // never resolves, so past 64 waiting barriers the oldest is kept (it may
+  // still resolve) and the ones after it are thinned.
   Status MaybeBarrier() {
     if (!checkpoints) return Status::Ok();
     const int64_t now = clock.MonotonicNs();
     if (!last_barrier_ns || now - *last_barrier_ns >= options.checkpoint_interval_ms * 1'000'000) {
-      Status s = chunker->FlushAll();
-      if (!s.ok()) return s;
-      Barrier b{sink.last_sequence(), {}};
-      for (const Input& in : inputs) b.positions.emplace_back(in.path, SafePosition(in));
-      barriers.push_back(std::move(b));
-      last_barrier_ns = now;
+      Barrier b{0, {}};
+      bool known = true;
+      for (const Input& in : inputs) {
+        auto pos = SafePosition(in);
+        if (!pos) known = false;
+        else b.positions.emplace_back(in.path, *pos);
+      }
+      if (known) {
+        Status s = chunker->FlushAll();
+        if (!s.ok()) return s;
+        b.sequence = sink.last_sequence();
+        barriers.push_back(std::move(b));
+        last_barrier_ns = now;
+        if (barriers.size() > 64) {
+          barriers.erase(barriers.begin() + 1);
+          if (!barriers_held_logged) {
+            barriers_held_logged = true;
+            spdlog::warn("ship: checkpoints are held back by chunk {} that was not delivered (see the error above); "
+                         "a restart reads its lines again",
+                         sink.LowestUnresolved());
+          }
+        }
+      }
     }
     ResolveBarriers();
     return Status::Ok();

@@ -228,8 +228,6 @@ class ServeProcess : public ::testing::Test {
   TempDir dir_;
 };
 
-// kcat, from another process, produces a chunk made here into
-// `serve --embedded-kafka`; it is queryable over HTTP within a second.
 // Issue 12: every Loghub sample (CRLF line ends, a last line without one,
 // multi-line records) through `logdex ship --format auto` -> Kafka -> serve
 // -> the query API: every line comes back exactly once, byte for byte
@@ -309,6 +307,8 @@ TEST_F(ServeProcess, EveryLoghubLineRoundTripsByteForByteThroughShipAndServe) {
   EXPECT_TRUE(serve.WaitFor(20'000));
 }
 
+// kcat, from another process, produces a chunk made here into
+// `serve --embedded-kafka`; it is queryable over HTTP within a second.
 TEST_F(ServeProcess, ChunkProducedByKcatIsQueryableWithinOneSecond) {
   if (testing::Run("command -v kcat") != 0) GTEST_SKIP() << "kcat is not installed (scripts/install-deps.sh)";
   int port = 0;

@@ -353,6 +353,48 @@ TEST_F(HttpHardeningTest, PipelinedKeepAliveRequestsAreEachAnswered) {
   EXPECT_EQ(answers, 3u) << response.substr(0, 600);
 }
 
+// Requests whose bytes could be read as a second request (a body httplib
+// does not read, two Content-Lengths, a 100-continue before a refusal, a
+// head httplib refused half-read): the answer ends the connection, and the
+// request hidden behind is never answered.
+TEST_F(HttpHardeningTest, RequestsThatCouldSmuggleASecondRequestEndTheirConnection) {
+  HttpServerOptions o;
+  o.max_body_bytes = 1024;
+  served_->Serve(o);
+  const std::string hidden = "GET /healthz?hidden HTTP/1.1\r\nHost: t\r\n\r\n";
+  struct Case {
+    const char* name;
+    std::string bytes;
+    int want;
+  };
+  const Case cases[] = {
+      {"GET with a body", "GET /healthz HTTP/1.1\r\nHost: t\r\nContent-Length: " + std::to_string(hidden.size()) +
+                              "\r\n\r\n" + hidden,
+       413},
+      {"two Content-Lengths", "POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\nContent-Length: " +
+                                  std::to_string(hidden.size()) + "\r\n\r\n" + hidden,
+       400},
+      {"100-continue, then refused", "POST /api/v1/query HTTP/1.1\r\nHost: t\r\nExpect: 100-continue\r\n"
+                                     "Content-Length: 5000\r\n\r\n" + hidden,
+       413},
+      {"a header line httplib refuses", "GET /healthz HTTP/1.1\r\nHost: t\r\nX-Long: " + std::string(9000, 'x') +
+                                            "\r\n" + hidden,
+       400},
+  };
+  for (const Case& c : cases) {
+    const int fd = Connect(served_->port());
+    ASSERT_GE(fd, 0);
+    ASSERT_TRUE(SendAll(fd, c.bytes));
+    const std::string response = ReadUntilClosed(fd, 5'000);
+    ::close(fd);
+    std::string final_answer = response;
+    if (final_answer.starts_with("HTTP/1.1 100")) final_answer = final_answer.substr(final_answer.find("\r\n\r\n") + 4);
+    EXPECT_EQ(StatusOf(final_answer), c.want) << c.name << "\n" << response.substr(0, 400);
+    EXPECT_EQ(response.find("HTTP/1.1 200"), std::string::npos) << c.name << ": the hidden request was answered\n"
+                                                                << response.substr(0, 600);
+  }
+}
+
 // Before the fix the body was read (here: waited for) before the handler
 // checked auth or size, so no answer came until the read timeout.
 TEST_F(HttpHardeningTest, UnauthorizedOrOversizedBodiesAreAnsweredWithoutReadingThem) {

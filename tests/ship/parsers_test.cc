@@ -404,14 +404,14 @@ TEST(Assembler, AutoChoosesOneFormatPerInputAndKeepsItForEveryLine) {
 TEST(Parsers, DetectPicksTheFormatMostSampledLinesMatch) {
   auto p = Make(Format::kAuto);
   const std::vector<std::string_view> sample = {
-      "status=starting pid=12",
+      "level=info msg=starting pid=12",
       "2026-11-28 10:00:00,000 INFO [main] app: one",
       "2026-11-28 10:00:01,000 INFO [main] app: two k=v",
       "\tat com.acme.A.run(A.java:10)",
   };
   EXPECT_EQ(p->Detect(sample), Format::kLog4j);
   ParsedLine out;
-  p->Parse("status=starting pid=12", &out);
+  p->Parse("level=info msg=starting pid=12", &out);
   EXPECT_FALSE(out.parsed) << "not read as logfmt once the input is log4j";
   p->StartInput(0);
   EXPECT_EQ(p->detected(), Format::kAuto) << "each input chooses again";
@@ -441,6 +441,32 @@ TEST(Assembler, CrlfLineEndsLeaveNoCarriageReturnInAnyRecord) {
       EXPECT_EQ(r.message.find('\r'), std::string::npos) << FormatName(f) << ": " << r.message;
     }
   }
+}
+
+// simdjson (issue 12): float epochs keep their time (a double is written in
+// fixed notation, not "1.7e+09"), and a line near the size limit with
+// invalid UTF-8 is repaired, not refused for the repair's growth.
+TEST(Parsers, JsonFloatEpochsAndRepairedLinesNearTheLimit) {
+  auto p = Make(Format::kJson);
+  ParsedLine out;
+  for (const char* line : {R"({"ts":1700000000.0,"msg":"a"})", R"({"ts":1.7e9,"msg":"b"})"}) {
+    p->Parse(line, &out);
+    ASSERT_TRUE(out.parsed) << line;
+    EXPECT_TRUE(out.has_ts) << line;
+    EXPECT_EQ(out.ts_ms, 1'700'000'000'000) << line;
+  }
+  p->Parse(R"({"ts":"2026-11-28T10:00:00Z","msg":"m","ratio":0.25,"big":1e300,"tiny":1e-9})", &out);
+  ASSERT_TRUE(out.parsed);
+  EXPECT_EQ(Tags(out)["ratio"], "0.25");
+  EXPECT_EQ(Tags(out)["big"], "1e+300");
+  EXPECT_EQ(Tags(out)["tiny"], "1e-09");
+  std::string near = R"({"ts":"2026-11-28T10:00:00Z","msg":")";
+  near += std::string(400, '\xff');
+  near += std::string(kMaxJsonLineBytes - near.size() - 2, 'x') + "\"}";
+  ASSERT_LE(near.size(), kMaxJsonLineBytes);
+  p->Parse(near, &out);
+  EXPECT_TRUE(out.parsed) << out.rejection;
+  EXPECT_TRUE(out.utf8_replaced);
 }
 
 // StartInput: untimed lines before the first timed one take the input's
