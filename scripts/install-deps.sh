@@ -14,6 +14,7 @@ pkgs=(
   librocksdb-dev prometheus-cpp-dev libcpp-httplib-dev libcurl4-openssl-dev libssl-dev
   nlohmann-json3-dev libutfcpp-dev libsimdjson-dev libabsl-dev libcli11-dev libspdlog-dev libyaml-cpp-dev libxxhash-dev libre2-dev
   kcat python3 python3-yaml
+  rsyslog rsyslog-kafka
 )
 for arg in "$@"; do
   case "$arg" in
