@@ -140,17 +140,15 @@ class HeadBoundedStream final : public httplib::Stream {
   socket_t socket() const override { return sock_; }
 
  private:
-  // Waits for bytes, for the read timeout or (in a head) until its deadline.
+  // Waits for bytes, for the read timeout and at most until the request's
+  // deadline: its head and any body it carries (no endpoint takes one, but
+  // httplib reads a POST's) are read within timeout_ms of the first byte.
   bool WaitReadable() {
-    int timeout = read_timeout_ms_;
-    if (in_head_) {
-      const int left = MsUntil(head_deadline_);
-      if (left == 0) return Refuse(HeadRefusal::kTimeout);
-      timeout = std::min(timeout, left);
-    }
-    const int r = PollFor(sock_, POLLIN, timeout);
+    const int left = MsUntil(head_deadline_);
+    if (left == 0) return Refuse(HeadRefusal::kTimeout);
+    const int r = PollFor(sock_, POLLIN, std::min(read_timeout_ms_, left));
     if (r > 0) return true;
-    if (r == 0 && in_head_ && MsUntil(head_deadline_) == 0) return Refuse(HeadRefusal::kTimeout);
+    if (r == 0 && MsUntil(head_deadline_) == 0) return Refuse(HeadRefusal::kTimeout);
     return false;
   }
 
@@ -188,8 +186,8 @@ class HeadBoundedStream final : public httplib::Stream {
     const bool large = why == HeadRefusal::kTooLarge;
     const std::string body =
         large ? "{\"error\":\"request line and headers over " + std::to_string(limits_.max_bytes) + " bytes\"}\n"
-              : "{\"error\":\"request line and headers not complete within " + std::to_string(limits_.timeout_ms) +
-                    " ms\"}\n";
+              : std::string("{\"error\":\"") + (in_head_ ? "request line and headers" : "request body") +
+                    " not complete within " + std::to_string(limits_.timeout_ms) + " ms\"}\n";
     const std::string response = std::string(large ? "HTTP/1.1 431 Request Header Fields Too Large\r\n"
                                                     : "HTTP/1.1 408 Request Timeout\r\n") +
                                  "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
@@ -246,6 +244,19 @@ bool BoundedHeadServer::process_and_close_socket(socket_t sock) {
     bool connection_closed = false;
     ok = process_request(strm, left == 1, connection_closed, nullptr);
     if (!ok || connection_closed || strm.refused() || strm.closing() || !strm.head_complete()) break;
+  }
+  if (strm.refused()) {
+    // A lingering close: closing with unread input would send a reset, which
+    // can destroy the 431/408 before the client reads it. Stop sending, then
+    // read and drop what the client still sends, 1 s or 64 KiB at most.
+    ::shutdown(sock, SHUT_WR);
+    const auto until = SteadyClock::now() + std::chrono::seconds(1);
+    char sink[4096];
+    for (size_t drained = 0; drained < 64 * 1024 && PollFor(sock, POLLIN, MsUntil(until)) > 0;) {
+      const ssize_t n = ::recv(sock, sink, sizeof sink, 0);
+      if (n <= 0) break;
+      drained += static_cast<size_t>(n);
+    }
   }
   ::shutdown(sock, SHUT_RDWR);
   ::close(sock);

@@ -12,8 +12,9 @@
 // virtual of 0.11.4) and the socket stream under it, which counts the bytes
 // and time of each request's head:
 //   - past `max_bytes` the client gets 431 and the connection closes;
-//   - a head still incomplete `timeout_ms` after its first byte gets 408
-//     (a slow-header client holds a worker thread this long at most);
+//   - a request still incomplete `timeout_ms` after its first byte gets 408
+//     (its head, and a body httplib reads: a slow client holds a worker
+//     thread this long at most);
 // either way nothing more of the connection is read, and the hook is told
 // (serve counts and logs it). Bodies are not counted here: the pre-routing
 // check and set_payload_max_length bound them.
@@ -35,7 +36,8 @@ struct RequestHeadLimits {
   // Request line + header lines + blank line, bytes. Default 64 KiB (nginx's
   // default allows 4 x 8 KiB header lines).
   size_t max_bytes = 64 * 1024;
-  // From the head's first byte to its blank line, ms. Default 10 s.
+  // From the request's first byte to the end of its head (and of a body
+  // httplib reads), ms. Default 10 s.
   int timeout_ms = 10'000;
 };
 

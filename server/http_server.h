@@ -121,8 +121,9 @@ struct HttpServerOptions {
   int read_timeout_seconds = 5;
   // Request line + headers, bytes; a longer head gets 431. Default 64 KiB.
   size_t max_head_bytes = 64 * 1024;
-  // A head still incomplete this long after its first byte gets 408, ms: a
-  // slow-header client holds a worker thread no longer. Default 10 s.
+  // A request (head, and a POST's body) still incomplete this long after its
+  // first byte gets 408, ms: a slow client holds a worker thread no longer.
+  // Default 10 s.
   int head_timeout_ms = 10'000;
   // Socket write timeout, seconds (a large answer to a slow reader). Default 30.
   int write_timeout_seconds = 30;

@@ -336,6 +336,34 @@ TEST_F(HttpHardeningTest, AHeadTricklingInPastItsDeadlineGets408) {
   EXPECT_GE(CounterValue(served_->registry(), "logdex_http_requests_refused_total", {{"reason", "head_timeout"}}), 1);
 }
 
+// A slow body (httplib reads a POST's, up to max_body_bytes) is bounded by
+// the same deadline as the head: before, one byte every few seconds held a
+// worker for as long as the client liked.
+TEST_F(HttpHardeningTest, ABodyTricklingInPastTheRequestDeadlineGets408) {
+  HttpServerOptions o;
+  o.head_timeout_ms = 1'000;
+  o.read_timeout_seconds = 30;
+  served_->Serve(o);
+  const int fd = Connect(served_->port(), 30'000);
+  ASSERT_GE(fd, 0);
+  ASSERT_TRUE(SendAll(fd, "POST /api/v1/query HTTP/1.1\r\nHost: t\r\nContent-Length: 900\r\n\r\n"));
+  const auto t0 = std::chrono::steady_clock::now();
+  std::string response;
+  for (int i = 0; i < 900; ++i) {
+    if (::send(fd, "x", 1, MSG_NOSIGNAL) != 1) break;
+    pollfd p{fd, POLLIN, 0};
+    if (::poll(&p, 1, 100) > 0) {
+      response = ReadUntilClosed(fd, 5'000);
+      break;
+    }
+  }
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  ::close(fd);
+  std::printf("slow body: answered after %.2f s\n", s);
+  EXPECT_EQ(StatusOf(response), 408) << response.substr(0, 300);
+  EXPECT_NE(response.find("request body not complete"), std::string::npos) << response.substr(0, 300);
+}
+
 // The replaced connection loop keeps what httplib's did (keep-alive) and
 // answers pipelined requests, which httplib 0.11.4's lost with its per-request buffer.
 TEST_F(HttpHardeningTest, PipelinedKeepAliveRequestsAreEachAnswered) {
