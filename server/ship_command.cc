@@ -76,7 +76,8 @@ void AddShipCommand(CLI::App& app, CommandRun& run) {
                 "Keep following the files (survives rotation and truncation; positions checkpointed in "
                 "--state-dir); stop with SIGINT/SIGTERM");
   cmd->add_option("--state-dir", p.state_dir,
-                  "Producer id, sequence numbers and read checkpoints (default "
+                  "Producer id, sequence numbers, read checkpoints and the journal that makes --follow "
+                  "exactly-once across crashes (default "
                   "$XDG_STATE_HOME or ~/.local/state, /logdex/ship/APP@HOST)");
   cmd->add_flag("--dry-run", o->dry_run, "Do not produce: write the chunks to --out");
   cmd->add_option("--out", o->out, "Dry-run output file (- for stdout)");

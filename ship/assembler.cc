@@ -39,7 +39,7 @@ RecordAssembler::RecordAssembler(LineParser& parser, RecordSink& sink, Assembler
 void RecordAssembler::Start(const ParsedLine& p) {
   pending_ = true;
   parsed_first_ = p.parsed;
-  first_line_ = lines_;
+  first_line_ = last_line_ = lines_;
   ts_ms_ = p.ts_ms;
   severity_ = p.severity;
   message_.assign(p.message);
@@ -87,6 +87,7 @@ Status RecordAssembler::Process(std::string_view line) {
     if (message_.size() + 1 + parsed_.message.size() <= options_.max_record_bytes) {
       message_.push_back('\n');
       message_.append(parsed_.message);
+      last_line_ = lines_;
       ++joined_;
       return Status::Ok();
     }
@@ -124,6 +125,7 @@ Status RecordAssembler::Flush() {
   r.host = host_;
   r.parsed = parsed_first_;
   r.first_line = first_line_;
+  r.lines = static_cast<uint32_t>(last_line_ - first_line_ + 1);
   pending_ = false;
   ++records_;
   return sink_.OnRecord(r);

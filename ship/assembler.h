@@ -62,6 +62,12 @@ class RecordAssembler {
   bool has_pending() const { return pending_ || !held_.empty(); }
   // Holding an auto-format input's first lines, not yet parsed.
   bool sampling() const { return !held_.empty(); }
+  // The sample was taken (or the format is explicit, or resumed): the
+  // parser's detected() is this input's format from here on.
+  bool sampled() const { return sampled_ || parser_.detected() != Format::kAuto; }
+  // A restart from a checkpoint: the input's format was chosen before (see
+  // LineParser::Resume), so no lines are held to sample. Before any line.
+  void Resume() { sampled_ = true; }
   // The number (1-based, in AddLine order) of the oldest line not yet in a
   // record given to the sink: the pending record's first line, or the first
   // held line; 0 when it holds none. Every line before it is in the sink.
@@ -100,6 +106,7 @@ class RecordAssembler {
   std::vector<TagView> tag_views_;
   bool parsed_first_ = true;
   uint64_t first_line_ = 0;
+  uint64_t last_line_ = 0;
 
   uint64_t lines_ = 0, records_ = 0, joined_ = 0, unparsed_ = 0;
 

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
 #include "common/severity.h"
@@ -18,6 +19,8 @@ struct OutgoingChunk {
   uint64_t sequence = 0;
   uint32_t records = 0;
   Severity severity = Severity::kInfo;
+  // The RecordView::origin of its records that had one (JournalSink).
+  std::vector<uint64_t> origins;
 };
 
 // What a sink could not deliver, reported by Finish().

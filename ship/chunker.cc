@@ -94,6 +94,7 @@ Status Chunker::OnRecord(const RecordView& record) {
     tag->set_key(t.key.data(), t.key.size());
     tag->set_value(t.value.data(), t.value.size());
   }
+  if (record.origin != 0) s->origins.push_back(record.origin);
   ++s->records;
   s->bytes += size;
   ++stats_.records;
@@ -118,6 +119,8 @@ Status Chunker::Flush(Stream& s) {
   out.sequence = *seq;
   out.records = static_cast<uint32_t>(s.records);
   out.severity = s.severity;
+  out.origins = std::move(s.origins);
+  s.origins.clear();
   ++stats_.chunks;
   stats_.uncompressed_bytes += chunk.uncompressed_size();
   stats_.chunk_bytes += out.value.size();

@@ -99,6 +99,7 @@ class Chunker final : public RecordSink {
     Severity severity = Severity::kInfo;
     std::string key;
     proto::RecordBatch batch;
+    std::vector<uint64_t> origins;  // RecordView::origin of the buffered records that have one
     size_t records = 0;  // live records in `batch` (Clear() keeps allocations)
     size_t bytes = 0;
     int64_t first_ns = 0;

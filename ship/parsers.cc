@@ -841,6 +841,10 @@ void LineParser::StartInput(int64_t fallback_ts_ms) {
 
 Format LineParser::Detect(std::span<const std::string_view> sample) { return impl_->Detect(sample); }
 
+void LineParser::Resume(Format chosen) {
+  if (impl_->options.format == Format::kAuto) impl_->chosen = chosen;
+}
+
 Format LineParser::detected() const {
   return impl_->options.format != Format::kAuto ? impl_->options.format : impl_->chosen;
 }

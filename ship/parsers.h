@@ -156,6 +156,10 @@ class LineParser {
   Format Detect(std::span<const std::string_view> sample);
   // The explicit format, or auto's choice for this input (kAuto: undecided).
   Format detected() const;
+  // Format::kAuto: the input goes on with `chosen`, the choice it had made
+  // before (a restart from a checkpoint), instead of choosing again from
+  // other lines. kAuto: it had chosen none yet.
+  void Resume(Format chosen);
 
   const ParserOptions& options() const;
 

@@ -14,31 +14,15 @@
 #include <filesystem>
 #include <optional>
 #include <thread>
+#include <unordered_set>
 
 #include "common/defaults.h"
 #include "common/time_parse.h"
 #include "ship/framing.h"
+#include "ship/journal.h"
 
 namespace logdex::ship {
 namespace {
-
-// Forwards to the real sink and remembers the last sequence sent.
-class TrackingSink final : public ChunkSink {
- public:
-  explicit TrackingSink(ChunkSink& inner) : inner_(inner) {}
-  Status Send(OutgoingChunk chunk) override {
-    last_sequence_ = chunk.sequence;
-    return inner_.Send(std::move(chunk));
-  }
-  void Poll(int timeout_ms) override { inner_.Poll(timeout_ms); }
-  uint64_t LowestUnresolved() const override { return inner_.LowestUnresolved(); }
-  DeliveryReport Finish(int64_t timeout_ms) override { return inner_.Finish(timeout_ms); }
-  uint64_t last_sequence() const { return last_sequence_; }
-
- private:
-  ChunkSink& inner_;
-  uint64_t last_sequence_ = 0;
-};
 
 std::string AbsolutePath(const std::string& p) {
   if (p == "-") return p;
@@ -51,7 +35,9 @@ std::string AbsolutePath(const std::string& p) {
 
 struct Pipeline::Impl {
   PipelineOptions options;
-  TrackingSink sink;
+  // The sink chain: chunker -> journal (follow mode with a state directory;
+  // else a pass-through) -> the real sink.
+  JournalSink sink;
   SequenceAllocator& sequences;
   const Clock& clock;
   std::unique_ptr<Chunker> chunker;
@@ -67,12 +53,31 @@ struct Pipeline::Impl {
     // assembler still holds; `added` numbers the lines given to it.
     std::deque<std::pair<uint64_t, FilePosition>> starts;
     uint64_t added = 0;
+    // After a crash: the records of this input that journaled chunks hold
+    // (start -> end offset, per file), and where they ended.
+    std::map<JournalReplay::FileKey, std::unordered_map<uint64_t, uint64_t>> replayed;
+    std::map<JournalReplay::FileKey, std::unordered_set<uint64_t>> replayed_ends;
+    // Between the assembler and the chunker (OnInputRecord).
+    std::unique_ptr<RecordSink> origin;
+  };
+  // Gives each record of an input its span (journal) or skips it (replay).
+  struct OriginSink final : RecordSink {
+    Impl& impl;
+    size_t input;
+    OriginSink(Impl& i, size_t n) : impl(i), input(n) {}
+    Status OnRecord(const RecordView& r) override { return impl.OnInputRecord(impl.inputs[input], r); }
   };
   std::vector<Input> inputs;
   std::unique_ptr<CheckpointStore> checkpoints;
   struct Barrier {
-    uint64_t sequence;
-    std::vector<std::pair<std::string, FilePosition>> positions;
+    uint64_t sequence = 0;
+    uint64_t journal_segment = 0;  // the last segment its chunks are in
+    struct Position {
+      std::string path;
+      FilePosition pos;
+      std::string format;  // CheckpointStore::Format
+    };
+    std::vector<Position> positions;
   };
   std::deque<Barrier> barriers;
   std::optional<int64_t> last_barrier_ns;  // none yet
@@ -87,6 +92,10 @@ struct Pipeline::Impl {
   prometheus::Counter* rotations = nullptr;
   prometheus::Counter* truncations = nullptr;
   prometheus::Counter* checkpoints_saved = nullptr;
+  prometheus::Counter* replay_chunks = nullptr;
+  prometheus::Counter* replay_skipped = nullptr;
+  prometheus::Counter* replay_mismatched = nullptr;
+  std::optional<int64_t> last_mismatch_log_ns;
   prometheus::Counter* records_by_sev[6] = {};
   PipelineSummary synced;
 
@@ -94,7 +103,10 @@ struct Pipeline::Impl {
   int64_t progress_start_ns = 0, progress_last_ns = 0;
 
   Impl(PipelineOptions o, ChunkSink& s, SequenceAllocator& seq, const Clock& c, prometheus::Registry& r)
-      : options(std::move(o)), sink(s), sequences(seq), clock(c) {
+      : options(std::move(o)),
+        sink(s, options.follow && !options.state_dir.empty() ? options.state_dir + "/journal" : "", r),
+        sequences(seq),
+        clock(c) {
     auto counter = [&](const char* name, const char* help) {
       return &prometheus::BuildCounter().Name(name).Help(help).Register(r).Add({});
     };
@@ -106,6 +118,13 @@ struct Pipeline::Impl {
     rotations = counter("logdex_ship_file_rotations_total", "Followed files that were rotated");
     truncations = counter("logdex_ship_file_truncations_total", "Followed files that were truncated");
     checkpoints_saved = counter("logdex_ship_checkpoints_saved_total", "Read-position checkpoints written");
+    replay_chunks = counter("logdex_ship_journal_replayed_chunks_total",
+                            "Journaled chunks sent again after a restart (the store keeps one copy)");
+    replay_skipped = counter("logdex_ship_journal_skipped_records_total",
+                             "Records read again after a restart and skipped: a journaled chunk holds them");
+    replay_mismatched = counter("logdex_ship_journal_mismatched_records_total",
+                                "Records read again after a restart whose lines differ from the journaled "
+                                "record's: shipped again (a duplicate, never a loss)");
     auto& fam = prometheus::BuildCounter()
                     .Name("logdex_ship_records_total")
                     .Help("Records packed into chunks, by severity")
@@ -180,7 +199,19 @@ struct Pipeline::Impl {
   Status ReadInput(Input& in, size_t max_bytes, size_t* got) {
     auto read = in.tailer->Read(
         [&](std::string_view line) {
-          if (checkpoints) in.starts.emplace_back(++in.added, in.tailer->line_position());
+          if (checkpoints) {
+            const FilePosition at = in.tailer->line_position();
+            in.starts.emplace_back(++in.added, at);
+            // A journaled record ended here (the first run flushed it on an
+            // idle tail): end it here again, so the records read again are
+            // the ones the journal holds.
+            if (!in.replayed_ends.empty() && in.assembler->has_pending() && !in.assembler->sampling()) {
+              auto e = in.replayed_ends.find({at.dev, at.ino});
+              if (e != in.replayed_ends.end() && e->second.contains(at.offset)) {
+                if (Status s = in.assembler->Flush(); !s.ok()) return s;
+              }
+            }
+          }
           Status s = in.assembler->AddLine(line);
           if (checkpoints) TrimStarts(in);
           return s;
@@ -195,6 +226,7 @@ struct Pipeline::Impl {
   Status Step() {
     Status s = chunker->Poll();
     if (!s.ok()) return s;
+    if (s = sink.Flush(); !s.ok()) return s;
     sink.Poll(0);
     Progress(false);
     SyncMetrics();
@@ -203,11 +235,16 @@ struct Pipeline::Impl {
 
   void ResolveBarriers() {
     while (!barriers.empty() && sink.LowestUnresolved() > barriers.front().sequence) {
-      for (const auto& [path, pos] : barriers.front().positions) checkpoints->Set(path, pos);
+      for (const auto& p : barriers.front().positions) checkpoints->Set(p.path, p.pos, p.format);
+      const uint64_t segment = barriers.front().journal_segment;
       barriers.pop_front();
       Status s = checkpoints->Save();
-      if (!s.ok()) spdlog::warn("ship: cannot save checkpoints: {}", s.ToString());
-      else checkpoints_saved->Increment();
+      if (!s.ok()) {
+        spdlog::warn("ship: cannot save checkpoints: {}", s.ToString());
+      } else {
+        checkpoints_saved->Increment();
+        sink.Release(segment);
+      }
     }
   }
 
@@ -245,17 +282,18 @@ struct Pipeline::Impl {
     if (!checkpoints) return Status::Ok();
     const int64_t now = clock.MonotonicNs();
     if (!last_barrier_ns || now - *last_barrier_ns >= options.checkpoint_interval_ms * 1'000'000) {
-      Barrier b{0, {}};
+      Barrier b;
       bool known = true;
       for (const Input& in : inputs) {
         auto pos = SafePosition(in);
         if (!pos) known = false;
-        else b.positions.emplace_back(in.path, *pos);
+        else b.positions.push_back({in.path, *pos, FormatAt(in)});
       }
       if (known) {
         Status s = chunker->FlushAll();
         if (!s.ok()) return s;
-        b.sequence = sink.last_sequence();
+        b.journal_segment = sink.Rotate();
+        b.sequence = sink.max_sequence();
         barriers.push_back(std::move(b));
         last_barrier_ns = now;
         if (barriers.size() > 64) {
@@ -270,6 +308,79 @@ struct Pipeline::Impl {
       }
     }
     ResolveBarriers();
+    return Status::Ok();
+  }
+
+  // What a checkpoint keeps of an input's format: the choice, once made.
+  static std::string FormatAt(const Input& in) {
+    return in.assembler->sampled() ? std::string(FormatName(in.parser->detected())) : std::string();
+  }
+
+  // The start of line `n` of `in`, if the pipeline still knows it; n past
+  // the last line read: where the tailer is.
+  std::optional<FilePosition> LinePosition(const Input& in, uint64_t n) const {
+    if (n == in.added + 1) return in.tailer->position();
+    for (auto it = in.starts.rbegin(); it != in.starts.rend(); ++it) {
+      if (it->first == n) return it->second;
+      if (it->first < n) break;
+    }
+    return std::nullopt;
+  }
+
+  // A record of an input on its way to the chunker. With a journal: skipped
+  // if a journaled chunk holds it (a restart), else given its span.
+  Status OnInputRecord(Input& in, const RecordView& r) {
+    if (!sink.enabled() || in.path == "-") return chunker->OnRecord(r);
+    const std::optional<FilePosition> start = LinePosition(in, r.first_line);
+    const std::optional<FilePosition> end = LinePosition(in, r.first_line + r.lines);
+    if (!start || !end) return chunker->OnRecord(r);  // not expected: shipped, just not journaled
+    if (auto f = in.replayed.find({start->dev, start->ino}); f != in.replayed.end()) {
+      if (auto it = f->second.find(start->offset); it != f->second.end()) {
+        const bool same = end->dev == start->dev && end->ino == start->ino && it->second == end->offset;
+        f->second.erase(it);
+        if (same) {
+          replay_skipped->Increment();
+          return Status::Ok();
+        }
+        replay_mismatched->Increment();
+        const int64_t now = clock.MonotonicNs();
+        if (!last_mismatch_log_ns || now - *last_mismatch_log_ns >= 60'000'000'000) {
+          last_mismatch_log_ns = now;
+          spdlog::warn("ship: {}: the record at byte {} read again after a restart ends at byte {}, the journaled "
+                       "one at {}: shipped again (the store may hold its lines twice; "
+                       "logdex_ship_journal_mismatched_records_total)",
+                       in.path, start->offset, end->offset, it->second);
+        }
+      }
+    }
+    RecordView copy = r;
+    copy.origin = sink.Note({in.path, start->dev, start->ino, start->offset, end->offset});
+    return chunker->OnRecord(copy);
+  }
+
+  // A restart: sends the chunks the journal holds again and notes, per
+  // input, the records they hold (skipped when read again).
+  Status ReplayJournal() {
+    auto replay = sink.Replay();
+    if (!replay.ok()) return replay.error();
+    uint64_t records = 0;
+    for (Input& in : inputs) {
+      auto it = replay->records.find(in.path);
+      if (it == replay->records.end()) continue;
+      in.replayed = std::move(it->second);
+      for (const auto& [file, spans] : in.replayed) {
+        records += spans.size();
+        auto& ends = in.replayed_ends[file];
+        for (const auto& [start, end] : spans) ends.insert(end);
+      }
+    }
+    replay_chunks->Increment(static_cast<double>(replay->chunks));
+    if (replay->chunks > 0) {
+      spdlog::info("ship: the journal held {} chunks ({} records from files) that may not have been delivered "
+                   "before the last stop: sent again under their own sequences (the store keeps one copy); "
+                   "their records are skipped when read again",
+                   replay->chunks, records);
+    }
     return Status::Ok();
   }
 
@@ -292,9 +403,21 @@ struct Pipeline::Impl {
       auto parser = LineParser::Create(options.parser, clock);
       if (!parser.ok()) return parser.error();
       in.parser = std::move(*parser);
-      in.assembler = std::make_unique<RecordAssembler>(*in.parser, *chunker, options.assembler);
+      in.origin = std::make_unique<OriginSink>(*this, inputs.size());
+      in.assembler = std::make_unique<RecordAssembler>(*in.parser, *in.origin, options.assembler);
+      if (resume && options.parser.format == Format::kAuto) {
+        // Go on with the format the input had chosen: a new choice from
+        // later lines could read the same lines into other records.
+        if (auto f = ParseFormatName(checkpoints->Format(in.path)); f) {
+          in.parser->Resume(*f);
+          in.assembler->Resume();
+        }
+      }
       in.last_data_ns = clock.MonotonicNs();
       inputs.push_back(std::move(in));
+    }
+    if (checkpoints) {
+      if (Status s = ReplayJournal(); !s.ok()) return s.error();
     }
     progress_start_ns = progress_last_ns = clock.MonotonicNs();
     auto stopped = [&] { return stop && stop->load(); };
@@ -362,10 +485,14 @@ struct Pipeline::Impl {
     if (checkpoints) {
       if (summary.delivery.complete()) {
         barriers.clear();
-        for (const Input& in : inputs) checkpoints->Set(in.path, in.tailer->position());
+        for (const Input& in : inputs) checkpoints->Set(in.path, in.tailer->position(), FormatAt(in));
         Status cs = checkpoints->Save();
-        if (!cs.ok()) spdlog::warn("ship: cannot save checkpoints: {}", cs.ToString());
-        else checkpoints_saved->Increment();
+        if (!cs.ok()) {
+          spdlog::warn("ship: cannot save checkpoints: {}", cs.ToString());
+        } else {
+          checkpoints_saved->Increment();
+          sink.Release(sink.Rotate());  // every chunk delivered, every line before the positions
+        }
       } else {
         ResolveBarriers();
       }

@@ -13,9 +13,13 @@
 // a chunk that failed is never resolved, so no checkpoint passes it. A clean
 // stop (SIGINT/SIGTERM) flushes, waits for delivery and saves the exact
 // final positions: a restart then resumes with no loss and no duplication.
-// After a crash, lines after the last saved barrier are shipped again
-// (at-least-once; at most about one interval of lines, under new sequence
-// numbers).
+// After a crash, too: every chunk was journaled before it was sent
+// (journal.h), so a restart sends the journaled chunks again under their own
+// sequences (the store keeps one copy), reads from the last saved barrier,
+// skips the records those chunks hold and ends multi-line records where the
+// journal says they ended; an auto-format input resumes with the format it
+// had chosen (kept in the checkpoint). Exactly once, unless the journal could
+// not be written (counted, logged: at-least-once then).
 //
 // Not thread-safe; Run() drives everything on the calling thread.
 #pragma once

@@ -28,6 +28,11 @@ struct RecordView {
   // and that line's number in the input (1-based; 0 when not known).
   bool parsed = true;
   uint64_t first_line = 0;
+  // How many input lines the record holds (joined continuation lines too).
+  uint32_t lines = 1;
+  // Opaque to the parse and chunk code: an id the shipping pipeline gives a
+  // record to find it in the chunk that carries it (0: none).
+  uint64_t origin = 0;
 };
 
 // Receives complete records (from RecordAssembler). A failure stops the caller.

@@ -287,7 +287,9 @@ Status CheckpointStore::Load() {
       pos.fingerprint = v["fingerprint"].get<uint64_t>();
       pos.fingerprint_len = v["fingerprint_len"].get<uint32_t>();
     }
-    positions_[it.key()] = pos;
+    std::string format;
+    if (v.contains("format") && v["format"].is_string()) format = v["format"].get<std::string>();
+    positions_[it.key()] = Entry{pos, std::move(format)};
   }
   return Status::Ok();
 }
@@ -295,19 +297,28 @@ Status CheckpointStore::Load() {
 std::optional<FilePosition> CheckpointStore::Get(const std::string& path) const {
   auto it = positions_.find(path);
   if (it == positions_.end()) return std::nullopt;
-  return it->second;
+  return it->second.pos;
 }
 
-void CheckpointStore::Set(const std::string& path, const FilePosition& pos) { positions_[path] = pos; }
+std::string CheckpointStore::Format(const std::string& path) const {
+  auto it = positions_.find(path);
+  return it == positions_.end() ? std::string() : it->second.format;
+}
+
+void CheckpointStore::Set(const std::string& path, const FilePosition& pos, std::string format) {
+  positions_[path] = Entry{pos, std::move(format)};
+}
 
 Status CheckpointStore::Save() const {
   nlohmann::json j = nlohmann::json::object();
-  for (const auto& [path, p] : positions_) {
+  for (const auto& [path, e] : positions_) {
+    const FilePosition& p = e.pos;
     j[path] = {{"dev", p.dev},
                {"ino", p.ino},
                {"offset", p.offset},
                {"fingerprint", p.fingerprint},
                {"fingerprint_len", p.fingerprint_len}};
+    if (!e.format.empty()) j[path]["format"] = e.format;
   }
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);

@@ -123,12 +123,19 @@ class CheckpointStore {
   explicit CheckpointStore(std::string dir);
   Status Load();
   std::optional<FilePosition> Get(const std::string& path) const;
-  void Set(const std::string& path, const FilePosition& pos);
+  // The format an auto-format input had chosen at the position ("" when it
+  // was still sampling its first lines): a restart resumes with it.
+  std::string Format(const std::string& path) const;
+  void Set(const std::string& path, const FilePosition& pos, std::string format = "");
   Status Save() const;
 
  private:
+  struct Entry {
+    FilePosition pos;
+    std::string format;
+  };
   std::string dir_;
-  std::map<std::string, FilePosition> positions_;
+  std::map<std::string, Entry> positions_;
 };
 
 }  // namespace logdex::ship

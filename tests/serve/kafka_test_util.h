@@ -108,6 +108,23 @@ inline int64_t Committed(const std::string& bootstrap, const std::string& group,
   return sum;
 }
 
+// The high watermarks of partitions 0..partitions-1 of `topic`, summed (the
+// messages the topic holds, when none were deleted); -1 on failure.
+inline int64_t HighWatermarks(const std::string& bootstrap, const std::string& topic, int partitions) {
+  std::string err;
+  auto conf = KafkaConf({{"bootstrap.servers", bootstrap}, {"group.id", "test-watermarks"}, {"log_level", "2"}});
+  std::unique_ptr<RdKafka::KafkaConsumer> c(RdKafka::KafkaConsumer::create(conf.get(), err));
+  if (!c) return -1;
+  int64_t sum = 0;
+  for (int p = 0; p < partitions && sum >= 0; ++p) {
+    int64_t low = -1, high = -1;
+    if (c->query_watermark_offsets(topic, p, &low, &high, 10'000) != RdKafka::ERR_NO_ERROR) sum = -1;
+    else sum += high;
+  }
+  c->close();
+  return sum;
+}
+
 // The log-start offset (low watermark) of a partition, as the broker says
 // now; -1 on failure.
 inline int64_t LogStart(const std::string& bootstrap, const std::string& topic, int32_t partition) {
