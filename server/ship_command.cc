@@ -79,6 +79,10 @@ void AddShipCommand(CLI::App& app, CommandRun& run) {
                   "Producer id, sequence numbers, read checkpoints and the journal that makes --follow "
                   "exactly-once across crashes (default "
                   "$XDG_STATE_HOME or ~/.local/state, /logdex/ship/APP@HOST)");
+  cmd->add_option("--journal-max-bytes", p.journal_max_bytes,
+                  "--follow: the crash journal in --state-dir stays under this many bytes (a long Kafka outage "
+                  "fills it); past it chunks are sent unjournaled and counted")
+      ->capture_default_str();
   cmd->add_flag("--dry-run", o->dry_run, "Do not produce: write the chunks to --out");
   cmd->add_option("--out", o->out, "Dry-run output file (- for stdout)");
   cmd->add_option("--kafka", *kafka, "librdkafka setting KEY=VALUE (repeatable), e.g. --kafka security.protocol=ssl");

@@ -67,13 +67,16 @@ void SyncDir(const std::string& dir) {
 
 }  // namespace
 
-JournalSink::JournalSink(ChunkSink& inner, std::string dir, prometheus::Registry& registry)
-    : inner_(inner), dir_(std::move(dir)) {
-  errors_ = &prometheus::BuildCounter()
-                 .Name("logdex_ship_journal_errors_total")
-                 .Help("Journal writes that failed: the chunks were sent unjournaled (a crash may ship their lines twice)")
-                 .Register(registry)
-                 .Add({});
+JournalSink::JournalSink(ChunkSink& inner, std::string dir, uint64_t max_bytes, prometheus::Registry& registry)
+    : inner_(inner), dir_(std::move(dir)), max_bytes_(max_bytes) {
+  auto& errors = prometheus::BuildCounter()
+                     .Name("logdex_ship_journal_errors_total")
+                     .Help("Journal writes not made, by reason (write: an I/O error; full: the segments would pass "
+                           "--journal-max-bytes): the chunks were sent unjournaled, so a crash may ship their "
+                           "lines twice")
+                     .Register(registry);
+  write_errors_ = &errors.Add({{"reason", "write"}});
+  full_ = &errors.Add({{"reason", "full"}});
   entries_ = &prometheus::BuildCounter()
                   .Name("logdex_ship_journal_entries_total")
                   .Help("Chunks written to the ship journal before they were sent")
@@ -92,6 +95,7 @@ Result<JournalReplay> JournalSink::Replay() {
   std::filesystem::create_directories(dir_, ec);
   if (ec) return Error{Errc::kIOError, "cannot create the journal directory " + dir_ + ": " + ec.message()};
   const std::vector<uint64_t> segments = ListSegments(dir_);
+  bytes_ = SegmentBytes();
   proto::ShipJournalEntry entry;
   for (uint64_t n : segments) {
     last_segment_ = std::max(last_segment_, n);
@@ -169,8 +173,18 @@ Status JournalSink::Send(OutgoingChunk chunk) {
   return Status::Ok();
 }
 
-void JournalSink::JournalError(const std::string& what) {
-  errors_->Increment();
+uint64_t JournalSink::SegmentBytes() const {
+  uint64_t total = 0;
+  for (uint64_t n : ListSegments(dir_)) {
+    std::error_code ec;
+    const auto size = std::filesystem::file_size(SegmentName(dir_, n), ec);
+    if (!ec) total += size;
+  }
+  return total;
+}
+
+void JournalSink::JournalError(prometheus::Counter* counter, const std::string& what) {
+  counter->Increment(static_cast<double>(queued_.size()));
   const int64_t now_s =
       std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
   if (!last_error_log_s_ || now_s - *last_error_log_s_ >= 60) {
@@ -204,12 +218,16 @@ Status JournalSink::WriteQueued() {
 
 Status JournalSink::Flush() {
   if (queued_.empty()) return Status::Ok();
-  if (Status s = WriteQueued(); !s.ok()) {
-    JournalError(s.error().ToString());
+  if (bytes_ + buffer_.size() > max_bytes_) {
+    JournalError(full_, "its segments would pass " + std::to_string(max_bytes_) +
+                            " bytes: the chunks since the oldest undelivered checkpoint are all kept");
+  } else if (Status s = WriteQueued(); !s.ok()) {
+    JournalError(write_errors_, s.error().ToString());
     // The segment may now hold part of an entry: start a new one next time.
     if (fd_ >= 0) ::close(fd_);
     fd_ = -1;
   } else {
+    bytes_ += buffer_.size();
     entries_->Increment(static_cast<double>(queued_.size()));
   }
   buffer_.clear();
@@ -256,6 +274,7 @@ void JournalSink::Release(uint64_t segment) {
     std::filesystem::remove(SegmentName(dir_, n), ec);
     if (ec) spdlog::warn("ship: cannot remove journal segment {}: {}", SegmentName(dir_, n), ec.message());
   }
+  bytes_ = SegmentBytes();
 }
 
 }  // namespace logdex::ship

@@ -25,9 +25,11 @@
 // Writes are batched: Send() queues the chunk; the queue is written and
 // fsynced, then forwarded, at 1 MiB, at every Poll() and before Finish().
 // LowestUnresolved() counts queued chunks as unresolved. If the journal
-// cannot be written, chunks are forwarded anyway (delivery goes on; a crash
-// may then ship the lines since the checkpoint twice): logged, counted in
-// logdex_ship_journal_errors_total.
+// cannot be written, or its segments would pass max_bytes (a long Kafka
+// outage: nothing resolves, so nothing is released), chunks are forwarded
+// unjournaled (delivery goes on; a crash may then ship the lines since the
+// checkpoint twice): logged once a minute, counted in
+// logdex_ship_journal_errors_total{reason="write"|"full"}.
 //
 // Without a journal directory the sink is a pass-through that tracks the
 // highest sequence sent (checkpoint barriers need it). Not thread-safe.
@@ -72,7 +74,7 @@ struct JournalReplay {
 class JournalSink final : public ChunkSink {
  public:
   // `dir` empty: no journal (pass-through). `inner` must outlive the sink.
-  JournalSink(ChunkSink& inner, std::string dir, prometheus::Registry& registry);
+  JournalSink(ChunkSink& inner, std::string dir, uint64_t max_bytes, prometheus::Registry& registry);
   ~JournalSink() override;
 
   // Reads the segments a previous run left, sends their chunks to the inner
@@ -103,11 +105,16 @@ class JournalSink final : public ChunkSink {
 
  private:
   Status WriteQueued();
-  void JournalError(const std::string& what);
+  void JournalError(prometheus::Counter* counter, const std::string& what);
+  // Bytes of the segment files on disk.
+  uint64_t SegmentBytes() const;
 
   ChunkSink& inner_;
   std::string dir_;
-  prometheus::Counter* errors_ = nullptr;
+  uint64_t max_bytes_;
+  uint64_t bytes_ = 0;  // in the segments not yet released
+  prometheus::Counter* write_errors_ = nullptr;
+  prometheus::Counter* full_ = nullptr;
   prometheus::Counter* entries_ = nullptr;
   uint64_t max_sequence_ = 0;
   uint64_t next_origin_ = 1;

@@ -104,7 +104,8 @@ struct Pipeline::Impl {
 
   Impl(PipelineOptions o, ChunkSink& s, SequenceAllocator& seq, const Clock& c, prometheus::Registry& r)
       : options(std::move(o)),
-        sink(s, options.follow && !options.state_dir.empty() ? options.state_dir + "/journal" : "", r),
+        sink(s, options.follow && !options.state_dir.empty() ? options.state_dir + "/journal" : "",
+             options.journal_max_bytes, r),
         sequences(seq),
         clock(c) {
     auto counter = [&](const char* name, const char* help) {

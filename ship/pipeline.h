@@ -64,6 +64,9 @@ struct PipelineOptions {
   int64_t multiline_idle_ms = 1000;
   // Follow mode: at most one checkpoint barrier per interval.
   int64_t checkpoint_interval_ms = 2000;
+  // Follow mode with a state directory: the journal's segments stay under
+  // this (journal.h); past it, chunks are sent unjournaled (counted).
+  uint64_t journal_max_bytes = 1ull << 30;
   // How long Finish() waits for the last deliveries.
   int64_t delivery_timeout_ms = 300'000;
   // Progress line on stderr every second (RunShip: when stderr is a TTY).

@@ -223,9 +223,16 @@ std::multiset<std::string> StoredMessages(const std::vector<OutgoingChunk>& chun
   return {m.begin(), m.end()};
 }
 
-double CounterValue(prometheus::Registry& registry, const std::string& name) {
+// A counter's value (its series with label reason=`reason`, when given); -1 when absent.
+double CounterValue(prometheus::Registry& registry, const std::string& name, const std::string& reason = "") {
   for (const auto& family : registry.Collect()) {
-    if (family.name == name && !family.metric.empty()) return family.metric[0].counter.value;
+    if (family.name != name) continue;
+    for (const auto& m : family.metric) {
+      const bool match = reason.empty() || std::any_of(m.label.begin(), m.label.end(), [&](const auto& l) {
+        return l.name == "reason" && l.value == reason;
+      });
+      if (match) return m.counter.value;
+    }
   }
   return -1;
 }
@@ -351,7 +358,37 @@ TEST(Pipeline, AJournalThatCannotBeWrittenIsCountedAndDeliveryGoesOn) {
   auto r = p.Run(&stop);
   ASSERT_TRUE(r.ok()) << r.error().ToString();
   EXPECT_EQ(Messages(sink, clock), (std::vector<std::string>{line(1), line(2)}));
-  EXPECT_GT(CounterValue(registry, "logdex_ship_journal_errors_total"), 0);
+  EXPECT_GT(CounterValue(registry, "logdex_ship_journal_errors_total", "write"), 0);
+  EXPECT_EQ(CounterValue(registry, "logdex_ship_journal_errors_total", "full"), 0);
+}
+
+// A journal at its size bound (a long Kafka outage keeps every segment):
+// chunks are sent unjournaled, counted as "full", and delivered.
+TEST(Pipeline, AFullJournalIsCountedAndDeliveryGoesOn) {
+  TempDir dir;
+  const std::string f = dir.path() + "/app.log";
+  ManualClock clock(1'795'910'400'000);
+  auto line = [](int i) { return "2026-11-29 00:00:00,000 INFO line " + std::to_string(i); };
+  Append(f, line(1) + "\n" + line(2) + "\n");
+  std::atomic<bool> stop{false};
+  int step = 0;
+  PipelineOptions o = Base(f);
+  o.follow = true;
+  o.state_dir = dir.path() + "/state";
+  o.journal_max_bytes = 16;  // smaller than any entry
+  o.wait = [&](int64_t ms) {
+    clock.AdvanceMs(ms);
+    if (++step == 10) stop = true;
+  };
+  prometheus::Registry registry;
+  auto seq = SequenceAllocator::Open(o.state_dir);
+  ASSERT_TRUE(seq.ok());
+  CapturingChunkSink sink;
+  Pipeline p(o, sink, **seq, clock, registry);
+  ASSERT_TRUE(p.Run(&stop).ok());
+  EXPECT_EQ(Messages(sink, clock), (std::vector<std::string>{line(1), line(2)}));
+  EXPECT_GT(CounterValue(registry, "logdex_ship_journal_errors_total", "full"), 0);
+  EXPECT_EQ(CounterValue(registry, "logdex_ship_journal_entries_total"), 0);
 }
 
 TEST(Pipeline, DryRunWritesLengthPrefixedChunks) {
