@@ -133,9 +133,14 @@ Result<JournalReplay> JournalSink::Replay() {
   return out;
 }
 
-uint64_t JournalSink::Note(RecordSpan span) {
+uint32_t JournalSink::AddInput(std::string path) {
+  inputs_.push_back(std::move(path));
+  return static_cast<uint32_t>(inputs_.size() - 1);
+}
+
+uint64_t JournalSink::Note(const RecordSpan& span) {
   const uint64_t id = next_origin_++;
-  spans_.emplace(id, std::move(span));
+  spans_.emplace(id, span);
   return id;
 }
 
@@ -152,9 +157,10 @@ Status JournalSink::Send(OutgoingChunk chunk) {
     auto it = spans_.find(id);
     if (it == spans_.end()) continue;
     const RecordSpan& span = it->second;
+    const std::string& path = inputs_.at(span.input);
     int input = 0;
-    while (input < entry.inputs_size() && entry.inputs(input) != span.input) ++input;
-    if (input == entry.inputs_size()) entry.add_inputs(span.input);
+    while (input < entry.inputs_size() && entry.inputs(input) != path) ++input;
+    if (input == entry.inputs_size()) entry.add_inputs(path);
     proto::ShipJournalSpan* s = entry.add_spans();
     s->set_input(static_cast<uint32_t>(input));
     s->set_dev(span.dev);

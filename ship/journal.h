@@ -52,9 +52,10 @@ class Registry;
 
 namespace logdex::ship {
 
-// Where a record's lines came from: the file and the byte range.
+// Where a record's lines came from: the input (JournalSink::AddInput), the
+// file and the byte range.
 struct RecordSpan {
-  std::string input;  // absolute path (the checkpoint key)
+  uint32_t input = 0;
   uint64_t dev = 0, ino = 0;
   uint64_t start = 0, end = 0;
 };
@@ -81,9 +82,11 @@ class JournalSink final : public ChunkSink {
   // sink again and returns the records they hold. Call once, before Send().
   Result<JournalReplay> Replay();
 
+  // Names an input (its absolute path, the checkpoint key) for RecordSpan.
+  uint32_t AddInput(std::string path);
   // Records the span of a record given to the chunker; returns the id to put
   // in its RecordView::origin (never 0).
-  uint64_t Note(RecordSpan span);
+  uint64_t Note(const RecordSpan& span);
 
   Status Send(OutgoingChunk chunk) override;
   void Poll(int timeout_ms) override;
@@ -118,6 +121,7 @@ class JournalSink final : public ChunkSink {
   prometheus::Counter* entries_ = nullptr;
   uint64_t max_sequence_ = 0;
   uint64_t next_origin_ = 1;
+  std::vector<std::string> inputs_;
   std::unordered_map<uint64_t, RecordSpan> spans_;  // noted, not yet in a sent chunk
   std::vector<OutgoingChunk> queued_;
   std::string buffer_;  // queued entries, framed

@@ -59,6 +59,7 @@ struct Pipeline::Impl {
     std::map<JournalReplay::FileKey, std::unordered_set<uint64_t>> replayed_ends;
     // Between the assembler and the chunker (OnInputRecord).
     std::unique_ptr<RecordSink> origin;
+    uint32_t journal_input = 0;  // JournalSink::AddInput
   };
   // Gives each record of an input its span (journal) or skips it (replay).
   struct OriginSink final : RecordSink {
@@ -355,7 +356,7 @@ struct Pipeline::Impl {
       }
     }
     RecordView copy = r;
-    copy.origin = sink.Note({in.path, start->dev, start->ino, start->offset, end->offset});
+    copy.origin = sink.Note({in.journal_input, start->dev, start->ino, start->offset, end->offset});
     return chunker->OnRecord(copy);
   }
 
@@ -405,6 +406,7 @@ struct Pipeline::Impl {
       if (!parser.ok()) return parser.error();
       in.parser = std::move(*parser);
       in.origin = std::make_unique<OriginSink>(*this, inputs.size());
+      in.journal_input = sink.AddInput(in.path);
       in.assembler = std::make_unique<RecordAssembler>(*in.parser, *in.origin, options.assembler);
       if (resume && options.parser.format == Format::kAuto) {
         // Go on with the format the input had chosen: a new choice from
