@@ -15,6 +15,7 @@
 
 #include "common/crc32c.h"
 #include "proto/logdex.pb.h"
+#include "common/ids.h"
 
 namespace logdex::ship {
 namespace {
@@ -28,11 +29,19 @@ std::string SegmentName(const std::string& dir, uint64_t n) {
   return dir + "/" + name;
 }
 
-// Segment numbers present in `dir`, ascending.
-std::vector<uint64_t> ListSegments(const std::string& dir) {
+int64_t NowS() {
+  return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+// Segment numbers present in `dir`, ascending; `*error` set when it cannot be listed.
+std::vector<uint64_t> ListSegments(const std::string& dir, std::error_code* error = nullptr) {
   std::vector<uint64_t> out;
   std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+  std::filesystem::directory_iterator it(dir, ec);
+  if (error) *error = ec;
+  if (ec) return out;
+  for (const auto& e : it) {
     const std::string name = e.path().filename().string();
     if (name.size() != 24 || !name.ends_with(".log")) continue;
     uint64_t n = 0;
@@ -67,6 +76,8 @@ void SyncDir(const std::string& dir) {
 
 }  // namespace
 
+uint64_t RecordHash(std::string_view message) { return Hash64(message); }
+
 JournalSink::JournalSink(ChunkSink& inner, std::string dir, uint64_t max_bytes, prometheus::Registry& registry)
     : inner_(inner), dir_(std::move(dir)), max_bytes_(max_bytes) {
   auto& errors = prometheus::BuildCounter()
@@ -94,7 +105,8 @@ Result<JournalReplay> JournalSink::Replay() {
   std::error_code ec;
   std::filesystem::create_directories(dir_, ec);
   if (ec) return Error{Errc::kIOError, "cannot create the journal directory " + dir_ + ": " + ec.message()};
-  const std::vector<uint64_t> segments = ListSegments(dir_);
+  const std::vector<uint64_t> segments = ListSegments(dir_, &ec);
+  if (ec) return Error{Errc::kIOError, "cannot list the journal directory " + dir_ + ": " + ec.message()};
   bytes_ = SegmentBytes();
   proto::ShipJournalEntry entry;
   for (uint64_t n : segments) {
@@ -110,14 +122,17 @@ Result<JournalReplay> JournalSink::Replay() {
           !entry.ParseFromArray(data.data() + at + 8, static_cast<int>(len))) {
         // Written last, never fsynced whole: its chunk was never sent.
         ++out.torn_entries;
-        spdlog::warn("ship: journal {}: the entry at byte {} is incomplete (a crash while writing it); "
-                     "its chunk was never sent, its lines are read again", path, at);
+        spdlog::warn("ship: journal {}: the entry at byte {} is incomplete (a crash or a failed write while it "
+                     "was written): its chunk is not sent again and its lines are read again", path, at);
         break;
       }
       at += 8 + len;
       for (const proto::ShipJournalSpan& s : entry.spans()) {
         if (s.input() >= static_cast<uint32_t>(entry.inputs_size())) continue;
-        out.records[entry.inputs(static_cast<int>(s.input()))][{s.dev(), s.ino()}][s.start()] = s.end();
+        out.records[entry.inputs(static_cast<int>(s.input()))][{s.dev(), s.ino()}][s.start()] = {s.end(), s.hash()};
+      }
+      for (int i = 0; i < entry.formats_size() && i < entry.inputs_size(); ++i) {
+        if (!entry.formats(i).empty()) out.formats[entry.inputs(i)] = entry.formats(i);
       }
       OutgoingChunk chunk;
       chunk.key = entry.key();
@@ -135,7 +150,12 @@ Result<JournalReplay> JournalSink::Replay() {
 
 uint32_t JournalSink::AddInput(std::string path) {
   inputs_.push_back(std::move(path));
+  input_formats_.emplace_back();
   return static_cast<uint32_t>(inputs_.size() - 1);
+}
+
+void JournalSink::SetInputFormat(uint32_t input, std::string_view format) {
+  if (input_formats_.at(input) != format) input_formats_[input] = format;
 }
 
 uint64_t JournalSink::Note(const RecordSpan& span) {
@@ -160,16 +180,27 @@ Status JournalSink::Send(OutgoingChunk chunk) {
     const std::string& path = inputs_.at(span.input);
     int input = 0;
     while (input < entry.inputs_size() && entry.inputs(input) != path) ++input;
-    if (input == entry.inputs_size()) entry.add_inputs(path);
+    if (input == entry.inputs_size()) {
+      entry.add_inputs(path);
+      entry.add_formats(input_formats_[span.input]);
+    }
     proto::ShipJournalSpan* s = entry.add_spans();
     s->set_input(static_cast<uint32_t>(input));
     s->set_dev(span.dev);
     s->set_ino(span.ino);
     s->set_start(span.start);
     s->set_end(span.end);
+    s->set_hash(span.hash);
     spans_.erase(it);
   }
   const std::string bytes = entry.SerializeAsString();
+  if (bytes.size() > kMaxEntryBytes) {  // a replay would refuse it: send it unjournaled
+    full_->Increment();
+    spdlog::warn("ship: chunk {} is too large for the journal ({} bytes): sent unjournaled", chunk.sequence,
+                 bytes.size());
+    queued_.push_back(std::move(chunk));
+    return Flush();
+  }
   PutU32(buffer_, static_cast<uint32_t>(bytes.size()));
   PutU32(buffer_, Crc32c(bytes));
   buffer_ += bytes;
@@ -191,8 +222,7 @@ uint64_t JournalSink::SegmentBytes() const {
 
 void JournalSink::JournalError(prometheus::Counter* counter, const std::string& what) {
   counter->Increment(static_cast<double>(queued_.size()));
-  const int64_t now_s =
-      std::chrono::duration_cast<std::chrono::seconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  const int64_t now_s = NowS();
   if (!last_error_log_s_ || now_s - *last_error_log_s_ >= 60) {
     last_error_log_s_ = now_s;
     spdlog::error("ship: cannot write the journal ({}); chunks are sent unjournaled: after a crash the lines since "
@@ -202,11 +232,13 @@ void JournalSink::JournalError(prometheus::Counter* counter, const std::string& 
 
 Status JournalSink::WriteQueued() {
   if (fd_ < 0) {
+    // After a write error, no new segment file every flush: one try a minute.
+    if (write_retry_s_ && NowS() < *write_retry_s_) return Error{Errc::kIOError, "retrying once a minute"};
     std::error_code ec;
     std::filesystem::create_directories(dir_, ec);
     const uint64_t n = last_segment_ + 1;
     const std::string path = SegmentName(dir_, n);
-    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    fd_ = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
     if (fd_ < 0) return Error{Errc::kIOError, "open " + path + ": " + std::strerror(errno)};
     segment_ = last_segment_ = n;
     SyncDir(dir_);
@@ -223,24 +255,45 @@ Status JournalSink::WriteQueued() {
 }
 
 Status JournalSink::Flush() {
+  if (failed_) return *failed_;
   if (queued_.empty()) return Status::Ok();
   if (bytes_ + buffer_.size() > max_bytes_) {
     JournalError(full_, "its segments would pass " + std::to_string(max_bytes_) +
                             " bytes: the chunks since the oldest undelivered checkpoint are all kept");
   } else if (Status s = WriteQueued(); !s.ok()) {
     JournalError(write_errors_, s.error().ToString());
-    // The segment may now hold part of an entry: start a new one next time.
-    if (fd_ >= 0) ::close(fd_);
+    // The segment may now hold part of an entry: start a new one, later.
+    if (fd_ >= 0) {
+      ::close(fd_);
+      std::error_code ec;
+      const std::string path = SegmentName(dir_, segment_);
+      if (std::filesystem::file_size(path, ec) == 0 && !ec) std::filesystem::remove(path, ec);
+    }
     fd_ = -1;
+    segment_ = 0;
+    write_retry_s_ = NowS() + 60;
   } else {
+    write_retry_s_.reset();
     bytes_ += buffer_.size();
     entries_->Increment(static_cast<double>(queued_.size()));
   }
   buffer_.clear();
   std::vector<OutgoingChunk> chunks = std::move(queued_);
   queued_.clear();
-  for (OutgoingChunk& c : chunks) {
-    if (Status s = inner_.Send(std::move(c)); !s.ok()) return s;
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    const uint64_t sequence = chunks[i].sequence;
+    if (Status s = inner_.Send(std::move(chunks[i])); !s.ok()) {
+      // The sink cannot go on: the chunks not forwarded stay queued, so they
+      // stay unresolved (no checkpoint passes them; the journal has them).
+      for (size_t j = i + 1; j < chunks.size(); ++j) queued_.push_back(std::move(chunks[j]));
+      if (queued_.empty() || queued_.front().sequence > sequence) {
+        OutgoingChunk marker;  // the failed chunk itself: unresolved too
+        marker.sequence = sequence;
+        queued_.insert(queued_.begin(), std::move(marker));
+      }
+      failed_ = s;
+      return s;
+    }
   }
   return Status::Ok();
 }
@@ -261,9 +314,9 @@ DeliveryReport JournalSink::Finish(int64_t timeout_ms) {
   return inner_.Finish(timeout_ms);
 }
 
-uint64_t JournalSink::Rotate() {
-  if (!enabled()) return 0;
-  if (Status s = Flush(); !s.ok()) spdlog::error("ship: {}", s.ToString());
+Result<uint64_t> JournalSink::Rotate() {
+  if (!enabled()) return uint64_t{0};
+  if (Status s = Flush(); !s.ok()) return s.error();
   if (fd_ >= 0) {
     ::close(fd_);
     fd_ = -1;

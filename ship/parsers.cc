@@ -842,7 +842,10 @@ void LineParser::StartInput(int64_t fallback_ts_ms) {
 Format LineParser::Detect(std::span<const std::string_view> sample) { return impl_->Detect(sample); }
 
 void LineParser::Resume(Format chosen) {
-  if (impl_->options.format == Format::kAuto) impl_->chosen = chosen;
+  // Only a choice auto can make (a regex needs its options).
+  const bool choosable = std::find(std::begin(Impl::kAutoOrder), std::end(Impl::kAutoOrder), chosen) !=
+                         std::end(Impl::kAutoOrder);
+  if (impl_->options.format == Format::kAuto && (choosable || chosen == Format::kAuto)) impl_->chosen = chosen;
 }
 
 Format LineParser::detected() const {

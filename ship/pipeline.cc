@@ -7,6 +7,7 @@
 #include <spdlog/spdlog.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
@@ -51,12 +52,18 @@ struct Pipeline::Impl {
     bool at_end = false;
     // With checkpoints: (line number, position at its start) of each line the
     // assembler still holds; `added` numbers the lines given to it.
-    std::deque<std::pair<uint64_t, FilePosition>> starts;
+    struct HeldLine {
+      uint64_t line;
+      FilePosition start;
+      uint64_t end;  // offset just past it, in its file
+    };
+    std::deque<HeldLine> starts;
     uint64_t added = 0;
     // After a crash: the records of this input that journaled chunks hold
     // (start -> end offset, per file), and where they ended.
-    std::map<JournalReplay::FileKey, std::unordered_map<uint64_t, uint64_t>> replayed;
+    std::map<JournalReplay::FileKey, std::unordered_map<uint64_t, JournalReplay::Span>> replayed;
     std::map<JournalReplay::FileKey, std::unordered_set<uint64_t>> replayed_ends;
+    std::map<JournalReplay::FileKey, uint64_t> replay_horizon;  // the furthest journaled end
     // Between the assembler and the chunker (OnInputRecord).
     std::unique_ptr<RecordSink> origin;
     uint32_t journal_input = 0;  // JournalSink::AddInput
@@ -203,7 +210,7 @@ struct Pipeline::Impl {
         [&](std::string_view line) {
           if (checkpoints) {
             const FilePosition at = in.tailer->line_position();
-            in.starts.emplace_back(++in.added, at);
+            in.starts.push_back({++in.added, at, in.tailer->line_end()});
             // A journaled record ended here (the first run flushed it on an
             // idle tail): end it here again, so the records read again are
             // the ones the journal holds.
@@ -258,7 +265,7 @@ struct Pipeline::Impl {
   // record left pending when the sample is parsed).
   static void TrimStarts(Input& in) {
     const uint64_t first = in.assembler->first_held_line();
-    while (!in.starts.empty() && (first == 0 || in.starts.front().first < first)) in.starts.pop_front();
+    while (!in.starts.empty() && (first == 0 || in.starts.front().line < first)) in.starts.pop_front();
     if (!in.assembler->sampling() && in.starts.size() > 2) {
       in.starts.erase(in.starts.begin() + 1, in.starts.end() - 1);
     }
@@ -270,7 +277,7 @@ struct Pipeline::Impl {
   std::optional<FilePosition> SafePosition(const Input& in) const {
     const uint64_t first = in.assembler->first_held_line();
     if (first == 0) return in.tailer->position();
-    if (!in.starts.empty() && in.starts.front().first == first) return in.starts.front().second;
+    if (!in.starts.empty() && in.starts.front().line == first) return in.starts.front().start;
     return std::nullopt;
   }
 
@@ -282,6 +289,7 @@ struct Pipeline::Impl {
   // still resolve) and the ones after it are thinned.
   Status MaybeBarrier() {
     if (!checkpoints) return Status::Ok();
+    for (Input& in : inputs) PruneReplay(in);
     const int64_t now = clock.MonotonicNs();
     if (!last_barrier_ns || now - *last_barrier_ns >= options.checkpoint_interval_ms * 1'000'000) {
       Barrier b;
@@ -294,7 +302,11 @@ struct Pipeline::Impl {
       if (known) {
         Status s = chunker->FlushAll();
         if (!s.ok()) return s;
-        b.journal_segment = sink.Rotate();
+        auto segment = sink.Rotate();
+        if (!segment.ok()) return segment.error();
+        // While records the journal holds from before a restart lie ahead,
+        // no segment goes: a crash now must still find them.
+        b.journal_segment = ReplayPending() ? 0 : *segment;
         b.sequence = sink.max_sequence();
         barriers.push_back(std::move(b));
         last_barrier_ns = now;
@@ -314,31 +326,60 @@ struct Pipeline::Impl {
   }
 
   // What a checkpoint keeps of an input's format: the choice, once made.
-  static std::string FormatAt(const Input& in) {
-    return in.assembler->sampled() ? std::string(FormatName(in.parser->detected())) : std::string();
+  // (Only for --format auto: an explicit format is the options'.)
+  std::string FormatAt(const Input& in) const {
+    if (options.parser.format != Format::kAuto || !in.assembler->sampled()) return "";
+    return std::string(FormatName(in.parser->detected()));
   }
 
-  // The start of line `n` of `in`, if the pipeline still knows it; n past
-  // the last line read: where the tailer is.
-  std::optional<FilePosition> LinePosition(const Input& in, uint64_t n) const {
-    if (n == in.added + 1) return in.tailer->position();
+  // Line `n` of `in`, if the pipeline still knows it.
+  static const Input::HeldLine* Line(const Input& in, uint64_t n) {
     for (auto it = in.starts.rbegin(); it != in.starts.rend(); ++it) {
-      if (it->first == n) return it->second;
-      if (it->first < n) break;
+      if (it->line == n) return &*it;
+      if (it->line < n) break;
     }
-    return std::nullopt;
+    return nullptr;
+  }
+
+  // After a restart: once every record the journal holds for `in` has been
+  // read again (the oldest line it holds starts past the furthest journaled
+  // end of its file, or it reads another file), forgets them.
+  void PruneReplay(Input& in) {
+    if (in.replayed.empty()) return;
+    const std::optional<FilePosition> safe = SafePosition(in);
+    if (!safe || (safe->dev == 0 && safe->ino == 0)) return;
+    for (auto it = in.replay_horizon.begin(); it != in.replay_horizon.end();) {
+      const bool current = it->first.dev == safe->dev && it->first.ino == safe->ino;
+      if (!current || safe->offset >= it->second) {
+        in.replayed.erase(it->first);
+        in.replayed_ends.erase(it->first);
+        it = in.replay_horizon.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+
+  bool ReplayPending() const {
+    return std::any_of(inputs.begin(), inputs.end(), [](const Input& in) { return !in.replayed.empty(); });
   }
 
   // A record of an input on its way to the chunker. With a journal: skipped
   // if a journaled chunk holds it (a restart), else given its span.
   Status OnInputRecord(Input& in, const RecordView& r) {
     if (!sink.enabled() || in.path == "-") return chunker->OnRecord(r);
-    const std::optional<FilePosition> start = LinePosition(in, r.first_line);
-    const std::optional<FilePosition> end = LinePosition(in, r.first_line + r.lines);
-    if (!start || !end) return chunker->OnRecord(r);  // not expected: shipped, just not journaled
-    if (auto f = in.replayed.find({start->dev, start->ino}); f != in.replayed.end()) {
-      if (auto it = f->second.find(start->offset); it != f->second.end()) {
-        const bool same = end->dev == start->dev && end->ino == start->ino && it->second == end->offset;
+    const Input::HeldLine* first = Line(in, r.first_line);
+    const Input::HeldLine* last = Line(in, r.first_line + r.lines - 1);
+    if (!first || !last) return chunker->OnRecord(r);  // not expected: shipped, just not journaled
+    const FilePosition& start = first->start;
+    const uint64_t end = last->start.dev == start.dev && last->start.ino == start.ino ? last->end : start.offset;
+    const uint64_t hash = RecordHash(r.message);
+    if (options.parser.format == Format::kAuto) sink.SetInputFormat(in.journal_input, FormatAt(in));
+    if (auto f = in.replayed.find({start.dev, start.ino}); f != in.replayed.end()) {
+      if (auto it = f->second.find(start.offset); it != f->second.end()) {
+        // The same lines, not others at the same offsets (a file rewritten in place).
+        const bool same = it->second.end == end && it->second.hash == hash;
+        const uint64_t journaled_end = it->second.end;
         f->second.erase(it);
         if (same) {
           replay_skipped->Increment();
@@ -348,15 +389,15 @@ struct Pipeline::Impl {
         const int64_t now = clock.MonotonicNs();
         if (!last_mismatch_log_ns || now - *last_mismatch_log_ns >= 60'000'000'000) {
           last_mismatch_log_ns = now;
-          spdlog::warn("ship: {}: the record at byte {} read again after a restart ends at byte {}, the journaled "
-                       "one at {}: shipped again (the store may hold its lines twice; "
-                       "logdex_ship_journal_mismatched_records_total)",
-                       in.path, start->offset, end->offset, it->second);
+          spdlog::warn("ship: {}: the record at byte {} read again after a restart (ending at byte {}) is not the "
+                       "journaled one (ending at {}, or other bytes): shipped again (the store may hold its lines "
+                       "twice; logdex_ship_journal_mismatched_records_total)",
+                       in.path, start.offset, end, journaled_end);
         }
       }
     }
     RecordView copy = r;
-    copy.origin = sink.Note({in.journal_input, start->dev, start->ino, start->offset, end->offset});
+    copy.origin = sink.Note({in.journal_input, start.dev, start.ino, start.offset, end, hash});
     return chunker->OnRecord(copy);
   }
 
@@ -373,7 +414,20 @@ struct Pipeline::Impl {
       for (const auto& [file, spans] : in.replayed) {
         records += spans.size();
         auto& ends = in.replayed_ends[file];
-        for (const auto& [start, end] : spans) ends.insert(end);
+        uint64_t& horizon = in.replay_horizon[file];
+        for (const auto& [start, span] : spans) {
+          ends.insert(span.end);
+          horizon = std::max(horizon, span.end);
+        }
+      }
+      // An auto-format input whose checkpoint was taken while it sampled its
+      // first lines: it goes on with the format those records were read with.
+      if (auto f = replay->formats.find(in.path);
+          f != replay->formats.end() && options.parser.format == Format::kAuto && !in.assembler->sampled()) {
+        if (auto format = ParseFormatName(f->second)) {
+          in.parser->Resume(*format);
+          in.assembler->Resume();
+        }
       }
     }
     replay_chunks->Increment(static_cast<double>(replay->chunks));
@@ -494,7 +548,8 @@ struct Pipeline::Impl {
           spdlog::warn("ship: cannot save checkpoints: {}", cs.ToString());
         } else {
           checkpoints_saved->Increment();
-          sink.Release(sink.Rotate());  // every chunk delivered, every line before the positions
+          // Every chunk delivered, every line before the positions.
+          if (auto segment = sink.Rotate(); segment.ok()) sink.Release(*segment);
         }
       } else {
         ResolveBarriers();

@@ -18,8 +18,10 @@
 // sequences (the store keeps one copy), reads from the last saved barrier,
 // skips the records those chunks hold and ends multi-line records where the
 // journal says they ended; an auto-format input resumes with the format it
-// had chosen (kept in the checkpoint). Exactly once, unless the journal could
-// not be written (counted, logged: at-least-once then).
+// had chosen (kept in the checkpoint and the journal). Exactly once, except
+// where counted and logged: the journal could not be written or was full
+// (at-least-once then), or a record read again differs from the journaled
+// one at its offset (shipped again).
 //
 // Not thread-safe; Run() drives everything on the calling thread.
 #pragma once

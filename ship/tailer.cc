@@ -119,6 +119,7 @@ Status FileTailer::EmitPartial(const LineFn& fn) {
   buf_.clear();
   line_start_ = offset_;
   offset_ += rest.size();
+  line_end_ = offset_;
   ++stats_.lines;
   return fn(rest);
 }
@@ -161,6 +162,7 @@ Status FileTailer::CheckRotationOrTruncation(const LineFn& fn, bool* switched) {
       size_t end = static_cast<const char*>(nl) - buf_.data();
       ++stats_.lines;
       line_start_ = offset_ + start;
+      line_end_ = offset_ + end + 1;
       Status s = fn(std::string_view(buf_).substr(start, end - start));
       if (!s.ok()) return s;
       start = end + 1;
@@ -248,6 +250,9 @@ Result<size_t> FileTailer::Read(const LineFn& fn, size_t max_bytes) {
     total += static_cast<size_t>(n);
     stats_.bytes += static_cast<uint64_t>(n);
     buf_.append(block_.data(), static_cast<size_t>(n));
+    // Before the lines go out: their line_position() (a checkpoint) carries
+    // the fingerprint a restart checks the file's content against.
+    if (fingerprint_len_ < kFingerprintBytes) UpdateFingerprint();
     size_t start = 0;
     for (;;) {
       const void* nl = std::memchr(buf_.data() + start, '\n', buf_.size() - start);
@@ -256,13 +261,13 @@ Result<size_t> FileTailer::Read(const LineFn& fn, size_t max_bytes) {
       if (end - start > options_.max_line_bytes) end = start + options_.max_line_bytes, nl = nullptr;
       ++stats_.lines;
       line_start_ = offset_ + start;
+      line_end_ = offset_ + (nl ? end + 1 : end);
       Status s = fn(std::string_view(buf_).substr(start, end - start));
       if (!s.ok()) return s.error();
       start = nl ? end + 1 : end;
     }
     offset_ += start;
     buf_.erase(0, start);
-    if (fingerprint_len_ < kFingerprintBytes) UpdateFingerprint();
     if (max_bytes && total >= max_bytes) return total;
   }
 }

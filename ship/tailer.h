@@ -86,6 +86,9 @@ class FileTailer {
   // During a LineFn call: the position at the start of the line handed out
   // (resuming there reads that line again). Checkpoints at record boundaries.
   FilePosition line_position() const;
+  // During a LineFn call: the offset just past the line handed out (its
+  // newline included), in the same file.
+  uint64_t line_end() const { return line_end_; }
   const std::string& path() const { return path_; }
   const TailerStats& stats() const { return stats_; }
 
@@ -109,6 +112,7 @@ class FileTailer {
   uint64_t dev_ = 0, ino_ = 0;
   uint64_t offset_ = 0;    // file offset of buf_[0]
   uint64_t line_start_ = 0;  // file offset of the line being handed out
+  uint64_t line_end_ = 0;    // and just past it
   uint64_t fingerprint_ = 0;
   uint32_t fingerprint_len_ = 0;
   std::string buf_;        // bytes read, not yet handed out (a partial line)

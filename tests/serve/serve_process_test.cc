@@ -363,17 +363,27 @@ TEST_F(ServeProcess, ShipFollowKilledThreeTimesStoresEveryLineOnce) {
   const std::vector<std::string> ship_args = {LOGDEX_BINARY, "ship", "--follow", "--brokers", bootstrap,
                                               "--app", "killed", "--host", "h1", "--format", "auto",
                                               "--state-dir", dir_.path() + "/ship-state", "--no-progress", file};
-  std::mt19937 rng(std::random_device{}());
+  const unsigned seed = std::random_device{}();
+  std::mt19937 rng(seed);
+  std::printf("kill moments: seed %u\n", seed);
+  const std::string journal = dir_.path() + "/ship-state/journal";
+  auto journaled = [&] {  // a segment on disk: chunks a kill leaves to replay
+    std::error_code ec;
+    return std::filesystem::exists(journal, ec) && !std::filesystem::is_empty(journal, ec);
+  };
   std::string ship_logs;
   for (int run = 0; run < 4; ++run) {
     const std::string log = Log("ship" + std::to_string(run));
     auto ship = std::make_unique<Process>(ship_args, log);
     ASSERT_TRUE(ship->started());
     // Runs while 150-450 more lines arrive (1.5-4.5 s: across a checkpoint
-    // interval of 2 s, so kills land before, between and after checkpoints).
-    const uint64_t until = written.load() + 150 + rng() % 300;
-    ASSERT_TRUE(WaitFor([&] { return written.load() >= until || !ship->running(); }, 120'000));
+    // interval of 2 s, so kills land before, between and after checkpoints),
+    // and until the journal holds something to replay.
+    const uint64_t more = 150 + rng() % 300;
+    const uint64_t until = written.load() + more;
+    ASSERT_TRUE(WaitFor([&] { return (written.load() >= until && journaled()) || !ship->running(); }, 120'000));
     ASSERT_TRUE(ship->running()) << ship->Log();
+    std::printf("run %d: stopped after %llu more lines\n", run, static_cast<unsigned long long>(more));
     if (run < 3) {
       ship->Signal(SIGKILL);
     } else {

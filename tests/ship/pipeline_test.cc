@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -322,6 +323,170 @@ TEST(Pipeline, ACrashAfterAnIdleFlushReplaysTheJournalAndStoresEveryLineOnce) {
   std::vector<std::filesystem::path> left;
   for (const auto& e : std::filesystem::directory_iterator(crashed + "/journal")) left.push_back(e.path());
   EXPECT_TRUE(left.empty()) << left.size() << " segments left after a clean stop";
+}
+
+// Calls `on_poll` whenever the pipeline polls it (once per loop, busy or not).
+struct PollHookSink : CapturingChunkSink {
+  std::function<void()> on_poll;
+  void Poll(int) override {
+    if (on_poll) on_poll();
+  }
+};
+
+// One follow run of `o` (its state_dir) that calls `script(step)` at every
+// wait. At `crash_step` (0: never) the state is copied to `crash_dir` as a
+// SIGKILL would leave it, and the chunks delivered so far are what the
+// return holds; the run stops at `stop_step`. Without a crash: every chunk.
+// `crash_at_poll`: the crash comes at that sink poll instead (a busy loop
+// polls between reads, without waiting).
+std::vector<OutgoingChunk> RunFollow(PipelineOptions o, ManualClock& clock, const std::function<void(int)>& script,
+                                     int crash_step, int stop_step, const std::string& crash_dir,
+                                     prometheus::Registry& registry, int crash_at_poll = 0) {
+  std::atomic<bool> stop{false};
+  int step = 0, polls = 0;
+  PollHookSink sink;
+  std::vector<OutgoingChunk> at_crash;
+  bool crashed = false;
+  auto crash = [&] {
+    std::filesystem::copy(o.state_dir, crash_dir, std::filesystem::copy_options::recursive);
+    at_crash = sink.chunks;
+    crashed = true;
+  };
+  sink.on_poll = [&] {
+    if (++polls == crash_at_poll) crash();
+  };
+  o.wait = [&](int64_t ms) {
+    clock.AdvanceMs(ms);
+    ++step;
+    if (script) script(step);
+    if (step == crash_step) crash();
+    if (step >= stop_step) stop = true;
+  };
+  auto seq = SequenceAllocator::Open(o.state_dir);
+  EXPECT_TRUE(seq.ok());
+  if (!seq.ok()) return {};
+  Pipeline p(o, sink, **seq, clock, registry);
+  auto r = p.Run(&stop);
+  EXPECT_TRUE(r.ok()) << r.error().ToString();
+  return crashed ? at_crash : sink.chunks;
+}
+
+// An auto-format input checkpointed while it sampled its first lines: the
+// sample (2 lines) was parsed on an idle tail, a stack frame came later as
+// a record of its own, then the crash. The restart goes on with the format
+// the journal says those records were read with (sampling again, the frame
+// would join the record before it: shipped twice).
+TEST(Pipeline, ARestartAfterACrashWhileSamplingReadsTheLinesAsTheFirstRunDid) {
+  TempDir dir;
+  const std::string f = dir.path() + "/app.log";
+  ManualClock clock(1'795'910'400'000);
+  const std::string l1 = "2026-11-29 00:00:00,000 INFO one", l2 = "2026-11-29 00:00:01,000 ERROR two";
+  const std::string frame = "\tat org.example.Worker.run(Worker.java:7)";
+  Append(f, l1 + "\n" + l2 + "\n");
+  PipelineOptions o = Base(f);
+  o.parser.format = Format::kAuto;
+  o.follow = true;
+  o.state_dir = dir.path() + "/state";
+  o.checkpoint_interval_ms = 3'600'000;
+  o.multiline_idle_ms = 500;
+  auto script = [&](int step) {
+    if (step == 10) Append(f, frame + "\n");
+  };
+  prometheus::Registry r1, r2;
+  std::vector<OutgoingChunk> all = RunFollow(o, clock, script, 20, 21, dir.path() + "/crashed", r1);
+  CheckpointStore cp(dir.path() + "/crashed");
+  ASSERT_TRUE(cp.Load().ok());
+  ASSERT_EQ(cp.Format(std::filesystem::absolute(f).string()), "") << "the checkpoint was not taken while sampling";
+  o.state_dir = dir.path() + "/crashed";
+  for (auto& c : RunFollow(o, clock, nullptr, 0, 5, "", r2)) all.push_back(std::move(c));
+  EXPECT_EQ(StoredMessages(all, clock), (std::multiset<std::string>{l1, l2, frame}));
+  EXPECT_EQ(CounterValue(r2, "logdex_ship_journal_mismatched_records_total"), 0);
+}
+
+// copytruncate (or a reused inode): after the crash the file is rewritten
+// with other lines at the same offsets. They are new records: shipped, not
+// skipped as the journaled ones they sit where.
+TEST(Pipeline, ARestartShipsLinesWrittenInPlaceOfJournaledOnes) {
+  TempDir dir;
+  const std::string f = dir.path() + "/app.log";
+  ManualClock clock(1'795'910'400'000);
+  auto line = [](char c, int i) { return "2026-11-29 00:00:00,000 INFO line " + std::string(1, c) + std::to_string(i); };
+  Append(f, line('a', 1) + "\n" + line('a', 2) + "\n");
+  PipelineOptions o = Base(f);
+  o.follow = true;
+  o.state_dir = dir.path() + "/state";
+  o.checkpoint_interval_ms = 3'600'000;
+  prometheus::Registry r1, r2;
+  std::vector<OutgoingChunk> all = RunFollow(o, clock, nullptr, 20, 21, dir.path() + "/crashed", r1);
+  std::filesystem::resize_file(f, 0);
+  Append(f, line('b', 1) + "\n" + line('b', 2) + "\n");  // same lengths, same offsets
+  o.state_dir = dir.path() + "/crashed";
+  for (auto& c : RunFollow(o, clock, nullptr, 0, 5, "", r2)) all.push_back(std::move(c));
+  EXPECT_EQ(StoredMessages(all, clock),
+            (std::multiset<std::string>{line('a', 1), line('a', 2), line('b', 1), line('b', 2)}));
+}
+
+// A crash, then a second one while the restart is still reading the lines
+// the journal holds (past its first checkpoint: over 4 MiB): the first
+// checkpoint after a restart must not release the journal of the lines
+// still ahead of it, or the third run ships them again.
+TEST(Pipeline, ASecondCrashWhileReplayingStillFindsTheJournaledRecords) {
+  TempDir dir;
+  const std::string f = dir.path() + "/app.log";
+  ManualClock clock(1'795'910'400'000);
+  auto line = [](int i) { return "2026-11-29 00:00:00,000 INFO line " + std::to_string(i) + std::string(80, 'x'); };
+  std::vector<std::string> want = {line(0)};
+  Append(f, line(0) + "\n");
+  auto grow = [&](int step) {  // after run 1's first checkpoint (at the start): ~7 MiB, two 4 MiB reads
+    if (step != 1) return;
+    std::ofstream out(f, std::ios::binary | std::ios::app);
+    for (int i = 1; i < 60'000; ++i) {
+      want.push_back(line(i));
+      out << want.back() << '\n';
+    }
+  };
+  PipelineOptions o = Base(f);
+  o.follow = true;
+  o.state_dir = dir.path() + "/state";
+  o.checkpoint_interval_ms = 3'600'000;  // run 1: the checkpoint stays at the start
+  prometheus::Registry r1, r2, r3;
+  std::vector<OutgoingChunk> all = RunFollow(o, clock, grow, 5, 6, dir.path() + "/crash1", r1);
+  o.state_dir = dir.path() + "/crash1";
+  o.checkpoint_interval_ms = 0;  // run 2: a checkpoint after each read; the crash after the first
+  for (auto& c : RunFollow(o, clock, nullptr, 0, 2, dir.path() + "/crash2", r2, 2)) all.push_back(std::move(c));
+  CheckpointStore cp(dir.path() + "/crash2");
+  ASSERT_TRUE(cp.Load().ok());
+  auto at = cp.Get(std::filesystem::absolute(f).string());
+  ASSERT_TRUE(at.has_value());
+  ASSERT_GT(at->offset, 0u) << "the second crash came before run 2 checkpointed";
+  ASSERT_LT(at->offset, std::filesystem::file_size(f)) << "the second crash came after run 2 read everything";
+  o.state_dir = dir.path() + "/crash2";
+  for (auto& c : RunFollow(o, clock, nullptr, 0, 5, "", r3)) all.push_back(std::move(c));
+  const std::multiset<std::string> got = StoredMessages(all, clock);
+  EXPECT_EQ(got.size(), want.size());
+  EXPECT_TRUE(got == std::multiset<std::string>(want.begin(), want.end()));
+}
+
+// A checkpoint of a --format regex run, restarted with --format auto: the
+// saved choice is not one auto can make, so it is ignored (it used to crash).
+TEST(Pipeline, AnExplicitFormatInTheCheckpointIsIgnoredByAnAutoRestart) {
+  TempDir dir;
+  const std::string f = dir.path() + "/app.log";
+  ManualClock clock(1'795'910'400'000);
+  Append(f, "2026-11-29 00:00:00,000 INFO one\n");
+  PipelineOptions o = Base(f);
+  o.parser.format = Format::kRegex;
+  o.parser.regex = "^(?P<ts>\\S+ \\S+) (?P<level>\\w+) (?P<msg>.*)$";
+  o.follow = true;
+  o.state_dir = dir.path() + "/state";
+  prometheus::Registry r1, r2;
+  EXPECT_EQ(RunFollow(o, clock, nullptr, 0, 3, "", r1).size(), 1u);
+  Append(f, "2026-11-29 00:00:01,000 WARN two\n");
+  o.parser = ParserOptions{};  // auto
+  const auto chunks = RunFollow(o, clock, nullptr, 0, 3, "", r2);
+  CapturingChunkSink sink;
+  sink.chunks = chunks;
+  EXPECT_EQ(Messages(sink, clock), (std::vector<std::string>{"2026-11-29 00:00:01,000 WARN two"}));
 }
 
 // The journal cannot be written (its directory is gone, a file in its
