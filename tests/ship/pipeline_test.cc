@@ -238,93 +238,6 @@ double CounterValue(prometheus::Registry& registry, const std::string& name, con
   return -1;
 }
 
-// Issue 12 (exactly-once across crashes): a multi-line record the first run
-// ended on an idle tail (its stack frame came later, as a record of its
-// own), then a crash before the next checkpoint, and a torn journal entry. A
-// restart sends the journaled chunks again and reads the same lines into
-// the same records, skipping those: the store holds every line once, and
-// the frame stays a record of its own (joined, it would be shipped twice).
-TEST(Pipeline, ACrashAfterAnIdleFlushReplaysTheJournalAndStoresEveryLineOnce) {
-  TempDir dir;
-  const std::string f = dir.path() + "/app.log";
-  const std::string state = dir.path() + "/state";
-  const std::string crashed = dir.path() + "/crashed";
-  ManualClock clock(1'795'910'400'000);
-  auto line = [](int i, const char* sev = "INFO") {
-    return "2026-11-29 00:00:00,000 " + std::string(sev) + " line " + std::to_string(i);
-  };
-  Append(f, line(1) + "\n" + line(2) + "\n");
-
-  std::atomic<bool> stop{false};
-  int step = 0;
-  PipelineOptions o = Base(f);
-  o.follow = true;
-  o.state_dir = state;
-  o.checkpoint_interval_ms = 3'600'000;  // one barrier at the start, none after
-  o.multiline_idle_ms = 500;
-  CapturingChunkSink sink;
-  std::vector<OutgoingChunk> delivered_at_crash;
-  o.wait = [&](int64_t ms) {
-    clock.AdvanceMs(ms);
-    switch (++step) {
-      case 2: Append(f, line(3, "ERROR") + "\n"); break;           // pending...
-      case 12: Append(f, "\tat org.example.Worker.run(Worker.java:7)\n"); break;  // ...flushed before this
-      case 14: Append(f, line(4) + "\n" + line(5, "WARN") + "\n"); break;
-      case 30:  // the crash: the state as a SIGKILL would leave it
-        std::filesystem::copy(state, crashed, std::filesystem::copy_options::recursive);
-        delivered_at_crash = sink.chunks;
-        break;
-      case 31:
-        Append(f, line(6) + "\n");  // after the crash: only the restart reads it
-        stop = true;
-        break;
-    }
-  };
-  {
-    prometheus::Registry registry;
-    auto seq = SequenceAllocator::Open(state);
-    ASSERT_TRUE(seq.ok());
-    Pipeline p(o, sink, **seq, clock, registry);
-    ASSERT_TRUE(p.Run(&stop).ok());
-  }
-  ASSERT_FALSE(delivered_at_crash.empty());
-  // The crash also tore the entry being written (its chunk was never sent).
-  std::vector<std::filesystem::path> segments;
-  for (const auto& e : std::filesystem::directory_iterator(crashed + "/journal")) segments.push_back(e.path());
-  ASSERT_FALSE(segments.empty()) << "no journal segment at the crash";
-  std::sort(segments.begin(), segments.end());
-  Append(segments.back().string(), std::string("\x30\x00\x00\x00torn", 8));
-
-  stop = false;
-  step = 1000;
-  o.state_dir = crashed;
-  o.wait = [&](int64_t ms) {
-    clock.AdvanceMs(ms);
-    if (++step == 1010) stop = true;
-  };
-  prometheus::Registry registry;
-  auto seq = SequenceAllocator::Open(crashed);
-  ASSERT_TRUE(seq.ok());
-  CapturingChunkSink restarted;
-  {
-    Pipeline p(o, restarted, **seq, clock, registry);
-    ASSERT_TRUE(p.Run(&stop).ok());
-  }
-  std::vector<OutgoingChunk> all = delivered_at_crash;
-  all.insert(all.end(), restarted.chunks.begin(), restarted.chunks.end());
-  const std::multiset<std::string> want = {line(1), line(2), line(3, "ERROR"),
-                                           "\tat org.example.Worker.run(Worker.java:7)", line(4),
-                                           line(5, "WARN"), line(6)};
-  EXPECT_EQ(StoredMessages(all, clock), want);
-  EXPECT_GT(CounterValue(registry, "logdex_ship_journal_replayed_chunks_total"), 0);
-  EXPECT_GT(CounterValue(registry, "logdex_ship_journal_skipped_records_total"), 0);
-  EXPECT_EQ(CounterValue(registry, "logdex_ship_journal_mismatched_records_total"), 0);
-  // A clean stop: everything delivered, so no segment is left to replay.
-  std::vector<std::filesystem::path> left;
-  for (const auto& e : std::filesystem::directory_iterator(crashed + "/journal")) left.push_back(e.path());
-  EXPECT_TRUE(left.empty()) << left.size() << " segments left after a clean stop";
-}
-
 // Calls `on_poll` whenever the pipeline polls it (once per loop, busy or not).
 struct PollHookSink : CapturingChunkSink {
   std::function<void()> on_poll;
@@ -369,6 +282,57 @@ std::vector<OutgoingChunk> RunFollow(PipelineOptions o, ManualClock& clock, cons
   auto r = p.Run(&stop);
   EXPECT_TRUE(r.ok()) << r.error().ToString();
   return crashed ? at_crash : sink.chunks;
+}
+
+// Issue 12 (exactly-once across crashes): a multi-line record the first run
+// ended on an idle tail (its stack frame came later, as a record of its
+// own), then a crash before the next checkpoint, and a torn journal entry. A
+// restart sends the journaled chunks again and reads the same lines into
+// the same records, skipping those: the store holds every line once, and
+// the frame stays a record of its own (joined, it would be shipped twice).
+TEST(Pipeline, ACrashAfterAnIdleFlushReplaysTheJournalAndStoresEveryLineOnce) {
+  TempDir dir;
+  const std::string f = dir.path() + "/app.log";
+  const std::string crashed = dir.path() + "/crashed";
+  ManualClock clock(1'795'910'400'000);
+  auto line = [](int i, const char* sev = "INFO") {
+    return "2026-11-29 00:00:00,000 " + std::string(sev) + " line " + std::to_string(i);
+  };
+  const std::string frame = "\tat org.example.Worker.run(Worker.java:7)";
+  Append(f, line(1) + "\n" + line(2) + "\n");
+  PipelineOptions o = Base(f);
+  o.follow = true;
+  o.state_dir = dir.path() + "/state";
+  o.checkpoint_interval_ms = 3'600'000;  // one barrier at the start, none after
+  o.multiline_idle_ms = 500;
+  auto script = [&](int step) {
+    if (step == 2) Append(f, line(3, "ERROR") + "\n");  // pending...
+    if (step == 12) Append(f, frame + "\n");            // ...flushed before this
+    if (step == 14) Append(f, line(4) + "\n" + line(5, "WARN") + "\n");
+    if (step == 31) Append(f, line(6) + "\n");  // after the crash: only the restart reads it
+  };
+  prometheus::Registry first, registry;
+  std::vector<OutgoingChunk> all = RunFollow(o, clock, script, 30, 31, crashed, first);
+  ASSERT_FALSE(all.empty());
+  // The crash also tore the entry being written (its chunk was never sent).
+  std::vector<std::filesystem::path> segments;
+  for (const auto& e : std::filesystem::directory_iterator(crashed + "/journal")) segments.push_back(e.path());
+  ASSERT_FALSE(segments.empty()) << "no journal segment at the crash";
+  std::sort(segments.begin(), segments.end());
+  Append(segments.back().string(), std::string("\x30\x00\x00\x00torn", 8));
+
+  o.state_dir = crashed;
+  for (auto& c : RunFollow(o, clock, nullptr, 0, 10, "", registry)) all.push_back(std::move(c));
+  const std::multiset<std::string> want = {line(1), line(2), line(3, "ERROR"), frame, line(4), line(5, "WARN"),
+                                           line(6)};
+  EXPECT_EQ(StoredMessages(all, clock), want);
+  EXPECT_GT(CounterValue(registry, "logdex_ship_journal_replayed_chunks_total"), 0);
+  EXPECT_GT(CounterValue(registry, "logdex_ship_journal_skipped_records_total"), 0);
+  EXPECT_EQ(CounterValue(registry, "logdex_ship_journal_mismatched_records_total"), 0);
+  // A clean stop: everything delivered, so no segment is left to replay.
+  std::vector<std::filesystem::path> left;
+  for (const auto& e : std::filesystem::directory_iterator(crashed + "/journal")) left.push_back(e.path());
+  EXPECT_TRUE(left.empty()) << left.size() << " segments left after a clean stop";
 }
 
 // An auto-format input checkpointed while it sampled its first lines: the
