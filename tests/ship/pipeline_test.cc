@@ -224,6 +224,13 @@ std::multiset<std::string> StoredMessages(const std::vector<OutgoingChunk>& chun
   return {m.begin(), m.end()};
 }
 
+// Messages of `chunks`, in order.
+std::vector<std::string> MessagesOf(std::vector<OutgoingChunk> chunks, const Clock& clock) {
+  CapturingChunkSink sink;
+  sink.chunks = std::move(chunks);
+  return Messages(sink, clock);
+}
+
 // A counter's value (its series with label reason=`reason`, when given); -1 when absent.
 double CounterValue(prometheus::Registry& registry, const std::string& name, const std::string& reason = "") {
   for (const auto& family : registry.Collect()) {
@@ -447,10 +454,8 @@ TEST(Pipeline, AnExplicitFormatInTheCheckpointIsIgnoredByAnAutoRestart) {
   EXPECT_EQ(RunFollow(o, clock, nullptr, 0, 3, "", r1).size(), 1u);
   Append(f, "2026-11-29 00:00:01,000 WARN two\n");
   o.parser = ParserOptions{};  // auto
-  const auto chunks = RunFollow(o, clock, nullptr, 0, 3, "", r2);
-  CapturingChunkSink sink;
-  sink.chunks = chunks;
-  EXPECT_EQ(Messages(sink, clock), (std::vector<std::string>{"2026-11-29 00:00:01,000 WARN two"}));
+  EXPECT_EQ(MessagesOf(RunFollow(o, clock, nullptr, 0, 3, "", r2), clock),
+            (std::vector<std::string>{"2026-11-29 00:00:01,000 WARN two"}));
 }
 
 // The journal cannot be written (its directory is gone, a file in its
@@ -458,35 +463,22 @@ TEST(Pipeline, AnExplicitFormatInTheCheckpointIsIgnoredByAnAutoRestart) {
 TEST(Pipeline, AJournalThatCannotBeWrittenIsCountedAndDeliveryGoesOn) {
   TempDir dir;
   const std::string f = dir.path() + "/app.log";
-  const std::string state = dir.path() + "/state";
   ManualClock clock(1'795'910'400'000);
   auto line = [](int i) { return "2026-11-29 00:00:00,000 INFO line " + std::to_string(i); };
   Append(f, line(1) + "\n");
-  std::atomic<bool> stop{false};
-  int step = 0;
   PipelineOptions o = Base(f);
   o.follow = true;
-  o.state_dir = state;
+  o.state_dir = dir.path() + "/state";
   o.checkpoint_interval_ms = 0;  // a barrier (a new segment) every loop
-  o.wait = [&](int64_t ms) {
-    clock.AdvanceMs(ms);
-    switch (++step) {
-      case 3:
-        std::filesystem::remove_all(state + "/journal");
-        Append(state + "/journal", "not a directory\n");
-        Append(f, line(2) + "\n");
-        break;
-      case 10: stop = true; break;
-    }
+  auto script = [&](int step) {
+    if (step != 3) return;
+    std::filesystem::remove_all(o.state_dir + "/journal");
+    Append(o.state_dir + "/journal", "not a directory\n");
+    Append(f, line(2) + "\n");
   };
   prometheus::Registry registry;
-  auto seq = SequenceAllocator::Open(state);
-  ASSERT_TRUE(seq.ok());
-  CapturingChunkSink sink;
-  Pipeline p(o, sink, **seq, clock, registry);
-  auto r = p.Run(&stop);
-  ASSERT_TRUE(r.ok()) << r.error().ToString();
-  EXPECT_EQ(Messages(sink, clock), (std::vector<std::string>{line(1), line(2)}));
+  EXPECT_EQ(MessagesOf(RunFollow(o, clock, script, 0, 10, "", registry), clock),
+            (std::vector<std::string>{line(1), line(2)}));
   EXPECT_GT(CounterValue(registry, "logdex_ship_journal_errors_total", "write"), 0);
   EXPECT_EQ(CounterValue(registry, "logdex_ship_journal_errors_total", "full"), 0);
 }
@@ -499,23 +491,13 @@ TEST(Pipeline, AFullJournalIsCountedAndDeliveryGoesOn) {
   ManualClock clock(1'795'910'400'000);
   auto line = [](int i) { return "2026-11-29 00:00:00,000 INFO line " + std::to_string(i); };
   Append(f, line(1) + "\n" + line(2) + "\n");
-  std::atomic<bool> stop{false};
-  int step = 0;
   PipelineOptions o = Base(f);
   o.follow = true;
   o.state_dir = dir.path() + "/state";
   o.journal_max_bytes = 16;  // smaller than any entry
-  o.wait = [&](int64_t ms) {
-    clock.AdvanceMs(ms);
-    if (++step == 10) stop = true;
-  };
   prometheus::Registry registry;
-  auto seq = SequenceAllocator::Open(o.state_dir);
-  ASSERT_TRUE(seq.ok());
-  CapturingChunkSink sink;
-  Pipeline p(o, sink, **seq, clock, registry);
-  ASSERT_TRUE(p.Run(&stop).ok());
-  EXPECT_EQ(Messages(sink, clock), (std::vector<std::string>{line(1), line(2)}));
+  EXPECT_EQ(MessagesOf(RunFollow(o, clock, nullptr, 0, 10, "", registry), clock),
+            (std::vector<std::string>{line(1), line(2)}));
   EXPECT_GT(CounterValue(registry, "logdex_ship_journal_errors_total", "full"), 0);
   EXPECT_EQ(CounterValue(registry, "logdex_ship_journal_entries_total"), 0);
 }
