@@ -20,6 +20,13 @@
 #include "ship/framing.h"
 
 namespace logdex::ship {
+
+using parse::Format;
+using parse::FormatName;
+using parse::LineParser;
+using parse::ParseFormatName;
+using parse::RecordAssembler;
+
 namespace {
 
 // Forwards to the real sink and remembers the last sequence sent.

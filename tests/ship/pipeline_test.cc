@@ -18,6 +18,7 @@
 namespace logdex::ship {
 namespace {
 
+using parse::Format;
 using testing::CapturingChunkSink;
 
 void Append(const std::string& path, const std::string& text) {
