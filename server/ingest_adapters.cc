@@ -1,6 +1,7 @@
 #include "server/ingest_adapters.h"
 
 #include <map>
+#include <tuple>
 
 #include "parse/assembler.h"
 #include "parse/parsers.h"
@@ -11,8 +12,11 @@ struct ShipLineDecoder::Impl : public parse::RecordSink {
   std::string default_app, default_host;
   const Clock& clock;
   std::unique_ptr<parse::LineParser> json, text;
-  // Per message: records by (app, host).
-  std::map<std::pair<std::string, std::string>, proto::RecordBatch> streams;
+  // Per message: records by stream (app, host, severity), as `logdex ship`
+  // groups them, so that every chunk made has one severity and the indexer
+  // stores it as it is (a mixed one it would unpack, split by severity and
+  // pack again).
+  std::map<std::tuple<std::string, std::string, Severity>, proto::RecordBatch> streams;
   // Per message: the time a record whose own time ValidateChunk would refuse
   // takes (the Kafka message's), and how many did.
   int64_t restamp_ts = 0;
@@ -30,7 +34,7 @@ struct ShipLineDecoder::Impl : public parse::RecordSink {
                     std::string("a record names no ") + (app.empty() ? "app" : "host") +
                         " and the server has no default (consumer.default_" + (app.empty() ? "app" : "host") + ")");
     }
-    proto::LogRecord* out = streams[{app, host}].add_records();
+    proto::LogRecord* out = streams[{app, host, r.severity}].add_records();
     const bool restamp = !TimestampAccepted(r.ts_ms, clock.NowMs(), bounds);
     out->set_ts_ms(restamp ? restamp_ts : r.ts_ms);
     out->set_severity(SeverityCode(r.severity));
@@ -122,7 +126,7 @@ Result<std::vector<proto::LogChunk>> ShipLineDecoder::Decode(const InMessage& m,
   std::vector<proto::LogChunk> chunks;
   for (auto& [stream, batch] : d.streams) {
     PackOptions po;  // producer id and sequence are set by the BatchProcessor
-    chunks.push_back(PackChunk(stream.first, stream.second, batch, po));
+    chunks.push_back(PackChunk(std::get<0>(stream), std::get<1>(stream), batch, po));  // one severity
   }
   return chunks;
 }

@@ -13,7 +13,10 @@
 namespace logdex {
 
 // JSON lines and plain text lines (rsyslog omkafka, Fluent Bit, Vector) into
-// chunks, one per (app, host), through parse's LineParser and RecordAssembler.
+// chunks through parse's LineParser and RecordAssembler, one per stream
+// (app, host, severity) as `logdex ship` makes them: a message whose lines mix
+// severities yields one chunk per severity, each stored as it is (the indexer
+// never splits and repacks a chunk from this path by severity).
 // - json: one object per line; every line needs a timestamp field, else the
 //   message is dead-lettered (reason unparseable_lines);
 // - text: any format `logdex ship --format auto` knows; a line without a
