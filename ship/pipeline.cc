@@ -26,6 +26,8 @@ using parse::FormatName;
 using parse::LineParser;
 using parse::ParseFormatName;
 using parse::RecordAssembler;
+using parse::RecordSink;
+using parse::RecordView;
 
 namespace {
 
