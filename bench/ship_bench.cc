@@ -35,10 +35,10 @@
 #include "common/result.h"
 #include "consumer/embedded_kafka.h"
 #include "consumer/kafka_clients.h"
-#include "ship/assembler.h"
+#include "parse/assembler.h"
+#include "parse/parsers.h"
 #include "ship/chunker.h"
 #include "ship/kafka_producer.h"
-#include "ship/parsers.h"
 #include "ship/tailer.h"
 
 namespace logdex {
@@ -154,7 +154,7 @@ double SimdjsonLimit(const std::string& file, uint64_t lines) {
   return lines / cpu;
 }
 
-json BenchOne(const std::string& sample_name, ship::Format format, const std::string& file, uint64_t lines) {
+json BenchOne(const std::string& sample_name, parse::Format format, const std::string& file, uint64_t lines) {
   const uint64_t bytes = std::filesystem::file_size(file);
   // Baseline 1: cat (read the file in 1 MiB blocks), after a warm-up read.
   std::string buf(1 << 20, '\0');
@@ -192,9 +192,9 @@ json BenchOne(const std::string& sample_name, ship::Format format, const std::st
 
   // The ship path: tailer -> parser -> assembler -> chunker (snappy, crc32c).
   ManualClock clock(SystemClock::Instance().NowMs());  // linger never fires: size thresholds only
-  ship::ParserOptions po;
+  parse::ParserOptions po;
   po.format = format;
-  auto parser = ship::LineParser::Create(po, clock);
+  auto parser = parse::LineParser::Create(po, clock);
   LOGDEX_CHECK(parser.ok());
   auto seq = ship::SequenceAllocator::InMemory(1);
   NullSink sink;
@@ -202,9 +202,9 @@ json BenchOne(const std::string& sample_name, ship::Format format, const std::st
   co.app = "bench";
   co.host = "h1";
   ship::Chunker chunker(co, *seq, sink, clock);
-  ship::AssemblerOptions ao;
-  ao.multiline = format != ship::Format::kJson;  // as `logdex ship --format json`
-  ship::RecordAssembler assembler(**parser, chunker, ao);
+  parse::AssemblerOptions ao;
+  ao.multiline = format != parse::Format::kJson;  // as `logdex ship --format json`
+  parse::RecordAssembler assembler(**parser, chunker, ao);
   ship::FileTailer tailer(file, ship::TailerOptions{});
   c0 = CpuSeconds();
   w0 = WallSeconds();
@@ -220,14 +220,14 @@ json BenchOne(const std::string& sample_name, ship::Format format, const std::st
 
   const double mb = bytes / 1e6;
   json limit;
-  if (format == ship::Format::kJson) {
+  if (format == parse::Format::kJson) {
     const double simd = SimdjsonLimit(file, lines);
     limit = {{"baseline_simdjson_parse_lines_per_s_per_core", R2(simd)},
              {"ratio_ship_to_simdjson_parse", R2((lines / ship_cpu) / simd)}};
   }
   json result = {{"benchmark", "ship_parse_chunk"},
           {"sample", sample_name},
-          {"format", std::string(ship::FormatName(format))},
+          {"format", std::string(parse::FormatName(format))},
           {"input_bytes", bytes},
           {"lines", lines},
           {"unparsed_lines", assembler.unparsed_lines()},
@@ -358,8 +358,8 @@ int RunShipBench(const BenchOptions& o) {
   }
   const uint64_t target = static_cast<uint64_t>((1ull << 30) * o.scale);
   int rc = 0;
-  for (const auto& [name, format] : {std::pair<std::string, ship::Format>{"HDFS", ship::Format::kAuto},
-                                     std::pair<std::string, ship::Format>{"Spark", ship::Format::kAuto}}) {
+  for (const auto& [name, format] : {std::pair<std::string, parse::Format>{"HDFS", parse::Format::kAuto},
+                                     std::pair<std::string, parse::Format>{"Spark", parse::Format::kAuto}}) {
     const std::string sample = (std::filesystem::path(o.data_dir) / (name + "_2k.log")).string();
     if (!std::filesystem::exists(sample)) {
       std::printf("%s\n", json{{"benchmark", "ship_parse_chunk"}, {"error", "no sample " + sample}}.dump().c_str());
@@ -377,7 +377,7 @@ int RunShipBench(const BenchOptions& o) {
     std::ofstream(sample, std::ios::binary) << JsonSample(SystemClock::Instance().NowMs());
     const std::string file = dir + "/json_replicated.jsonl";
     const uint64_t lines = Replicate(sample, file, target / 2);
-    std::printf("%s\n", BenchOne("json", ship::Format::kJson, file, lines).dump().c_str());
+    std::printf("%s\n", BenchOne("json", parse::Format::kJson, file, lines).dump().c_str());
     std::fflush(stdout);
     std::filesystem::remove(file);
     std::filesystem::remove(sample);

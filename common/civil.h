@@ -1,5 +1,5 @@
 // Proleptic Gregorian dates <-> days since 1970-01-01, for every parser and
-// formatter of times (common/time_parse.cc, ship/timestamp.cc): Abseil's
+// formatter of times (common/time_parse.cc, parse/timestamp.cc): Abseil's
 // civil-time types (Debian's libabsl-dev), whose years span int64, so any
 // int64 of milliseconds formats.
 #pragma once

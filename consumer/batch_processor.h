@@ -26,7 +26,7 @@ namespace logdex {
 
 enum class InputFormat { kChunk, kJson, kText };
 
-// Converts a message of JSON or text lines into chunks (one per stream).
+// Converts a message of JSON or text lines into chunks, one per (app, host, severity).
 // Errors are reasons for the dead-letter topic.
 class LineDecoder {
  public:

@@ -322,7 +322,9 @@ ChunkResult<StagedChunk> Indexer::Stage(const proto::LogChunk& chunk, std::strin
     return staged;
   }
 
-  // Split by (severity, time window); each group becomes a stored chunk.
+  // Split by (severity, time window); each group becomes a stored chunk. Mixed
+  // severities come from other producers: ship and serve's line input make
+  // one chunk per (app, host, severity).
   std::map<std::pair<uint8_t, int64_t>, proto::RecordBatch> groups;
   for (const proto::LogRecord& r : records->records()) {
     const int64_t window = too_long ? r.ts_ms() / options_.max_chunk_span_ms : 0;

@@ -1,18 +1,22 @@
 #include "server/ingest_adapters.h"
 
 #include <map>
+#include <tuple>
 
-#include "ship/assembler.h"
-#include "ship/parsers.h"
+#include "parse/assembler.h"
+#include "parse/parsers.h"
 
 namespace logdex {
 
-struct ShipLineDecoder::Impl : public ship::RecordSink {
+struct ShipLineDecoder::Impl : public parse::RecordSink {
   std::string default_app, default_host;
   const Clock& clock;
-  std::unique_ptr<ship::LineParser> json, text;
-  // Per message: records by (app, host).
-  std::map<std::pair<std::string, std::string>, proto::RecordBatch> streams;
+  std::unique_ptr<parse::LineParser> json, text;
+  // Per message: records by stream (app, host, severity), as `logdex ship`
+  // groups them, so that every chunk made has one severity and the indexer
+  // stores it as it is (a mixed one it would unpack, split by severity and
+  // pack again).
+  std::map<std::tuple<std::string, std::string, Severity>, proto::RecordBatch> streams;
   // Per message: the time a record whose own time ValidateChunk would refuse
   // takes (the Kafka message's), and how many did.
   int64_t restamp_ts = 0;
@@ -22,7 +26,7 @@ struct ShipLineDecoder::Impl : public ship::RecordSink {
   Impl(std::string app, std::string host, const Clock& c)
       : default_app(std::move(app)), default_host(std::move(host)), clock(c) {}
 
-  Status OnRecord(const ship::RecordView& r) override {
+  Status OnRecord(const parse::RecordView& r) override {
     const std::string app(r.app.empty() ? std::string_view(default_app) : r.app);
     const std::string host(r.host.empty() ? std::string_view(default_host) : r.host);
     if (app.empty() || host.empty()) {
@@ -30,7 +34,7 @@ struct ShipLineDecoder::Impl : public ship::RecordSink {
                     std::string("a record names no ") + (app.empty() ? "app" : "host") +
                         " and the server has no default (consumer.default_" + (app.empty() ? "app" : "host") + ")");
     }
-    proto::LogRecord* out = streams[{app, host}].add_records();
+    proto::LogRecord* out = streams[{app, host, r.severity}].add_records();
     const bool restamp = !TimestampAccepted(r.ts_ms, clock.NowMs(), bounds);
     out->set_ts_ms(restamp ? restamp_ts : r.ts_ms);
     out->set_severity(SeverityCode(r.severity));
@@ -41,7 +45,7 @@ struct ShipLineDecoder::Impl : public ship::RecordSink {
       tag->set_key(std::string(kRestampedTag));
       tag->set_value(std::to_string(r.ts_ms));
     }
-    for (const ship::TagView& t : r.tags) {
+    for (const parse::TagView& t : r.tags) {
       proto::Tag* tag = out->add_tags();
       tag->set_key(std::string(t.key));
       tag->set_value(std::string(t.value));
@@ -52,12 +56,12 @@ struct ShipLineDecoder::Impl : public ship::RecordSink {
 
 ShipLineDecoder::ShipLineDecoder(std::string default_app, std::string default_host, const Clock& clock)
     : impl_(std::make_unique<Impl>(std::move(default_app), std::move(default_host), clock)) {
-  ship::ParserOptions jo;
-  jo.format = ship::Format::kJson;
-  impl_->json = ship::LineParser::Create(jo, clock).value();
-  ship::ParserOptions to;
-  to.format = ship::Format::kAuto;
-  impl_->text = ship::LineParser::Create(to, clock).value();
+  parse::ParserOptions jo;
+  jo.format = parse::Format::kJson;
+  impl_->json = parse::LineParser::Create(jo, clock).value();
+  parse::ParserOptions to;
+  to.format = parse::Format::kAuto;
+  impl_->text = parse::LineParser::Create(to, clock).value();
 }
 
 ShipLineDecoder::~ShipLineDecoder() = default;
@@ -67,10 +71,10 @@ Result<std::vector<proto::LogChunk>> ShipLineDecoder::Decode(const InMessage& m,
   d.streams.clear();
   d.restamped = 0;
   const bool json = format == InputFormat::kJson;
-  ship::LineParser& parser = json ? *d.json : *d.text;
-  ship::AssemblerOptions ao;
+  parse::LineParser& parser = json ? *d.json : *d.text;
+  parse::AssemblerOptions ao;
   ao.multiline = !json;
-  ship::RecordAssembler assembler(parser, d, ao);
+  parse::RecordAssembler assembler(parser, d, ao);
 
   // A line without a time of its own (before any line that has one) takes
   // the Kafka message's timestamp, never the previous message's time or the
@@ -101,7 +105,7 @@ Result<std::vector<proto::LogChunk>> ShipLineDecoder::Decode(const InMessage& m,
     if (line.empty() || line == "\r") continue;
     if (Status s = assembler.AddLine(line); !s.ok()) return s.error();
     if (json) {
-      const ship::ParsedLine& parsed = assembler.last_line();
+      const parse::ParsedLine& parsed = assembler.last_line();
       if (!parsed.parsed && !parsed.rejection.empty()) {
         return Error{Errc::kInvalidArgument, "line " + std::to_string(line_no) + ": " + std::string(parsed.rejection)};
       }
@@ -122,7 +126,7 @@ Result<std::vector<proto::LogChunk>> ShipLineDecoder::Decode(const InMessage& m,
   std::vector<proto::LogChunk> chunks;
   for (auto& [stream, batch] : d.streams) {
     PackOptions po;  // producer id and sequence are set by the BatchProcessor
-    chunks.push_back(PackChunk(stream.first, stream.second, batch, po));
+    chunks.push_back(PackChunk(std::get<0>(stream), std::get<1>(stream), batch, po));  // one severity
   }
   return chunks;
 }

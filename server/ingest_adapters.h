@@ -1,4 +1,4 @@
-// Adapters that plug the shipper's parsers and the alert stager into the
+// Adapters that plug the parse module (parse/) and the alert stager into the
 // consumer's batch path (consumer/ knows neither module: DESIGN.md's
 // dependency rule keeps consumer -> indexer -> store).
 #pragma once
@@ -13,7 +13,10 @@
 namespace logdex {
 
 // JSON lines and plain text lines (rsyslog omkafka, Fluent Bit, Vector) into
-// chunks, one per (app, host), through ship's LineParser and RecordAssembler.
+// chunks through parse's LineParser and RecordAssembler, one per stream
+// (app, host, severity) as `logdex ship` makes them: a message whose lines mix
+// severities yields one chunk per severity, each stored as it is (the indexer
+// never splits and repacks a chunk from this path by severity).
 // - json: one object per line; every line needs a timestamp field, else the
 //   message is dead-lettered (reason unparseable_lines);
 // - text: any format `logdex ship --format auto` knows; a line without a
@@ -21,15 +24,15 @@ namespace logdex {
 //   message's timestamp for the message's first lines (so a replay writes the
 //   same rows);
 // - text: the format is chosen once per message from its first lines (see
-//   ship/parsers.h, "auto"); lines that do not match it are kept whole;
+//   parse/parsers.h, "auto"); lines that do not match it are kept whole;
 // - a record whose own time ValidateChunk would refuse (before 2000, over a
 //   day ahead) takes the Kafka message's timestamp and the tag
 //   logdex_restamped_from=<its time>, instead of its whole message being
 //   dead-lettered (counted: restamped_records);
 // - app and host come from the line's fields, else the defaults; a record
 //   with neither is an error;
-// - guards: a JSON line nested deeper than ship::kMaxJsonDepth or longer
-//   than ship::kMaxJsonLineBytes dead-letters its message with that reason;
+// - guards: a JSON line nested deeper than parse::kMaxJsonDepth or longer
+//   than parse::kMaxJsonLineBytes dead-letters its message with that reason;
 //   invalid UTF-8 in a JSON line is replaced (U+FFFD) and the line kept,
 //   and counted.
 // Not thread-safe (one per consumer loop); counters() likewise.

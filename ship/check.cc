@@ -10,12 +10,20 @@
 
 #include "common/chunk_codec.h"
 #include "common/time_parse.h"
-#include "ship/assembler.h"
+#include "parse/assembler.h"
 #include "ship/chunker.h"
 #include "ship/pipeline.h"
 #include "ship/tailer.h"
 
 namespace logdex::ship {
+
+using parse::Format;
+using parse::FormatName;
+using parse::LineParser;
+using parse::RecordAssembler;
+using parse::RecordSink;
+using parse::RecordView;
+
 namespace {
 
 constexpr size_t kExamples = 3;

@@ -5,6 +5,9 @@
 
 namespace logdex::ship {
 
+using parse::RecordView;
+using parse::TagView;
+
 std::string StreamKey(std::string_view app, std::string_view host, Severity severity) {
   std::string k;
   k.reserve(app.size() + host.size() + 8);

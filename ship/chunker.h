@@ -27,9 +27,9 @@
 #include "common/chunk_codec.h"
 #include "common/clock.h"
 #include "common/result.h"
+#include "parse/record.h"
 #include "proto/logdex.pb.h"
 #include "ship/chunk_sink.h"
-#include "ship/record.h"
 #include "ship/sequence.h"
 
 namespace logdex::ship {
@@ -75,13 +75,13 @@ struct ChunkerStats {
 
 int SeverityIndex(Severity s);
 
-class Chunker final : public RecordSink {
+class Chunker final : public parse::RecordSink {
  public:
   // `sequences`, `sink` and `clock` must outlive the chunker.
   Chunker(ChunkerOptions options, SequenceAllocator& sequences, ChunkSink& sink, const Clock& clock);
 
   // Buffers a record; flushes its stream if a size/count threshold is reached.
-  Status OnRecord(const RecordView& record) override;
+  Status OnRecord(const parse::RecordView& record) override;
   // Flushes every stream whose linger has expired.
   Status Poll();
   // Flushes every non-empty stream.
@@ -104,7 +104,7 @@ class Chunker final : public RecordSink {
     size_t bytes = 0;
     int64_t first_ns = 0;
   };
-  Stream* Find(const RecordView& r);
+  Stream* Find(const parse::RecordView& r);
   Status Flush(Stream& s);
   int64_t LingerNs(const Stream& s) const;
 
@@ -115,7 +115,7 @@ class Chunker final : public RecordSink {
   std::array<std::unique_ptr<Stream>, 6> default_streams_;
   std::unordered_map<std::string, std::unique_ptr<Stream>> other_streams_;
   std::string lookup_key_;
-  std::vector<TagView> tag_scratch_;
+  std::vector<parse::TagView> tag_scratch_;
   std::string scratch_;
   ChunkerStats stats_;
 };

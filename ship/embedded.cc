@@ -4,6 +4,10 @@
 
 namespace logdex::ship {
 
+using parse::RecordView;
+using parse::SanitizeTagKey;
+using parse::TagView;
+
 EmbeddedShipper::EmbeddedShipper(ChunkerOptions options, SequenceAllocator& sequences, ChunkSink& sink,
                                  const Clock& clock, bool background, int64_t tick_ms)
     : chunker_(std::move(options), sequences, sink, clock), sink_(sink), clock_(clock) {

@@ -26,9 +26,9 @@
 #include <thread>
 
 #include "common/clock.h"
+#include "parse/record.h"
 #include "ship/chunk_sink.h"
 #include "ship/chunker.h"
-#include "ship/record.h"
 #include "ship/sequence.h"
 
 namespace logdex::ship {
@@ -41,9 +41,9 @@ class EmbeddedShipper {
 
   // A record on the default stream, stamped with the clock's time unless
   // `ts_ms` is given. Tag keys are sanitized (parsers.h rule).
-  Status Log(Severity severity, std::string_view message, std::initializer_list<TagView> tags = {},
+  Status Log(Severity severity, std::string_view message, std::initializer_list<parse::TagView> tags = {},
              std::optional<int64_t> ts_ms = std::nullopt);
-  Status Add(const RecordView& record);
+  Status Add(const parse::RecordView& record);
   // Flushes lingering chunks and serves the sink.
   Status Tick();
   // Flushes everything, waits up to `timeout_ms` for delivery, stops the
@@ -61,7 +61,7 @@ class EmbeddedShipper {
   const Clock& clock_;
   bool closed_ = false;
   DeliveryReport report_;
-  std::vector<TagView> tags_;
+  std::vector<parse::TagView> tags_;
   std::vector<std::string> key_buffers_;
   std::condition_variable cv_;
   bool stop_ = false;

@@ -23,6 +23,15 @@
 #include "ship/journal.h"
 
 namespace logdex::ship {
+
+using parse::Format;
+using parse::FormatName;
+using parse::LineParser;
+using parse::ParseFormatName;
+using parse::RecordAssembler;
+using parse::RecordSink;
+using parse::RecordView;
+
 namespace {
 
 std::string AbsolutePath(const std::string& p) {

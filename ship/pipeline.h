@@ -36,11 +36,11 @@
 
 #include "common/clock.h"
 #include "common/result.h"
-#include "ship/assembler.h"
+#include "parse/assembler.h"
+#include "parse/parsers.h"
 #include "ship/chunk_sink.h"
 #include "ship/chunker.h"
 #include "ship/kafka_producer.h"
-#include "ship/parsers.h"
 #include "ship/sequence.h"
 #include "ship/tailer.h"
 
@@ -51,9 +51,9 @@ class Registry;
 namespace logdex::ship {
 
 struct PipelineOptions {
-  ParserOptions parser;
+  parse::ParserOptions parser;
   // multiline defaults to on; RunShip turns it off for --format json.
-  AssemblerOptions assembler;
+  parse::AssemblerOptions assembler;
   ChunkerOptions chunker;
   std::vector<std::string> inputs;  // paths; "-" = stdin
   bool follow = false;
@@ -88,7 +88,7 @@ struct PipelineSummary {
   DeliveryReport delivery;
   // Per input, in order: its path and the format it was read with (auto:
   // the detected one; kAuto when no line matched a format).
-  std::vector<std::pair<std::string, Format>> formats;
+  std::vector<std::pair<std::string, parse::Format>> formats;
 };
 
 class Pipeline {

@@ -1,6 +1,6 @@
 // libFuzzer target: any bytes as a Kafka message marked `logdex-format: json`,
 // through the JSON-lines decoder and the batch path serve runs on it, and
-// through ship's JSON parser line by line (see lines_fuzz.h for the
+// through parse/'s JSON parser line by line (see lines_fuzz.h for the
 // invariants). With LOGDEX_FUZZ_SEED_DIR set, it first writes seed messages
 // there (lines_seeds.h); json.dict is its dictionary.
 #include <cstdlib>

@@ -1,7 +1,7 @@
 // The body of the JSON-lines and text-lines libFuzzer targets: the bytes are
 // one Kafka message value marked `logdex-format: json|text`, taken through
 // the path `logdex serve` runs on consumer input:
-//   ShipLineDecoder::Decode (ship's LineParser + RecordAssembler)
+//   ShipLineDecoder::Decode (parse/'s LineParser + RecordAssembler)
 //   -> ValidateChunk of every chunk made -> BatchProcessor::Add
 //   -> Indexer::Stage into a WriteBatch (store reads answer "absent"),
 // whose LineParser (Format::kJson for json, kAuto for text) is the one

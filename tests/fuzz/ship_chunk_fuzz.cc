@@ -80,14 +80,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     for (size_t i = 0; i < 2 * tags; ++i) {
       std::string s = in.ConsumeRandomLengthString(32);
       if (i % 2 == 0) {
-        for (char& c : s) c = c == '=' ? '_' : c;  // keys never hold '=' (parsers.h)
+        for (char& c : s) c = c == '=' ? '_' : c;  // keys never hold '=' (parse/parsers.h)
         if (s.empty()) s = "_";
       }
       strings.push_back(std::move(s));
     }
-    std::vector<logdex::ship::TagView> views;
+    std::vector<logdex::parse::TagView> views;
     for (size_t i = 0; i + 1 < strings.size(); i += 2) views.push_back({strings[i], strings[i + 1]});
-    logdex::ship::RecordView r;
+    logdex::parse::RecordView r;
     r.ts_ms = ts;
     r.severity = severity;
     r.message = message;

@@ -1,7 +1,7 @@
 // libFuzzer target: any bytes as a Kafka message marked `logdex-format: text`,
 // through the text-lines decoder (every format `ship --format auto` knows,
 // continuation lines joined) and the batch path serve runs on it, and through
-// ship's auto parser line by line (see lines_fuzz.h for the invariants).
+// parse/'s auto parser line by line (see lines_fuzz.h for the invariants).
 // With LOGDEX_FUZZ_SEED_DIR set, it first writes seed messages there from
 // the Loghub samples (lines_seeds.h).
 #include <cstdlib>

@@ -1,12 +1,21 @@
 // serve's JSON-lines and text-lines input (ShipLineDecoder): guards against
-// hostile lines, and times that a replay derives the same way.
+// hostile lines, times that a replay derives the same way, and chunks of one
+// stream (app, host, severity) each.
 #include "server/ingest_adapters.h"
 
 #include <gtest/gtest.h>
 
 #include <map>
+#include <set>
+#include <tuple>
 
 #include "common/clock.h"
+#include "common/defaults.h"
+#include "indexer/indexer.h"
+#include "indexer/query.h"
+#include "indexer/tables.h"
+#include "store/rocksdb_store.h"
+#include "tests/test_util.h"
 
 namespace logdex {
 namespace {
@@ -111,6 +120,140 @@ TEST(LineInput, InvalidUtf8InAJsonLineIsKeptReplacedAndCounted) {
   ASSERT_EQ(records.size(), 1u);
   EXPECT_EQ(records[0].message(), "a \xef\xbf\xbd b");
   EXPECT_EQ(d.counters().utf8_replaced_lines, 1u);
+}
+
+// Issue 12: a message whose lines mixed severities became one chunk per
+// (app, host), which the indexer then unpacked, split by severity and packed
+// again. Now the decoder groups by (app, host, severity) as ship does: every
+// chunk has one severity, the indexer stores each as it is, and every line is
+// found once, under its own severity.
+TEST(LineInput, AMixedSeverityMessageYieldsOneChunkPerSeverityAndEveryLineIsFoundOnce) {
+  ManualClock clock(kNow);
+  ShipLineDecoder d("app", "host", clock);
+  // Text: the default stream, four severities, a stack trace joined to its ERROR line.
+  const std::string trace_record = "2026-11-28 23:30:01,000 ERROR [main] svc: request failed\n"
+                                   "java.lang.IllegalStateException: boom\n"
+                                   "\tat com.example.Svc.handle(Svc.java:42)";
+  InMessage text = Message("2026-11-28 23:30:00,000 INFO [main] svc: started\n" + trace_record +
+                               "\n"
+                               "2026-11-28 23:30:02,000 WARN [main] svc: slow disk\n"
+                               "2026-11-28 23:30:03,000 INFO [main] svc: request ok\n"
+                               "2026-11-28 23:30:04,000 DEBUG [main] svc: cache hit\n"
+                               "2026-11-28 23:30:05,000 ERROR [main] svc: request failed again\n",
+                           kNow - 1000, /*offset=*/1);
+  text.headers.emplace_back(std::string(kFormatHeader), "text");
+  // JSON: two hosts, severities mixed on each.
+  InMessage json = Message(R"({"time":"2026-11-28T23:31:00Z","level":"info","msg":"j1","host":"n1"})"
+                           "\n"
+                           R"({"time":"2026-11-28T23:31:01Z","level":"error","msg":"j2","host":"n1"})"
+                           "\n"
+                           R"({"time":"2026-11-28T23:31:02Z","level":"info","msg":"j3","host":"n2"})"
+                           "\n"
+                           R"({"time":"2026-11-28T23:31:03Z","level":"warn","msg":"j4","host":"n1"})"
+                           "\n"
+                           R"({"time":"2026-11-28T23:31:04Z","level":"error","msg":"j5","host":"n2"})"
+                           "\n",
+                           kNow - 1000, /*offset=*/2);
+  json.headers.emplace_back(std::string(kFormatHeader), "json");
+
+  // Every line once: (host, severity) of each message text.
+  using Where = std::pair<std::string, Severity>;
+  const std::map<std::string, Where> want = {
+      {"2026-11-28 23:30:00,000 INFO [main] svc: started", {"host", Severity::kInfo}},
+      {trace_record, {"host", Severity::kError}},
+      {"2026-11-28 23:30:02,000 WARN [main] svc: slow disk", {"host", Severity::kWarn}},
+      {"2026-11-28 23:30:03,000 INFO [main] svc: request ok", {"host", Severity::kInfo}},
+      {"2026-11-28 23:30:04,000 DEBUG [main] svc: cache hit", {"host", Severity::kDebug}},
+      {"2026-11-28 23:30:05,000 ERROR [main] svc: request failed again", {"host", Severity::kError}},
+      {"j1", {"n1", Severity::kInfo}},
+      {"j2", {"n1", Severity::kError}},
+      {"j3", {"n2", Severity::kInfo}},
+      {"j4", {"n1", Severity::kWarn}},
+      {"j5", {"n2", Severity::kError}},
+  };
+
+  // The decoder: one chunk per (app, host, severity), none mixed.
+  DecodeOptions decode;
+  decode.clock = &clock;
+  size_t chunks = 0;
+  for (const auto& [m, format, streams] : {std::tuple{&text, InputFormat::kText, 4u},
+                                           std::tuple{&json, InputFormat::kJson, 5u}}) {
+    auto decoded = d.Decode(*m, format);
+    ASSERT_TRUE(decoded.ok()) << decoded.error().message;
+    EXPECT_EQ(decoded->size(), streams);
+    std::set<std::tuple<std::string, std::string, uint32_t>> seen;
+    for (const proto::LogChunk& c : *decoded) {
+      EXPECT_NE(c.severity(), kMixedSeverity) << c.host();
+      EXPECT_TRUE(seen.insert({c.app(), c.host(), c.severity()}).second) << "one chunk per stream";
+      auto records = UnpackRecords(c, decode);
+      ASSERT_TRUE(records.ok()) << records.error().ToString();
+      for (const proto::LogRecord& r : records->records()) {
+        EXPECT_EQ(r.severity(), c.severity()) << r.message();
+        auto it = want.find(r.message());
+        ASSERT_NE(it, want.end()) << r.message();
+        EXPECT_EQ(c.host(), it->second.first) << r.message();
+        EXPECT_EQ(r.severity(), SeverityCode(it->second.second)) << r.message();
+      }
+    }
+    chunks += decoded->size();
+  }
+
+  // The batch path serve runs: each chunk is stored as it came, nothing split.
+  TempDir dir;
+  RocksDbOptions ro;
+  ro.path = dir.path() + "/store";
+  ro.clock = &clock;
+  auto store = RocksDbStore::Open(ro);
+  ASSERT_TRUE(store.ok()) << store.error().ToString();
+  ASSERT_TRUE(CreateTables(**store, TableLayout{}).ok());
+  IndexerOptions io;
+  io.decode = decode;
+  Indexer indexer(**store, io);
+  BatchProcessorOptions bo;
+  bo.decode = decode;
+  BatchProcessor processor(indexer, bo, &d, nullptr);
+  ProcessedBatch batch;
+  processor.Add(text, batch);
+  processor.Add(json, batch);
+  ASSERT_TRUE(batch.dead_letters.empty()) << batch.dead_letters[0].description;
+  ASSERT_TRUE(batch.failed.ok()) << batch.failed.message();
+  EXPECT_EQ(batch.chunks, chunks);
+  EXPECT_EQ(batch.records, want.size());
+  EXPECT_EQ(indexer.counters().split_by_severity, 0u) << "no chunk was unpacked and packed again by severity";
+  EXPECT_EQ(indexer.counters().stored_chunks, chunks);
+  ASSERT_TRUE((*store)->Write(batch.writes).ok());
+  processor.Settle(true);
+
+  // Every line is found once: by app over the hour, and under its own severity.
+  QueryOptions qo;
+  qo.decode = decode;
+  QueryEngine engine(**store, qo);
+  Query q;
+  q.app = "app";
+  q.from_ms = kNow - 3'600'000;
+  q.to_ms = kNow;
+  q.limit = 100;
+  auto all = engine.Run(q);
+  ASSERT_TRUE(all.ok()) << all.error().ToString();
+  std::map<std::string, int> found;
+  for (const ResultRecord& r : all->records) {
+    ++found[r.message];
+    auto it = want.find(r.message);
+    ASSERT_NE(it, want.end()) << r.message;
+    EXPECT_EQ(r.host, it->second.first) << r.message;
+    EXPECT_EQ(r.severity, it->second.second) << r.message;
+  }
+  EXPECT_EQ(all->records.size(), want.size());
+  for (const auto& [message, where] : want) EXPECT_EQ(found[message], 1) << message;
+  for (Severity s : {Severity::kDebug, Severity::kInfo, Severity::kWarn, Severity::kError}) {
+    q.severities = {s};
+    auto page = engine.Run(q);
+    ASSERT_TRUE(page.ok()) << page.error().ToString();
+    size_t expected = 0;
+    for (const auto& [message, where] : want) expected += where.second == s ? 1 : 0;
+    EXPECT_EQ(page->records.size(), expected) << SeverityName(s);
+    for (const ResultRecord& r : page->records) EXPECT_EQ(r.severity, s) << r.message;
+  }
 }
 
 }  // namespace

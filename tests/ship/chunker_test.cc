@@ -10,6 +10,7 @@
 namespace logdex::ship {
 namespace {
 
+using parse::RecordView;
 using testing::CapturingChunkSink;
 
 constexpr int64_t kNow = 1'795'910'400'000;

@@ -38,7 +38,7 @@ TEST(KafkaRoundTrip, EveryLineArrivesExactlyOnceInOrderWithinItsStream) {
   o.chunker.app = "android";
   o.chunker.host = "h1";
   o.chunker.max_chunk_bytes = 4096;
-  o.parser.format = Format::kLogcat;
+  o.parser.format = parse::Format::kLogcat;
   o.delivery_timeout_ms = 30'000;
   Pipeline p(o, **producer, *seq, clock, registry);
   auto r = p.Run();

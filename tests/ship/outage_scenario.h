@@ -49,7 +49,7 @@ inline void RunOutageScenario(int down_ms) {
   co.max_chunk_records = 1;  // one record per chunk: chunk n holds "c<n>"
   Chunker chunker(co, *seq, kp, clock);
   auto send = [&](int n) {
-    RecordView r;
+    parse::RecordView r;
     r.ts_ms = clock.NowMs();
     r.severity = Severity::kInfo;
     std::string msg = "c" + std::to_string(n);

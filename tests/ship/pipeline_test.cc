@@ -20,6 +20,8 @@
 namespace logdex::ship {
 namespace {
 
+using parse::Format;
+using parse::ParserOptions;
 using testing::CapturingChunkSink;
 
 void Append(const std::string& path, const std::string& text) {

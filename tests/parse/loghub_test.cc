@@ -11,11 +11,11 @@
 #include <map>
 
 #include "common/clock.h"
-#include "ship/assembler.h"
-#include "ship/parsers.h"
-#include "tests/ship/helpers.h"
+#include "parse/assembler.h"
+#include "parse/parsers.h"
+#include "tests/parse/helpers.h"
 
-namespace logdex::ship {
+namespace logdex::parse {
 namespace {
 
 using testing::CollectingSink;
@@ -146,4 +146,4 @@ TEST(LoghubSyslog, LinuxAndOpenSshLinesYieldHostAndApp) {
 }
 
 }  // namespace
-}  // namespace logdex::ship
+}  // namespace logdex::parse

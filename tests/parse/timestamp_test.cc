@@ -1,10 +1,10 @@
-#include "ship/timestamp.h"
+#include "parse/timestamp.h"
 
 #include <gtest/gtest.h>
 
 #include <cstdlib>
 
-namespace logdex::ship {
+namespace logdex::parse {
 namespace {
 
 // 2026-11-29T00:00:00Z
@@ -129,4 +129,4 @@ TEST_F(Timestamps, TimeFormatWithFractionalSeconds) {
 }
 
 }  // namespace
-}  // namespace logdex::ship
+}  // namespace logdex::parse

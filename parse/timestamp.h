@@ -22,7 +22,7 @@
 #include "common/clock.h"
 #include "common/result.h"
 
-namespace logdex::ship {
+namespace logdex::parse {
 
 // A time zone: UTC, a fixed offset, or an IANA zone read from the system's
 // TZif files (/usr/share/zoneinfo, or $TZDIR) by Abseil's cctz.
@@ -107,4 +107,4 @@ class TimeFormat {
   std::string format_;
 };
 
-}  // namespace logdex::ship
+}  // namespace logdex::parse

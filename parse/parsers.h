@@ -1,10 +1,10 @@
 // Line parsers: turn one log line into a ParsedLine (timestamp, severity,
 // message, tags, and the app/host a line names itself, as syslog does).
 //
-// Reusable outside `logdex ship`: the serve side parses JSON-lines and
-// plain-text Kafka input with the same LineParser (Format::kJson for JSON,
-// Format::kAuto or an explicit format for text), then RecordAssembler joins
-// continuation lines into records.
+// One parser for both sides: `logdex ship` parses files with it, and serve's
+// JSON-lines and plain-text Kafka input (server/ingest_adapters.h) with the
+// same LineParser (Format::kJson for JSON, Format::kAuto for text); then
+// RecordAssembler (assembler.h) joins continuation lines into records.
 //
 // Formats (ParserOptions::format):
 //   log4j   log4j/logback and relatives: a leading timestamp in a common
@@ -67,7 +67,7 @@
 #include "common/result.h"
 #include "common/severity.h"
 
-namespace logdex::ship {
+namespace logdex::parse {
 
 enum class Format { kAuto, kLog4j, kSyslog, kJson, kLogfmt, kApache, kLogcat, kRegex };
 
@@ -169,4 +169,4 @@ class LineParser {
   std::unique_ptr<Impl> impl_;
 };
 
-}  // namespace logdex::ship
+}  // namespace logdex::parse

@@ -32,10 +32,10 @@
 #include <utility>
 #include <vector>
 
-#include "ship/parsers.h"
-#include "ship/record.h"
+#include "parse/parsers.h"
+#include "parse/record.h"
 
-namespace logdex::ship {
+namespace logdex::parse {
 
 struct AssemblerOptions {
   // Join continuation lines (see above). Default: on, except for JSON lines.
@@ -117,4 +117,4 @@ class RecordAssembler {
   std::vector<std::string> released_;  // the sample just parsed: last_line()'s views point into it
 };
 
-}  // namespace logdex::ship
+}  // namespace logdex::parse

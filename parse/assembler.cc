@@ -1,8 +1,8 @@
-#include "ship/assembler.h"
+#include "parse/assembler.h"
 
 #include <algorithm>
 
-namespace logdex::ship {
+namespace logdex::parse {
 namespace {
 
 bool IsIdentChar(char c) {
@@ -131,4 +131,4 @@ Status RecordAssembler::Flush() {
   return sink_.OnRecord(r);
 }
 
-}  // namespace logdex::ship
+}  // namespace logdex::parse

@@ -1,4 +1,4 @@
-#include "ship/timestamp.h"
+#include "parse/timestamp.h"
 
 #include <absl/time/civil_time.h>
 #include <absl/time/time.h>
@@ -11,7 +11,7 @@
 
 #include "common/civil.h"
 
-namespace logdex::ship {
+namespace logdex::parse {
 namespace {
 
 constexpr int64_t kDaySeconds = 86400;
@@ -487,4 +487,4 @@ std::optional<TimestampMatch> TimeFormat::Parse(std::string_view text, const Tim
   return TimestampMatch{*ms, c.p};
 }
 
-}  // namespace logdex::ship
+}  // namespace logdex::parse

@@ -10,9 +10,9 @@
 
 #include "common/result.h"
 #include "common/severity.h"
-#include "ship/parsers.h"
+#include "parse/parsers.h"
 
-namespace logdex::ship {
+namespace logdex::parse {
 
 // A record to ship, by view: the caller owns the bytes for the duration of
 // the call that receives it.
@@ -42,4 +42,4 @@ class RecordSink {
   virtual Status OnRecord(const RecordView& record) = 0;
 };
 
-}  // namespace logdex::ship
+}  // namespace logdex::parse

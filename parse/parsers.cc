@@ -1,4 +1,4 @@
-#include "ship/parsers.h"
+#include "parse/parsers.h"
 
 #include <re2/re2.h>
 
@@ -11,9 +11,9 @@
 #include <simdjson.h>
 #include <utf8cpp/utf8.h>
 
-#include "ship/timestamp.h"
+#include "parse/timestamp.h"
 
-namespace logdex::ship {
+namespace logdex::parse {
 namespace {
 
 bool IsSpace(char c) { return c == ' ' || c == '\t'; }
@@ -892,4 +892,4 @@ Result<std::unique_ptr<LineParser>> LineParser::Create(const ParserOptions& opti
   return std::unique_ptr<LineParser>(new LineParser(std::move(impl)));
 }
 
-}  // namespace logdex::ship
+}  // namespace logdex::parse

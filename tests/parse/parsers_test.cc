@@ -1,11 +1,11 @@
-#include "ship/parsers.h"
+#include "parse/parsers.h"
 
 #include <gtest/gtest.h>
 
-#include "ship/assembler.h"
-#include "tests/ship/helpers.h"
+#include "parse/assembler.h"
+#include "tests/parse/helpers.h"
 
-namespace logdex::ship {
+namespace logdex::parse {
 namespace {
 
 const ManualClock kClock(1'795'910'400'000);  // 2026-11-29T00:00:00Z
@@ -487,4 +487,4 @@ TEST(Parsers, StartInputGivesUntimedLinesTheInputsTimeNotThePreviousOnes) {
 }
 
 }  // namespace
-}  // namespace logdex::ship
+}  // namespace logdex::parse
