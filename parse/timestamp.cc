@@ -364,10 +364,11 @@ std::optional<TimestampMatch> ParseLeadingTimestamp(std::string_view text, const
 std::optional<int64_t> ParseEpochNumber(std::string_view text) {
   if (text.empty() || text.size() > 32) return std::nullopt;
   size_t i = 0;
-  int64_t whole = 0;
+  // Unsigned: 19 digits may pass INT64_MAX (found by text_lines_fuzz).
+  uint64_t whole = 0;
   int digits = 0;
   while (i < text.size() && IsDigit(text[i])) {
-    if (digits < 19) whole = whole * 10 + (text[i] - '0');
+    if (digits < 19) whole = whole * 10 + static_cast<uint64_t>(text[i] - '0');
     ++digits, ++i;
   }
   if (digits == 0 || digits > 19) return std::nullopt;
@@ -379,10 +380,10 @@ std::optional<int64_t> ParseEpochNumber(std::string_view text) {
   }
   if (i != text.size()) return std::nullopt;
   // Magnitude: < 1e11 seconds (until year 5138), < 1e14 ms, < 1e17 us, else ns.
-  if (whole < 100'000'000'000LL) return whole * 1000 + frac_ns / 1'000'000;
-  if (whole < 100'000'000'000'000LL) return whole;
-  if (whole < 100'000'000'000'000'000LL) return whole / 1000;
-  return whole / 1'000'000;
+  if (whole < 100'000'000'000ULL) return static_cast<int64_t>(whole * 1000) + frac_ns / 1'000'000;
+  if (whole < 100'000'000'000'000ULL) return static_cast<int64_t>(whole);
+  if (whole < 100'000'000'000'000'000ULL) return static_cast<int64_t>(whole / 1000);
+  return static_cast<int64_t>(whole / 1'000'000);
 }
 
 std::optional<int64_t> ParseTimestampText(std::string_view text, const TimeContext& ctx) {

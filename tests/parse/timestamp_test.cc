@@ -61,6 +61,11 @@ TEST_F(Timestamps, EpochNumbersByMagnitude) {
   EXPECT_EQ(ParseEpochNumber("1494892800008000"), 1494892800008);
   EXPECT_EQ(ParseEpochNumber("1494892800008000000"), 1494892800008);
   EXPECT_FALSE(ParseEpochNumber("12a"));
+  // 19 digits pass INT64_MAX: read unsigned (signed overflow before, found by
+  // text_lines_fuzz); 20 digits are not an epoch.
+  EXPECT_EQ(ParseEpochNumber("9999999999999999999"), 9'999'999'999'999);
+  EXPECT_EQ(ParseEpochNumber("9223372036854775808.5"), 9'223'372'036'854);
+  EXPECT_FALSE(ParseEpochNumber("99999999999999999999"));
 }
 
 TEST_F(Timestamps, ZonesApplyToTimestampsWithoutOffset) {
