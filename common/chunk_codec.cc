@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "common/chunk_writer.h"
 #include "common/crc32c.h"
 #include "common/severity.h"
 
@@ -40,53 +41,17 @@ std::string ChunkError::ToString() const { return std::string(ChunkErrcName(code
 
 proto::LogChunk PackChunk(std::string_view app, std::string_view host, const proto::RecordBatch& batch,
                           const PackOptions& options) {
+  ChunkWriter writer(options.summarize_tags);
+  std::vector<TagView> tags;
+  for (const proto::LogRecord& r : batch.records()) {
+    tags.clear();
+    for (const proto::Tag& t : r.tags()) tags.push_back({t.key(), t.value()});
+    writer.Add(r.ts_ms(), r.severity(), r.message(), tags);
+  }
+  std::string bytes;
+  writer.Finish(app, host, options, &bytes);
   proto::LogChunk chunk;
-  chunk.set_format_major(kChunkFormatMajor);
-  chunk.set_format_minor(kChunkFormatMinor);
-  chunk.set_app(std::string(app));
-  chunk.set_host(std::string(host));
-  chunk.set_producer_id(options.producer_id);
-  chunk.set_sequence(options.sequence);
-  chunk.set_record_count(static_cast<uint32_t>(batch.records_size()));
-
-  uint32_t severity = batch.records_size() > 0 ? batch.records(0).severity() : kMixedSeverity;
-  int64_t first = 0, last = 0;
-  for (int i = 0; i < batch.records_size(); ++i) {
-    const proto::LogRecord& r = batch.records(i);
-    if (r.severity() != severity) severity = kMixedSeverity;
-    first = i == 0 ? r.ts_ms() : std::min(first, r.ts_ms());
-    last = i == 0 ? r.ts_ms() : std::max(last, r.ts_ms());
-  }
-  chunk.set_severity(severity);
-  chunk.set_first_ts_ms(first);
-  chunk.set_last_ts_ms(last);
-
-  if (options.summarize_tags) {
-    std::vector<std::pair<std::string_view, std::string_view>> tags;
-    for (const proto::LogRecord& r : batch.records()) {
-      const int n = std::min(r.tags_size(), kMaxIndexedTagsPerRecord);
-      for (int i = 0; i < n; ++i) tags.emplace_back(r.tags(i).key(), r.tags(i).value());
-    }
-    std::sort(tags.begin(), tags.end());
-    tags.erase(std::unique(tags.begin(), tags.end()), tags.end());
-    proto::TagSummary* summary = chunk.mutable_tag_summary();
-    for (const auto& [k, v] : tags) {
-      proto::Tag* t = summary->add_tags();
-      t->set_key(std::string(k));
-      t->set_value(std::string(v));
-    }
-  }
-
-  std::string raw = batch.SerializeAsString();
-  chunk.set_uncompressed_size(raw.size());
-  chunk.set_codec(options.codec);
-  std::string* payload = chunk.mutable_payload();
-  if (options.codec == proto::CODEC_SNAPPY) {
-    snappy::Compress(raw.data(), raw.size(), payload);
-  } else {
-    *payload = std::move(raw);
-  }
-  chunk.set_payload_crc32c(Crc32c(*payload));
+  LOGDEX_CHECK(chunk.ParseFromString(bytes));
   return chunk;
 }
 

@@ -96,8 +96,14 @@ Field ClassifyField(std::string_view k) {
       {"hostname", Field::kHost},   {"app", Field::kApp},            {"service", Field::kApp},
       {"application", Field::kApp},
   };
+  // Most keys of a log object are none of these: reject on the first letter.
+  if (k.empty() || k.size() > 11) return Field::kOther;
+  const char first = Lower(k[0]);
+  if (first != 'l' && first != 's' && first != 't' && first != '@' && first != 'm' && first != 'h' && first != 'a') {
+    return Field::kOther;
+  }
   for (const auto& [name, f] : kNames) {
-    if (EqualsNoCase(k, name)) return f;
+    if (name.size() == k.size() && name[0] == first && EqualsNoCase(k, name)) return f;
   }
   return Field::kOther;
 }

@@ -66,6 +66,7 @@
 #include "common/clock.h"
 #include "common/result.h"
 #include "common/severity.h"
+#include "common/tag_view.h"
 
 namespace logdex::parse {
 
@@ -75,10 +76,7 @@ enum class Format { kAuto, kLog4j, kSyslog, kJson, kLogfmt, kApache, kLogcat, kR
 std::string_view FormatName(Format f);
 std::optional<Format> ParseFormatName(std::string_view name);
 
-struct TagView {
-  std::string_view key;
-  std::string_view value;
-};
+using TagView = logdex::TagView;
 
 // One parsed line. The views point into the line or into the parser's own
 // buffers: valid until the parser's next Parse() call.

@@ -34,6 +34,7 @@ Chunker::Stream* Chunker::Find(const RecordView& r) {
     auto& slot = default_streams_[SeverityIndex(r.severity)];
     if (!slot) {
       slot = std::make_unique<Stream>();
+      slot->writer = ChunkWriter(options_.summarize_tags);
       slot->app = options_.app;
       slot->host = options_.host;
       slot->severity = r.severity;
@@ -47,6 +48,7 @@ Chunker::Stream* Chunker::Find(const RecordView& r) {
   auto it = other_streams_.find(lookup_key_);
   if (it == other_streams_.end()) {
     auto s = std::make_unique<Stream>();
+    s->writer = ChunkWriter(options_.summarize_tags);
     s->app = std::string(app);
     s->host = std::string(host);
     s->severity = r.severity;
@@ -68,11 +70,12 @@ Status Chunker::OnRecord(const RecordView& record) {
   // Estimated serialized size: message, ts and severity varints, framing.
   size_t size = record.message.size() + 16;
   for (const TagView& t : tags) size += t.key.size() + t.value.size() + 8;
-  if (s->records > 0 && (s->bytes + size > options_.max_chunk_bytes || s->records >= options_.max_chunk_records)) {
+  ChunkWriter& w = s->writer;
+  if (w.records() > 0 && (w.payload_bytes() + size > options_.max_chunk_bytes || w.records() >= options_.max_chunk_records)) {
     Status st = Flush(*s);
     if (!st.ok()) return st;
   }
-  if (s->records == 0) s->first_ns = clock_.MonotonicNs();
+  if (w.records() == 0) s->first_ns = clock_.MonotonicNs();
   int64_t ts_ms = record.ts_ms;
   std::string restamped_from;
   if (const int64_t now = clock_.NowMs(); !TimestampAccepted(ts_ms, now, options_.time_bounds)) {
@@ -82,61 +85,44 @@ Status Chunker::OnRecord(const RecordView& record) {
   } else if (options_.retention_ms > 0 && ts_ms < now - options_.retention_ms) {
     ++stats_.past_retention;
   }
-  proto::LogRecord* r = s->batch.add_records();
-  r->set_ts_ms(ts_ms);
-  r->set_severity(SeverityCode(record.severity));
-  r->set_message(record.message.data(), record.message.size());
-  if (!restamped_from.empty()) {  // first: among the tags the indexer indexes
-    s->bytes += kRestampedTag.size() + restamped_from.size() + 8;
-    proto::Tag* tag = r->add_tags();
-    tag->set_key(std::string(kRestampedTag));
-    tag->set_value(std::move(restamped_from));
-  }
-  for (const TagView& t : tags) {
-    proto::Tag* tag = r->add_tags();
-    tag->set_key(t.key.data(), t.key.size());
-    tag->set_value(t.value.data(), t.value.size());
-  }
+  // The re-stamp tag goes first: among the tags the indexer indexes.
+  const TagView restamp{kRestampedTag, restamped_from};
+  w.Add(ts_ms, SeverityCode(record.severity), record.message,
+        restamped_from.empty() ? std::span<const TagView>() : std::span<const TagView>(&restamp, 1), tags);
   if (record.origin != 0) s->origins.push_back(record.origin);
-  ++s->records;
-  s->bytes += size;
   ++stats_.records;
   ++stats_.records_by_severity[SeverityIndex(record.severity)];
-  if (s->bytes >= options_.max_chunk_bytes || s->records >= options_.max_chunk_records) return Flush(*s);
+  if (w.payload_bytes() >= options_.max_chunk_bytes || w.records() >= options_.max_chunk_records) return Flush(*s);
   return Status::Ok();
 }
 
 Status Chunker::Flush(Stream& s) {
-  if (s.records == 0) return Status::Ok();
+  const size_t records = s.writer.records();
+  if (records == 0) return Status::Ok();
   auto seq = sequences_.Next();
   if (!seq.ok()) return seq.error();
   PackOptions po;
   po.codec = options_.codec;
   po.producer_id = sequences_.producer_id();
   po.sequence = *seq;
-  po.summarize_tags = options_.summarize_tags;
-  proto::LogChunk chunk = PackChunk(s.app, s.host, s.batch, po);
   OutgoingChunk out;
   out.key = s.key;
-  chunk.SerializeToString(&out.value);
+  stats_.uncompressed_bytes += s.writer.payload_bytes();
+  s.writer.Finish(s.app, s.host, po, &out.value);
   out.sequence = *seq;
-  out.records = static_cast<uint32_t>(s.records);
+  out.records = static_cast<uint32_t>(records);
   out.severity = s.severity;
   out.origins = std::move(s.origins);
   s.origins.clear();
   ++stats_.chunks;
-  stats_.uncompressed_bytes += chunk.uncompressed_size();
   stats_.chunk_bytes += out.value.size();
-  s.batch.Clear();  // keeps the allocated records for reuse
-  s.records = 0;
-  s.bytes = 0;
   return sink_.Send(std::move(out));
 }
 
 Status Chunker::Poll() {
   const int64_t now = clock_.MonotonicNs();
   auto check = [&](Stream& s) -> Status {
-    if (s.records > 0 && now - s.first_ns >= LingerNs(s)) return Flush(s);
+    if (s.writer.records() > 0 && now - s.first_ns >= LingerNs(s)) return Flush(s);
     return Status::Ok();
   };
   for (auto& s : default_streams_) {
@@ -170,7 +156,7 @@ int64_t Chunker::MsUntilNextFlush() const {
   const int64_t now = clock_.MonotonicNs();
   int64_t best = -1;
   auto consider = [&](const Stream& s) {
-    if (s.records == 0) return;
+    if (s.writer.records() == 0) return;
     int64_t left = std::max<int64_t>(0, (s.first_ns + LingerNs(s) - now + 999'999) / 1'000'000);
     if (best < 0 || left < best) best = left;
   };
@@ -183,8 +169,8 @@ int64_t Chunker::MsUntilNextFlush() const {
 
 size_t Chunker::buffered_records() const {
   size_t n = 0;
-  for (const auto& s : default_streams_) n += s ? s->records : 0;
-  for (const auto& [k, s] : other_streams_) n += s->records;
+  for (const auto& s : default_streams_) n += s ? s->writer.records() : 0;
+  for (const auto& [k, s] : other_streams_) n += s->writer.records();
   return n;
 }
 

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "common/chunk_codec.h"
+#include "common/chunk_writer.h"
 #include "common/clock.h"
 #include "common/result.h"
 #include "parse/record.h"
@@ -98,10 +99,8 @@ class Chunker final : public parse::RecordSink {
     std::string app, host;
     Severity severity = Severity::kInfo;
     std::string key;
-    proto::RecordBatch batch;
+    ChunkWriter writer;
     std::vector<uint64_t> origins;  // RecordView::origin of the buffered records that have one
-    size_t records = 0;  // live records in `batch` (Clear() keeps allocations)
-    size_t bytes = 0;
     int64_t first_ns = 0;
   };
   Stream* Find(const parse::RecordView& r);
