@@ -31,7 +31,8 @@ enum class Durability {
 
 enum class Compression { kNone, kSnappy, kLz4, kZstd };
 
-// Per-table options (the HBase column-family settings DESIGN.md asks for).
+// Per-table options (the HBase column-family settings; the values logdex
+// uses per table: docs/ARCHITECTURE.md, "Tables and row keys").
 struct TableOptions {
   // Rows older than this (by write time) are invisible to reads at once and
   // removed by compaction later. 0 = keep forever.
