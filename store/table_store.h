@@ -2,7 +2,8 @@
 //
 // A store holds named tables of (key, value) rows, sorted by key bytes
 // (unsigned lexicographic), one version per row. Backends: RocksDbStore
-// (embedded, default) and, later, HBase through Thrift2. tests/store_conformance_test.cc
+// (embedded, default; rocksdb_store.h) and HBaseTableStore (HBase through
+// the Thrift2 gateway; hbase/hbase_store.h). tests/store_conformance_test.cc
 // pins the semantics every backend must have.
 //
 // Thread-safety: every method is safe to call concurrently.
