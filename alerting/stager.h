@@ -78,9 +78,11 @@ class AlertStager {
   // Detects, groups and rate-limits the records of one decoded chunk and
   // appends outbox/state/seen rows to `batch`. `chunk` supplies app, host and
   // the default severity (records with severity 0 inherit it); `records` is
-  // its decoded payload; `chunk_id` names the chunk (ChunkIdOf(producer,
-  // sequence)); `kafka_ts_ms` is the Kafka message timestamp (ms since epoch),
-  // the origin of the delivery-latency histogram (0 = unknown).
+  // its decoded payload; `chunk_id` names the chunk as stored (the indexer's
+  // AlertableChunk::id: ChunkIdOf(producer, sequence), or the id derived from
+  // the Kafka source, or a split part's own id); `kafka_ts_ms` is the Kafka
+  // message timestamp (ms since epoch), the origin of the delivery-latency
+  // histogram (0 = unknown).
   // Returns the number of outbox rows appended (0 for a replayed chunk; a
   // digest rewritten in place counts each time it is rewritten).
   // Errors: only store read failures (kIOError/kUnavailable); the batch may

@@ -4,8 +4,9 @@
 // it with a precise reason.
 //
 // Decoding is split in two so that the hot path decompresses only when it
-// must (DESIGN.md): DecodeChunk() parses and checks the header and the
-// payload's crc32c; UnpackRecords() decompresses and checks the records.
+// must (docs/ARCHITECTURE.md, "Chunk format"): DecodeChunk() parses and
+// checks the header and the payload's crc32c; UnpackRecords() decompresses
+// and checks the records.
 // All functions are pure and thread-safe.
 #pragma once
 

@@ -1,7 +1,7 @@
-// Row keys of every logdex table (DESIGN.md, "Row keys"): fixed widths,
-// big-endian integers, so that byte order equals field order. Each key type
-// has kSize, Encode() and Decode(); Decode() rejects a key of the wrong
-// length or with a severity byte outside the code table.
+// Row keys of every logdex table (docs/ARCHITECTURE.md, "Tables and row
+// keys"): fixed widths, big-endian integers, so that byte order equals field
+// order. Each key type has kSize, Encode() and Decode(); Decode() rejects a
+// key of the wrong length or with a severity byte outside the code table.
 //
 // Timestamps are milliseconds since the Unix epoch; keys hold them as
 // unsigned 64-bit numbers, so they must not be negative (the chunk codec

@@ -1,5 +1,6 @@
-// The severity code table (DESIGN.md): six levels stored as one byte whose
-// order is the order of severity, and a parser for the common spellings.
+// The severity code table (docs/ARCHITECTURE.md, "Severity code table"): six
+// levels stored as one byte whose order is the order of severity, and a
+// parser for the common spellings.
 #pragma once
 
 #include <array>

@@ -2,7 +2,7 @@
 // consumes. One thread runs Run(); the rest of the methods may be called
 // from other threads (HTTP readiness, metrics).
 //
-// Delivery rules (DESIGN.md, "Delivery and consistency"):
+// Delivery rules (docs/ARCHITECTURE.md, "Delivery and consistency"):
 // - a batch closes at batch_max_messages, batch_max_bytes or batch_max_wait,
 //   or as soon as it holds messages and the client has no more fetched;
 // - its dead letters are produced to <topic><dlq_suffix> and acknowledged,

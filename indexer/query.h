@@ -1,5 +1,5 @@
-// The query engine: plans a query onto one access path (DESIGN.md, "Queries
-// and what they must cost"), reads index rows newest first, fetches main
+// The query engine: plans a query onto one access path (docs/ARCHITECTURE.md,
+// "Queries and their cost"), reads index rows newest first, fetches main
 // rows, decompresses them and filters records, and reports what it cost.
 //
 // Access paths:

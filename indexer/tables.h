@@ -1,8 +1,8 @@
-// The tables logdex keeps (DESIGN.md, "Row keys") and their options, which
-// mirror the HBase tuning of the original system: VERSIONS 1, a TTL, no
-// store-side compression and no block cache for the main table (its payload
-// is already snappy and it is read sequentially), row bloom filters on
-// index tables.
+// The tables logdex keeps (docs/ARCHITECTURE.md, "Tables and row keys") and
+// their options, which mirror the HBase tuning of the original system:
+// VERSIONS 1, a TTL, no store-side compression and no block cache for the
+// main table (its payload is already snappy and it is read sequentially),
+// row bloom filters on index tables.
 #pragma once
 
 #include <string>

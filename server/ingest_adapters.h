@@ -1,6 +1,7 @@
 // Adapters that plug the parse module (parse/) and the alert stager into the
-// consumer's batch path (consumer/ knows neither module: DESIGN.md's
-// dependency rule keeps consumer -> indexer -> store).
+// consumer's batch path (consumer/ knows neither module: the dependency rule
+// of docs/ARCHITECTURE.md, "Modules and dependencies", keeps consumer ->
+// indexer -> store).
 #pragma once
 
 #include <memory>

@@ -2,7 +2,8 @@
 //
 // A store holds named tables of (key, value) rows, sorted by key bytes
 // (unsigned lexicographic), one version per row. Backends: RocksDbStore
-// (embedded, default) and, later, HBase through Thrift2. tests/store_conformance_test.cc
+// (embedded, default; rocksdb_store.h) and HBaseTableStore (HBase through
+// the Thrift2 gateway; hbase/hbase_store.h). tests/store_conformance_test.cc
 // pins the semantics every backend must have.
 //
 // Thread-safety: every method is safe to call concurrently.
@@ -31,7 +32,8 @@ enum class Durability {
 
 enum class Compression { kNone, kSnappy, kLz4, kZstd };
 
-// Per-table options (the HBase column-family settings DESIGN.md asks for).
+// Per-table options (the HBase column-family settings; the values logdex
+// uses per table: docs/ARCHITECTURE.md, "Tables and row keys").
 struct TableOptions {
   // Rows older than this (by write time) are invisible to reads at once and
   // removed by compaction later. 0 = keep forever.

@@ -11,18 +11,19 @@
 //   (split keys 0x01 .. buckets-1). CreateTable on an existing table applies
 //   changed family settings (modifyColumnFamily).
 // - Write() is NOT atomic across rows (HBase has no cross-row transactions).
-//   It sends index tables first, in the order the batch first names them,
-//   and the main table last (DESIGN.md "Delivery and consistency"), so a
-//   failed Write() can leave index rows without their main row, never a main
-//   row without its index rows. Exception: a batch whose main-table entries
-//   are all deletes sends them first (the same invariant for deletions).
-//   Within a table the batch's order is kept; puts go out with putMultiple,
-//   deletes with deleteMultiple, split so that each call stays under
-//   `max_call_bytes` (the gateway's framed transport rejects frames over
-//   2 MB by default). Every table the batch names is checked to exist before
-//   anything is sent. Durability maps to TDurability SKIP_WAL / ASYNC_WAL /
-//   SYNC_WAL on every mutation. SKIP_WAL through HBase is at-most-once on a
-//   region server crash: HBase gives no flush signal through Thrift.
+//   It sends index tables first, in the order the batch first names them, and
+//   the main table last (docs/ARCHITECTURE.md, "Delivery and consistency"),
+//   so a failed Write() can leave index rows without their main row, never a
+//   main row without its index rows. Exception: a batch whose main-table
+//   entries are all deletes sends them first (the same invariant for
+//   deletions). Within a table the batch's order is kept; puts go out with
+//   putMultiple, deletes with deleteMultiple, split so that each call stays
+//   under `max_call_bytes` (the gateway's framed transport rejects frames
+//   over 2 MB by default). Every table the batch names is checked to exist
+//   before anything is sent. Durability maps to TDurability SKIP_WAL /
+//   ASYNC_WAL / SYNC_WAL on every mutation. SKIP_WAL through HBase is
+//   at-most-once on a region server crash: HBase gives no flush signal
+//   through Thrift.
 // - Reads: Get() is a TGet; Scan/NewIterator open gateway scanners and page
 //   with getScannerRows(`scanner_caching` rows). Reverse scans map the
 //   interface's [start, stop) onto HBase's reversed scan (startRow = the
