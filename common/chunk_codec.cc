@@ -41,12 +41,17 @@ std::string ChunkError::ToString() const { return std::string(ChunkErrcName(code
 
 proto::LogChunk PackChunk(std::string_view app, std::string_view host, const proto::RecordBatch& batch,
                           const PackOptions& options) {
+  // Each record as protobuf serializes it: a record from a newer producer
+  // keeps the fields this build does not know.
   ChunkWriter writer(options.summarize_tags);
   std::vector<TagView> tags;
+  std::string record;
   for (const proto::LogRecord& r : batch.records()) {
     tags.clear();
     for (const proto::Tag& t : r.tags()) tags.push_back({t.key(), t.value()});
-    writer.Add(r.ts_ms(), r.severity(), r.message(), tags);
+    record.clear();
+    r.AppendToString(&record);
+    writer.AddSerialized(r.ts_ms(), r.severity(), record, tags);
   }
   std::string bytes;
   writer.Finish(app, host, options, &bytes);

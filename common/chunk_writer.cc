@@ -100,6 +100,8 @@ struct ChunkWriter::Summary {
   };
 
   Summary() : seen(0, Hash{this}, Eq{this}) {}
+  Summary(const Summary&) = delete;  // the set's hasher and eq point at this object
+  Summary& operator=(const Summary&) = delete;
 
   // The same tag at entry i?
   bool Holds(uint32_t i, std::string_view key, std::string_view value) const {
@@ -112,8 +114,8 @@ struct ChunkWriter::Summary {
     const size_t n = entries.size();
     wire.clear();
     entries.clear();
-    seen.clear();
-    seen.reserve(n);  // the next chunk of a stream is much like this one
+    seen.clear();    // frees a table of more than 127 slots
+    seen.reserve(n);  // so size it at once: the next chunk of a stream is much like this one
   }
 
   std::string wire;  // repeated Tag tags = 1 of TagSummary
@@ -121,8 +123,7 @@ struct ChunkWriter::Summary {
   absl::flat_hash_set<uint32_t, Hash, Eq> seen;
 };
 
-ChunkWriter::ChunkWriter(bool summarize_tags)
-    : summarize_(summarize_tags), summary_(summarize_tags ? std::make_unique<Summary>() : nullptr) {}
+ChunkWriter::ChunkWriter(bool summarize_tags) : summary_(summarize_tags ? std::make_unique<Summary>() : nullptr) {}
 ChunkWriter::~ChunkWriter() = default;
 ChunkWriter::ChunkWriter(ChunkWriter&&) noexcept = default;
 ChunkWriter& ChunkWriter::operator=(ChunkWriter&&) noexcept = default;
@@ -149,13 +150,29 @@ uint32_t ChunkWriter::Summarize(std::string_view key, std::string_view value) {
   });
 }
 
-void ChunkWriter::Add(int64_t ts_ms, uint32_t severity, std::string_view message, std::span<const TagView> lead,
+namespace {
+
+size_t RecordBodySize(int64_t ts_ms, uint32_t severity, std::string_view message, std::span<const TagView> lead,
                       std::span<const TagView> tags) {
   // LogRecord { int64 ts_ms = 1; uint32 severity = 2; bytes message = 3; repeated Tag tags = 4; }
   size_t body = VarintFieldSize(static_cast<uint64_t>(ts_ms)) + VarintFieldSize(severity) +
                 BytesFieldSize(message.size());
   for (const TagView& t : lead) body += TagFieldSize(t.key, t.value);
   for (const TagView& t : tags) body += TagFieldSize(t.key, t.value);
+  return body;
+}
+
+}  // namespace
+
+size_t ChunkWriter::RecordBytes(int64_t ts_ms, uint32_t severity, std::string_view message,
+                                std::span<const TagView> lead, std::span<const TagView> tags) {
+  const size_t body = RecordBodySize(ts_ms, severity, message, lead, tags);
+  return 1 + VarintSize(body) + body;
+}
+
+void ChunkWriter::Add(int64_t ts_ms, uint32_t severity, std::string_view message, std::span<const TagView> lead,
+                      std::span<const TagView> tags) {
+  const size_t body = RecordBodySize(ts_ms, severity, message, lead, tags);
   // RecordBatch { repeated LogRecord records = 1; }
   const size_t at = payload_.size();
   payload_.resize(at + 1 + VarintSize(body) + body);
@@ -167,7 +184,23 @@ void ChunkWriter::Add(int64_t ts_ms, uint32_t severity, std::string_view message
   p = PutBytesField(p, Key(3, kLength), message);
   for (const TagView& t : lead) p = PutTag(p, Key(4, kLength), t.key, t.value);
   for (const TagView& t : tags) p = PutTag(p, Key(4, kLength), t.key, t.value);
+  Account(ts_ms, severity, lead, tags);
+}
 
+void ChunkWriter::AddSerialized(int64_t ts_ms, uint32_t severity, std::string_view record,
+                                std::span<const TagView> tags) {
+  const size_t at = payload_.size();
+  payload_.resize(at + 1 + VarintSize(record.size()) + record.size());
+  char* p = payload_.data() + at;
+  *p++ = static_cast<char>(Key(1, kLength));
+  p = PutVarint(p, record.size());
+  std::memcpy(p, record.data(), record.size());
+  Account(ts_ms, severity, {}, tags);
+}
+
+// The header's severity and time range, and the summary.
+void ChunkWriter::Account(int64_t ts_ms, uint32_t severity, std::span<const TagView> lead,
+                          std::span<const TagView> tags) {
   if (records_ == 0) {
     severity_ = severity;
     first_ts_ = last_ts_ = ts_ms;
@@ -177,34 +210,36 @@ void ChunkWriter::Add(int64_t ts_ms, uint32_t severity, std::string_view message
     last_ts_ = std::max(last_ts_, ts_ms);
   }
   ++records_;
-  if (summarize_) {
-    size_t i = 0;
-    for (std::span<const TagView> part : {lead, tags}) {
-      for (const TagView& t : part) {
-        if (i == kMaxIndexedTagsPerRecord) return;
-        if (i < last_at_.size() && summary_->Holds(last_at_[i], t.key, t.value)) {
-          ++i;
-          continue;
-        }
-        const uint32_t entry = Summarize(t.key, t.value);
-        if (i < last_at_.size()) last_at_[i] = entry;
-        else last_at_.push_back(entry);
+  if (!summary_) return;
+  size_t i = 0;
+  for (std::span<const TagView> part : {lead, tags}) {
+    for (const TagView& t : part) {
+      if (i == kMaxIndexedTagsPerRecord) return;
+      if (i < last_at_.size() && summary_->Holds(last_at_[i], t.key, t.value)) {
         ++i;
+        continue;
       }
+      const uint32_t entry = Summarize(t.key, t.value);
+      if (i < last_at_.size()) last_at_[i] = entry;
+      else last_at_.push_back(entry);
+      ++i;
     }
   }
 }
 
-void ChunkWriter::Finish(std::string_view app, std::string_view host, const PackOptions& options, std::string* out) {
+void ChunkWriter::Finish(std::string_view app, std::string_view host, const PackOptions& options, std::string* out,
+                         std::string* scratch) {
   std::string_view payload = payload_;
   if (options.codec == proto::CODEC_SNAPPY) {
-    compressed_.resize(snappy::MaxCompressedLength(payload_.size()));
+    std::string& compressed = scratch ? *scratch : compressed_;
+    compressed.resize(snappy::MaxCompressedLength(payload_.size()));
     size_t n = 0;
-    snappy::RawCompress(payload_.data(), payload_.size(), compressed_.data(), &n);
-    payload = std::string_view(compressed_.data(), n);
+    snappy::RawCompress(payload_.data(), payload_.size(), compressed.data(), &n);
+    payload = std::string_view(compressed.data(), n);
   }
   const uint32_t crc = Crc32c(payload);
-  const std::string_view summary = summarize_ ? std::string_view(summary_->wire) : std::string_view();
+  const bool summarize = summary_ != nullptr;
+  const std::string_view summary = summarize ? std::string_view(summary_->wire) : std::string_view();
   const uint64_t record_count = static_cast<uint32_t>(records_);
 
   // LogChunk, fields in number order (as protobuf writes them).
@@ -214,7 +249,7 @@ void ChunkWriter::Finish(std::string_view app, std::string_view host, const Pack
                       VarintFieldSize(static_cast<uint64_t>(last_ts_)) + VarintFieldSize(record_count) +
                       VarintFieldSize(static_cast<uint64_t>(options.codec)) + BytesFieldSize(payload.size()) +
                       (crc == 0 ? 0 : 5) + VarintFieldSize(payload_.size()) + VarintFieldSize(options.producer_id) +
-                      VarintFieldSize(options.sequence) + (summarize_ ? 1 + VarintSize(summary.size()) + summary.size() : 0);
+                      VarintFieldSize(options.sequence) + (summarize ? 1 + VarintSize(summary.size()) + summary.size() : 0);
   const size_t at = out->size();
   out->resize(at + size);
   char* p = out->data() + at;
@@ -235,7 +270,7 @@ void ChunkWriter::Finish(std::string_view app, std::string_view host, const Pack
   p = PutVarintField(p, Key(12, kVarint), payload_.size());
   p = PutVarintField(p, Key(13, kVarint), options.producer_id);
   p = PutVarintField(p, Key(14, kVarint), options.sequence);
-  if (summarize_) {  // present (has_tag_summary) even when it holds no tag
+  if (summarize) {  // present (has_tag_summary) even when it holds no tag
     *p++ = static_cast<char>(Key(15, kLength));
     p = PutVarint(p, summary.size());
     std::memcpy(p, summary.data(), summary.size());
@@ -247,7 +282,7 @@ void ChunkWriter::Finish(std::string_view app, std::string_view host, const Pack
   records_ = 0;
   severity_ = kMixedSeverity;
   first_ts_ = last_ts_ = 0;
-  if (summarize_) summary_->Clear();
+  if (summarize) summary_->Clear();
   last_at_.clear();
 }
 

@@ -25,7 +25,9 @@ namespace logdex {
 
 class ChunkWriter {
  public:
-  // `summarize_tags`: whether Finish writes a TagSummary (PackOptions).
+  // `summarize_tags`: whether Finish writes a TagSummary (PackOptions). The
+  // summary holds each distinct tag among each record's first
+  // kMaxIndexedTagsPerRecord once, in the order first seen.
   explicit ChunkWriter(bool summarize_tags = true);
   ~ChunkWriter();
   ChunkWriter(ChunkWriter&&) noexcept;
@@ -39,27 +41,40 @@ class ChunkWriter {
     Add(ts_ms, severity, message, {}, tags);
   }
 
+  // Appends one record already serialized as a LogRecord (its body, without
+  // the field key and length): PackChunk's path, which keeps whatever fields
+  // a newer producer added. `ts_ms`, `severity` and `tags` are the record's
+  // own, for the header and the summary.
+  void AddSerialized(int64_t ts_ms, uint32_t severity, std::string_view record, std::span<const TagView> tags);
+
+  // The bytes Add() appends to the payload for this record.
+  static size_t RecordBytes(int64_t ts_ms, uint32_t severity, std::string_view message, std::span<const TagView> lead,
+                            std::span<const TagView> tags);
+
   size_t records() const { return records_; }
   // The serialized RecordBatch so far (before compression).
   size_t payload_bytes() const { return payload_.size(); }
 
   // Appends the serialized LogChunk of the records added since the last
   // Finish to `*out` (see PackChunk for the header's fields) and starts a new
-  // chunk; buffers keep their capacity. `options.summarize_tags` is ignored
-  // (the constructor's choice holds).
-  void Finish(std::string_view app, std::string_view host, const PackOptions& options, std::string* out);
+  // chunk; the payload buffer keeps its capacity. `options.summarize_tags` is
+  // ignored (the constructor's choice holds). `scratch` holds the compressed
+  // payload on the way (writers of one thread may share one); null: the
+  // writer's own.
+  void Finish(std::string_view app, std::string_view host, const PackOptions& options, std::string* out,
+              std::string* scratch = nullptr);
 
  private:
   struct Summary;
   // The index of the summary entry for key=value, added if new.
   uint32_t Summarize(std::string_view key, std::string_view value);
+  void Account(int64_t ts_ms, uint32_t severity, std::span<const TagView> lead, std::span<const TagView> tags);
 
-  bool summarize_;
   std::string payload_;  // a serialized RecordBatch
   size_t records_ = 0;
   uint32_t severity_ = kMixedSeverity;
   int64_t first_ts_ = 0, last_ts_ = 0;
-  std::unique_ptr<Summary> summary_;
+  std::unique_ptr<Summary> summary_;  // null: no summary
   // The summary entry of the last record's tag at each position (records of
   // a stream tend to repeat their keys, and many values): a cheap check first.
   std::vector<uint32_t> last_at_;

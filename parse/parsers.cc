@@ -96,12 +96,31 @@ Field ClassifyField(std::string_view k) {
       {"hostname", Field::kHost},   {"app", Field::kApp},            {"service", Field::kApp},
       {"application", Field::kApp},
   };
-  // Most keys of a log object are none of these: reject on the first letter.
-  if (k.empty() || k.size() > 11) return Field::kOther;
+  // Most keys of a log object are none of these: reject on the length and
+  // the first letter (both taken from the table; its names are lowercase).
+  static constexpr size_t kLongest = [] {
+    size_t n = 0;
+    for (const auto& [name, f] : kNames) n = std::max(n, name.size());
+    return n;
+  }();
+  static constexpr std::array<bool, 256> kFirst = [] {
+    std::array<bool, 256> a{};
+    for (const auto& [name, f] : kNames) a[static_cast<unsigned char>(name[0])] = true;
+    return a;
+  }();
+  static_assert(
+      [] {
+        for (const auto& [name, f] : kNames) {
+          for (char c : name) {
+            if (c >= 'A' && c <= 'Z') return false;
+          }
+        }
+        return true;
+      }(),
+      "ClassifyField's names are lowercase");
+  if (k.empty() || k.size() > kLongest) return Field::kOther;
   const char first = Lower(k[0]);
-  if (first != 'l' && first != 's' && first != 't' && first != '@' && first != 'm' && first != 'h' && first != 'a') {
-    return Field::kOther;
-  }
+  if (!kFirst[static_cast<unsigned char>(first)]) return Field::kOther;
   for (const auto& [name, f] : kNames) {
     if (name.size() == k.size() && name[0] == first && EqualsNoCase(k, name)) return f;
   }

@@ -33,8 +33,7 @@ Chunker::Stream* Chunker::Find(const RecordView& r) {
   if (!own) {
     auto& slot = default_streams_[SeverityIndex(r.severity)];
     if (!slot) {
-      slot = std::make_unique<Stream>();
-      slot->writer = ChunkWriter(options_.summarize_tags);
+      slot = std::make_unique<Stream>(options_.summarize_tags);
       slot->app = options_.app;
       slot->host = options_.host;
       slot->severity = r.severity;
@@ -47,8 +46,7 @@ Chunker::Stream* Chunker::Find(const RecordView& r) {
   lookup_key_ = StreamKey(app, host, r.severity);
   auto it = other_streams_.find(lookup_key_);
   if (it == other_streams_.end()) {
-    auto s = std::make_unique<Stream>();
-    s->writer = ChunkWriter(options_.summarize_tags);
+    auto s = std::make_unique<Stream>(options_.summarize_tags);
     s->app = std::string(app);
     s->host = std::string(host);
     s->severity = r.severity;
@@ -67,28 +65,32 @@ Status Chunker::OnRecord(const RecordView& record) {
     if (!record.host.empty()) tag_scratch_.push_back({"host", record.host});
     tags = tag_scratch_;
   }
-  // Estimated serialized size: message, ts and severity varints, framing.
-  size_t size = record.message.size() + 16;
-  for (const TagView& t : tags) size += t.key.size() + t.value.size() + 8;
   ChunkWriter& w = s->writer;
-  if (w.records() > 0 && (w.payload_bytes() + size > options_.max_chunk_bytes || w.records() >= options_.max_chunk_records)) {
+  int64_t ts_ms = record.ts_ms;
+  std::string restamped_from;
+  const int64_t now = clock_.NowMs();
+  if (!TimestampAccepted(ts_ms, now, options_.time_bounds)) {
+    restamped_from = std::to_string(ts_ms);
+    ts_ms = now;
+  }
+  // The re-stamp tag goes first: among the tags the indexer indexes.
+  const TagView restamp{kRestampedTag, restamped_from};
+  const std::span<const TagView> lead =
+      restamped_from.empty() ? std::span<const TagView>() : std::span<const TagView>(&restamp, 1);
+  const uint32_t severity = SeverityCode(record.severity);
+  const size_t size = ChunkWriter::RecordBytes(ts_ms, severity, record.message, lead, tags);
+  if (w.records() > 0 &&
+      (w.payload_bytes() + size > options_.max_chunk_bytes || w.records() >= options_.max_chunk_records)) {
     Status st = Flush(*s);
     if (!st.ok()) return st;
   }
   if (w.records() == 0) s->first_ns = clock_.MonotonicNs();
-  int64_t ts_ms = record.ts_ms;
-  std::string restamped_from;
-  if (const int64_t now = clock_.NowMs(); !TimestampAccepted(ts_ms, now, options_.time_bounds)) {
-    restamped_from = std::to_string(ts_ms);
-    ts_ms = now;
+  if (!restamped_from.empty()) {
     ++stats_.restamped;
   } else if (options_.retention_ms > 0 && ts_ms < now - options_.retention_ms) {
     ++stats_.past_retention;
   }
-  // The re-stamp tag goes first: among the tags the indexer indexes.
-  const TagView restamp{kRestampedTag, restamped_from};
-  w.Add(ts_ms, SeverityCode(record.severity), record.message,
-        restamped_from.empty() ? std::span<const TagView>() : std::span<const TagView>(&restamp, 1), tags);
+  w.Add(ts_ms, severity, record.message, lead, tags);
   if (record.origin != 0) s->origins.push_back(record.origin);
   ++stats_.records;
   ++stats_.records_by_severity[SeverityIndex(record.severity)];
@@ -108,7 +110,7 @@ Status Chunker::Flush(Stream& s) {
   OutgoingChunk out;
   out.key = s.key;
   stats_.uncompressed_bytes += s.writer.payload_bytes();
-  s.writer.Finish(s.app, s.host, po, &out.value);
+  s.writer.Finish(s.app, s.host, po, &out.value, &compressed_);
   out.sequence = *seq;
   out.records = static_cast<uint32_t>(records);
   out.severity = s.severity;

@@ -1,9 +1,10 @@
-// Chunker: groups records by stream (app, host, severity), packs each
-// stream's buffer into a LogChunk with PackChunk (snappy, crc32c, tag
-// summary, producer id + sequence) and hands it to a ChunkSink.
+// Chunker: groups records by stream (app, host, severity), encodes each
+// stream's records into a chunk as they arrive (ChunkWriter: snappy,
+// crc32c, tag summary, producer id + sequence) and hands it to a ChunkSink.
 //
 // A stream's buffer is flushed when the first of these is reached:
-//   - max_chunk_bytes of (estimated) uncompressed record bytes;
+//   - max_chunk_bytes of uncompressed record bytes (the serialized
+//     RecordBatch; a record that would pass it starts the next chunk);
 //   - max_chunk_records records;
 //   - linger: the oldest buffered record has waited linger_ms
 //     (alert_linger_ms for ERROR and FATAL streams), checked by Poll().
@@ -96,6 +97,7 @@ class Chunker final : public parse::RecordSink {
 
  private:
   struct Stream {
+    explicit Stream(bool summarize_tags) : writer(summarize_tags) {}
     std::string app, host;
     Severity severity = Severity::kInfo;
     std::string key;
@@ -116,6 +118,7 @@ class Chunker final : public parse::RecordSink {
   std::string lookup_key_;
   std::vector<parse::TagView> tag_scratch_;
   std::string scratch_;
+  std::string compressed_;  // every stream's payload on its way through snappy
   ChunkerStats stats_;
 };
 

@@ -3,6 +3,7 @@
 #include "common/chunk_writer.h"
 
 #include <gtest/gtest.h>
+#include <snappy.h>
 
 #include <random>
 #include <set>
@@ -84,54 +85,90 @@ std::vector<std::pair<std::string, std::string>> ExpectedSummary(const std::vect
   return out;
 }
 
+// Writes `recs` with `w` and checks the chunk against protobuf's own bytes.
+void ExpectProtobufBytes(ChunkWriter& w, const std::vector<Rec>& recs, proto::Codec codec) {
+  for (const Rec& r : recs) w.Add(r.ts, r.severity, r.message, Views(r));
+  const proto::RecordBatch batch = Batch(recs);
+  EXPECT_EQ(w.payload_bytes(), batch.ByteSizeLong());
+  PackOptions po;
+  po.codec = codec;
+  po.producer_id = 9;
+  po.sequence = 300;
+  std::string written = "prefix:";  // Finish appends
+  w.Finish("app", "host", po, &written);
+  ASSERT_EQ(written.substr(0, 7), "prefix:");
+  written.erase(0, 7);
+
+  proto::LogChunk parsed;
+  ASSERT_TRUE(parsed.ParseFromString(written));
+  // What protobuf writes for the same header, payload and summary.
+  proto::LogChunk expected;
+  expected.set_format_major(kChunkFormatMajor);
+  expected.set_format_minor(kChunkFormatMinor);
+  expected.set_app("app");
+  expected.set_host("host");
+  int64_t first = 0, last = 0;
+  uint32_t severity = recs.empty() ? kMixedSeverity : recs[0].severity;
+  for (size_t i = 0; i < recs.size(); ++i) {
+    first = i == 0 ? recs[i].ts : std::min(first, recs[i].ts);
+    last = i == 0 ? recs[i].ts : std::max(last, recs[i].ts);
+    if (recs[i].severity != severity) severity = kMixedSeverity;
+  }
+  expected.set_severity(severity);
+  expected.set_first_ts_ms(first);
+  expected.set_last_ts_ms(last);
+  expected.set_record_count(static_cast<uint32_t>(recs.size()));
+  expected.set_codec(codec);
+  std::string payload = batch.SerializeAsString();
+  if (codec == proto::CODEC_SNAPPY) {
+    std::string compressed;
+    snappy::Compress(payload.data(), payload.size(), &compressed);
+    payload = compressed;
+  }
+  expected.set_payload(payload);
+  expected.set_payload_crc32c(Crc32c(payload));
+  expected.set_uncompressed_size(batch.ByteSizeLong());
+  expected.set_producer_id(9);
+  expected.set_sequence(300);
+  proto::TagSummary* summary = expected.mutable_tag_summary();
+  for (const auto& [k, v] : ExpectedSummary(recs)) {
+    proto::Tag* t = summary->add_tags();
+    t->set_key(k);
+    t->set_value(v);
+  }
+  EXPECT_EQ(written, expected.SerializeAsString()) << "codec " << codec << ", " << recs.size() << " records";
+  EXPECT_TRUE(VerifyPayload(parsed, DecodeOptions{}).ok());
+}
+
 TEST(ChunkWriter, WritesTheBytesProtobufWritesForTheSameChunk) {
   const std::vector<Rec> recs = EdgeRecords();
+  // 300 distinct tags: the summary's set outgrows 127 slots, is cleared and
+  // sized again by Finish; the next chunk of the same writer is checked too.
+  std::vector<Rec> many;
+  for (int i = 0; i < 300; ++i) many.push_back({kNow + i, 30, "m", {{"id", std::to_string(i)}, {"dc", "east"}}});
   for (proto::Codec codec : {proto::CODEC_NONE, proto::CODEC_SNAPPY}) {
     ChunkWriter w;
-    for (const Rec& r : recs) w.Add(r.ts, r.severity, r.message, Views(r));
-    const proto::RecordBatch batch = Batch(recs);
-    EXPECT_EQ(w.payload_bytes(), batch.ByteSizeLong());
-    PackOptions po;
-    po.codec = codec;
-    po.producer_id = 9;
-    po.sequence = 300;
-    std::string written = "prefix:";  // Finish appends
-    w.Finish("app", "host", po, &written);
-    ASSERT_EQ(written.substr(0, 7), "prefix:");
-    written.erase(0, 7);
-
-    proto::LogChunk parsed;
-    ASSERT_TRUE(parsed.ParseFromString(written));
-    // What protobuf writes for the same header, payload and summary.
-    proto::LogChunk expected;
-    expected.set_format_major(kChunkFormatMajor);
-    expected.set_format_minor(kChunkFormatMinor);
-    expected.set_app("app");
-    expected.set_host("host");
-    expected.set_severity(kMixedSeverity);
-    expected.set_first_ts_ms(INT64_MIN);
-    expected.set_last_ts_ms(INT64_MAX);
-    expected.set_record_count(static_cast<uint32_t>(recs.size()));
-    expected.set_codec(codec);
-    expected.set_payload(parsed.payload());
-    expected.set_payload_crc32c(Crc32c(parsed.payload()));
-    expected.set_uncompressed_size(batch.ByteSizeLong());
-    expected.set_producer_id(9);
-    expected.set_sequence(300);
-    proto::TagSummary* summary = expected.mutable_tag_summary();
-    for (const auto& [k, v] : ExpectedSummary(recs)) {
-      proto::Tag* t = summary->add_tags();
-      t->set_key(k);
-      t->set_value(v);
-    }
-    EXPECT_EQ(written, expected.SerializeAsString()) << "codec " << codec;
-
-    // The payload is the RecordBatch protobuf writes, and serve reads it back.
-    if (codec == proto::CODEC_NONE) {
-      EXPECT_EQ(parsed.payload(), batch.SerializeAsString());
-    }
-    ASSERT_TRUE(VerifyPayload(parsed, DecodeOptions{}).ok());
+    ExpectProtobufBytes(w, many, codec);
+    ExpectProtobufBytes(w, recs, codec);
+    ExpectProtobufBytes(w, {}, codec);  // no record (serve refuses it; the bytes are still protobuf's)
+    ExpectProtobufBytes(w, many, codec);
   }
+}
+
+// PackChunk (re-packing received records: the indexer's split path) keeps
+// the fields of a newer producer that this build does not know.
+TEST(ChunkWriter, PackChunkKeepsUnknownFieldsOfRecordsAndTags) {
+  proto::RecordBatch batch = Batch({{kNow, 30, "with extras", {{"dc", "east"}}}});
+  proto::LogRecord* r = batch.mutable_records(0);
+  ASSERT_TRUE(r->MergeFromString(std::string("\xa0\x06\x2a", 3)));  // field 100, varint 42
+  ASSERT_TRUE(r->mutable_tags(0)->MergeFromString(std::string("\x18\x07", 2)));  // field 3, varint 7
+  ASSERT_NE(batch.SerializeAsString().find(std::string("\xa0\x06\x2a", 3)), std::string::npos);
+  PackOptions po;
+  po.codec = proto::CODEC_NONE;
+  proto::LogChunk c = PackChunk("a", "h", batch, po);
+  EXPECT_EQ(c.payload(), batch.SerializeAsString());
+  ASSERT_EQ(c.tag_summary().tags_size(), 1);
+  EXPECT_EQ(c.tag_summary().tags(0).value(), "east");
 }
 
 TEST(ChunkWriter, ChunksItWritesPassServesDecode) {
@@ -168,7 +205,7 @@ TEST(ChunkWriter, FinishStartsAFreshChunk) {
   w.Finish("a", "h", PackOptions{}, &one);
   EXPECT_EQ(w.records(), 0u);
   EXPECT_EQ(w.payload_bytes(), 0u);
-  tags = {{"dc", "west"}};
+  tags = {{"dc", "east"}};  // the same tag at the same position: in the new chunk's summary too
   w.Add(kNow - 5, SeverityCode(Severity::kInfo), "second", tags);
   std::string two;
   w.Finish("a", "h", PackOptions{}, &two);
@@ -179,7 +216,7 @@ TEST(ChunkWriter, FinishStartsAFreshChunk) {
   EXPECT_EQ(c.first_ts_ms(), kNow - 5);
   EXPECT_EQ(c.last_ts_ms(), kNow - 5);
   ASSERT_EQ(c.tag_summary().tags_size(), 1);
-  EXPECT_EQ(c.tag_summary().tags(0).value(), "west");
+  EXPECT_EQ(c.tag_summary().tags(0).value(), "east");
 }
 
 TEST(ChunkWriter, LeadTagsComeFirstAndCountTowardTheIndexedCap) {
