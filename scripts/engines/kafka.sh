@@ -16,7 +16,7 @@
 # Exit codes: 0 ok, 1 failure, 2 usage, 77 Maven's repository cannot be reached (the jars
 # are not cached yet): tests report that as skipped, never as passed.
 #
-# The broker runs detached from the caller; DIR/pid names it. With LOGDEX_ENGINE_OWNER_PID
+# The broker runs detached from the caller; DIR/pid names it. With KAFKA_ENGINE_OWNER_PID
 # set at start, a watcher SIGKILLs the broker when that process is gone (a test killed by
 # ctest's timeout leaves no JVM behind).
 set -euo pipefail
@@ -30,6 +30,9 @@ LIBS=$CACHE/libs
 START_DEADLINE=${KAFKA_START_DEADLINE:-120}
 STOP_DEADLINE=${KAFKA_STOP_DEADLINE:-60}
 EX_UNREACHABLE=77
+# Named in full: a goal prefix ("dependency:") is resolved from the repository's metadata
+# first, and that fails with a message that does not say the repository was unreachable.
+DEPENDENCY_PLUGIN=org.apache.maven.plugins:maven-dependency-plugin:3.8.1
 
 die() { echo "kafka.sh: $*" >&2; exit 1; }
 usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
@@ -42,18 +45,25 @@ fetch() {
   command -v mvn >/dev/null || die "mvn not found (scripts/install-deps.sh --engines installs maven)"
   local tmp="$CACHE/libs.partial" log="$CACHE/fetch.log"
   mkdir -p "$CACHE"
+  # One fetch at a time per cache (tests may start together); a second waits, then reuses it.
+  exec 9>"$CACHE/.fetch.lock"
+  flock 9
+  if [ -f "$LIBS/.complete" ]; then
+    echo "$LIBS"
+    return 0
+  fi
   rm -rf "$tmp"
   echo "kafka.sh: fetching Apache Kafka $KAFKA_VERSION jars with Maven into $LIBS" >&2
-  if ! mvn -q -B -f "$HERE/kafka/pom.xml" dependency:copy-dependencies \
+  if ! mvn -q -B -f "$HERE/kafka/pom.xml" "$DEPENDENCY_PLUGIN:copy-dependencies" \
         -Dkafka.version="$KAFKA_VERSION" -DincludeScope=runtime -DoutputDirectory="$tmp" \
-        ${LOGDEX_ENGINE_MAVEN_ARGS:-} >"$log" 2>&1; then
+        ${KAFKA_ENGINE_MAVEN_ARGS:-} >"$log" 2>&1; then
     rm -rf "$tmp"
     # A missing artifact ("Could not find artifact") is a real failure; a transfer that
     # never reached the repository is "unreachable".
-    if grep -qE 'Could not transfer|Connect(ion)? (to .* )?(refused|failed|timed out)|Unknown ?Host|Network is unreachable|No route to host|resolution will not be reattempted until|Temporary failure in name resolution' "$log" &&
+    if grep -qE 'Could not transfer|Connect(ion)? (to .* )?(refused|failed|timed out)|Unknown ?Host|Network is unreachable|No route to host|resolution will not be reattempted until|No plugin found for prefix|Temporary failure in name resolution' "$log" &&
        ! grep -q 'Could not find artifact' "$log"; then
       echo "kafka.sh: Maven's repository cannot be reached, Kafka $KAFKA_VERSION jars are not cached (see $log):" >&2
-      grep -m 3 -E 'ERROR' "$log" | cut -c1-300 >&2 || true
+      sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -m 1 -E '^\[ERROR\] .' | cut -c1-400 >&2 || true
       exit $EX_UNREACHABLE
     fi
     tail -n 30 "$log" >&2
@@ -153,8 +163,8 @@ start() {
     -cp "$LIBS/*" kafka.Kafka "$dir/server.properties" >>"$dir/broker.log" 2>&1 </dev/null &
   pid=$!
   echo "$pid" >"$dir/pid"
-  if [ -n "${LOGDEX_ENGINE_OWNER_PID:-}" ]; then
-    local owner=$LOGDEX_ENGINE_OWNER_PID
+  if [ -n "${KAFKA_ENGINE_OWNER_PID:-}" ]; then
+    local owner=$KAFKA_ENGINE_OWNER_PID
     # Polls once a second until the owner or the broker is gone.
     setsid bash -c "while kill -0 $owner 2>/dev/null && kill -0 $pid 2>/dev/null; do sleep 1; done;
                     kill -0 $pid 2>/dev/null && kill -KILL $pid" >/dev/null 2>&1 </dev/null &
