@@ -5,7 +5,8 @@ usage: kafka_engine_test.py LOGDEX KAFKA_SH LOGHUB_DIR SCENARIO
 
 Each scenario starts its own broker (scripts/engines/kafka.sh) in a temporary folder and
 stops it in every case; on failure it prints the broker's log tail and serve's log.
-Exit 0 passed, 1 failed, 77 skipped (Maven's repository cannot be reached and the broker's
+KAFKA_ENGINE_TEST_KEEP=1 keeps the temporary folder of a test that passed (one that failed
+is always kept). Exit 0 passed, 1 failed, 77 skipped (Maven's repository cannot be reached and the broker's
 jars are not cached: ctest's SKIP_RETURN_CODE).
 
 Scenarios:
@@ -124,8 +125,10 @@ class Serve:
         return sum(values) if values else None
 
     def wait_assigned(self, partitions, timeout=120):
+        t = time.monotonic()
         wait_for(f'serve to own {partitions} partitions',
                  lambda: self.alive() and self.metric('logdex_consumer_assigned_partitions') == partitions, timeout)
+        print(f'serve owns {partitions} partitions {time.monotonic() - t:.1f}s after it listened')
 
     def alive(self):
         if self.proc.poll() is not None:
@@ -403,7 +406,7 @@ def main():
             print('--- broker log (tail) ---')
             print(broker.logs(80))
         broker.run('stop', broker.dir, check=False)
-    if ok:
+    if ok and os.environ.get('KAFKA_ENGINE_TEST_KEEP') != '1':
         shutil.rmtree(work, ignore_errors=True)
     else:
         print(f'kept {work}')
