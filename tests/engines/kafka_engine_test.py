@@ -51,11 +51,6 @@ def wait_for(what, cond, timeout, interval=0.2):
         time.sleep(interval)
 
 
-def serve_env():
-    # scripts' variables are not serve configuration (serve refuses unknown LOGDEX_* names).
-    return {k: v for k, v in os.environ.items() if not k.startswith('LOGDEX_ENGINE')}
-
-
 class Broker:
     def __init__(self, kafka_sh, dir):
         self.sh, self.dir = kafka_sh, dir
@@ -67,9 +62,9 @@ class Broker:
             raise Failure(f'kafka.sh {" ".join(args)} exited {r.returncode}: {r.stderr.strip()[-2000:]}')
         return r
 
-    def start(self):
+    def start(self, command='start'):
         t = time.monotonic()
-        self.run('start', self.dir)
+        self.run(command, self.dir)
         took = time.monotonic() - t
         self.bootstrap = open(os.path.join(self.dir, 'bootstrap')).read().strip()
         return took
@@ -99,7 +94,7 @@ class Serve:
         log.write(f'=== serve start {datetime.datetime.utcnow().isoformat()} ===\n')
         log.flush()
         offset = log.tell()
-        self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT, env=serve_env())
+        self.proc = subprocess.Popen(self.args, stdout=log, stderr=subprocess.STDOUT)
 
         def port():
             if self.proc.poll() is not None:
@@ -305,12 +300,16 @@ def broker_outage(ctx):
                           + open(f'{work}/ship-during.err').read()[-1500:])
         serve.alive()
         t = time.monotonic()
-        took = broker.start()
+        took = broker.start('restart')
         print(f'broker restarted in {took:.1f}s (same ports and data)')
         rc = during.wait(timeout=300)
         if rc != 0:
             raise Failure(f'ship during the outage exited {rc}: ' + open(f'{work}/ship-during.err').read()[-1500:])
-        print(f'ship delivered its backlog {time.monotonic() - t:.1f}s after the restart began')
+        err = open(f'{work}/ship-during.err').read()
+        m = re.search(r'Kafka is available again; delivering a backlog of (\d+) chunks', err)
+        if not m:
+            raise Failure('ship did not deliver from its backlog: ' + err[-1500:])
+        print(f'ship delivered its backlog of {m.group(1)} chunks {time.monotonic() - t:.1f}s after the restart began')
     finally:
         if during.poll() is None:
             during.kill()
