@@ -35,7 +35,7 @@ EX_UNREACHABLE=77
 DEPENDENCY_PLUGIN=org.apache.maven.plugins:maven-dependency-plugin:3.8.1
 
 die() { echo "kafka.sh: $*" >&2; exit 1; }
-usage() { sed -n '2,20p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,21p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 fetch() {
   if [ -f "$LIBS/.complete" ]; then
