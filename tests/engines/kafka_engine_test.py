@@ -6,8 +6,8 @@ usage: kafka_engine_test.py LOGDEX KAFKA_SH LOGHUB_DIR SCENARIO
 Each scenario starts its own broker (scripts/engines/kafka.sh) in a temporary folder and
 stops it in every case; on failure it prints the broker's log tail and serve's log.
 KAFKA_ENGINE_TEST_KEEP=1 keeps the temporary folder of a test that passed (one that failed
-is always kept). Exit 0 passed, 1 failed, 77 skipped (Maven's repository cannot be reached and the broker's
-jars are not cached: ctest's SKIP_RETURN_CODE).
+is always kept). Exit 0 passed, 1 failed, 77 skipped (Maven's repository cannot be reached
+and the broker's jars are not cached: ctest's SKIP_RETURN_CODE).
 
 Scenarios:
   ship_serve      logdex ship (a Loghub sample) -> Kafka -> logdex serve: every line once,
@@ -176,7 +176,11 @@ def expect_exactly(want, serve, app, timeout=180):
 
     def settled():
         serve.alive()
-        got = serve.lines(app)
+        try:
+            got = serve.lines(app)
+        except (OSError, ValueError) as e:  # not answering yet (or a 503): ask again
+            state['error'] = str(e)
+            return False
         state['got'] = got
         if len(got) < len(want):
             return False
@@ -184,7 +188,7 @@ def expect_exactly(want, serve, app, timeout=180):
     try:
         wait_for(f'{len(want)} lines of {app}', settled, timeout, interval=0.5)
     except Failure as e:
-        raise Failure(f'{e}: found {len(state.get("got", []))}')
+        raise Failure(f'{e}: found {len(state.get("got", []))} (last query error: {state.get("error")})')
     got = serve.lines(app)  # once more, after the lag reached 0: late duplicates show here
     if sorted(got) != sorted(want):
         from collections import Counter
@@ -396,6 +400,10 @@ def main():
         ok = True
     except Failure as e:
         print(f'FAILED {name}: {e}')
+    except Exception:  # a bug of the test, or serve answering something unexpected
+        import traceback
+        traceback.print_exc(file=sys.stdout)
+        print(f'FAILED {name}: unexpected error')
     finally:
         if 'serve' in ctx:
             ctx['serve'].stop()
