@@ -263,6 +263,23 @@ def kcat_json(ctx):
     dlq = serve.metric('logdex_consumer_dead_lettered_total') or 0
     if dlq:
         raise Failure(f'{dlq} messages dead-lettered')
+    # A line without a timestamp dead-letters its message: serve's DLQ producer on the real
+    # broker, the bytes unchanged and the reason in a header.
+    bad = '{"app": "kcatjson", "message": "no time"}'
+    r = subprocess.run(['kcat', '-P', '-b', broker.bootstrap, '-t', 'lines.json', '-H', 'logdex-format=json'],
+                       input=bad + '\n', capture_output=True, text=True, timeout=120)
+    if r.returncode != 0:
+        raise Failure(f'kcat exited {r.returncode}: {r.stderr}')
+
+    def dead_letter():
+        r = subprocess.run(['kcat', '-C', '-b', broker.bootstrap, '-t', 'lines.json.dlq', '-e', '-q',
+                            '-f', '%h\t%s\n'], capture_output=True, text=True, timeout=120)
+        return r.stdout.strip() if r.returncode == 0 and r.stdout.strip() else None
+    got = wait_for('the dead letter on lines.json.dlq', dead_letter, 120, interval=0.5)
+    headers, _, value = got.partition('\t')
+    if value != bad or 'logdex-error=' not in headers or 'logdex-source-topic=lines.json' not in headers:
+        raise Failure(f'unexpected dead letter: {got!r}')
+    print(f'dead letter on lines.json.dlq: {headers[:160]}')
 
 
 def numbered(src, dst, start, count):
