@@ -13,7 +13,8 @@ Scenarios:
   ship_serve      logdex ship (a Loghub sample) -> Kafka -> logdex serve: every line once,
                   byte for byte
   kcat_json       an outside producer (kcat) sends JSON lines with logdex-format: json to a
-                  line-input topic: every record found once
+                  line-input topic: every record found once; a line without a timestamp
+                  is dead-lettered to the topic's .dlq
   broker_outage   the broker is stopped and restarted while serve consumes and ship ships:
                   lines from before, during and after are stored once; serve resumes alone
   serve_sigkill   serve SIGKILLed under load and restarted: nothing lost, nothing twice
