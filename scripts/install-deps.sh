@@ -4,6 +4,7 @@
 #   scripts/install-deps.sh            build + test dependencies
 #   scripts/install-deps.sh --servers  also Prometheus and Alertmanager (integration tests)
 #   scripts/install-deps.sh --fuzz     also clang and its runtime (libFuzzer, sanitizers)
+#   scripts/install-deps.sh --engines  also Java 17 and Maven (real engines: scripts/engines/)
 set -euo pipefail
 
 pkgs=(
@@ -20,6 +21,7 @@ for arg in "$@"; do
   case "$arg" in
     --servers) pkgs+=(prometheus prometheus-alertmanager) ;;
     --fuzz) pkgs+=(clang libclang-rt-14-dev) ;;
+    --engines) pkgs+=(openjdk-17-jre-headless maven) ;;
     *) echo "install-deps: unknown option $arg" >&2; exit 2 ;;
   esac
 done

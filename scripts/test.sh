@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
 # Installs what is missing, builds, and runs the whole test suite:
-#   1. release build + every ctest test, the `load` label included (about a minute more);
-#   2. ASan + UBSan build + the same tests (skip with LOGDEX_SKIP_ASAN=1);
+#   1. release build + every ctest test, the `load` label included (about a minute more),
+#      and `real-engine`: logdex against a real Apache Kafka broker (scripts/engines/kafka.sh;
+#      its jars come from Maven once, then from a cache; skipped when Maven is unreachable);
+#   2. ASan + UBSan build + the same tests but `load` and `real-engine` (skip with
+#      LOGDEX_SKIP_ASAN=1);
 #   3. a short libFuzzer run of the chunk, JSON-lines and text-lines decoders
 #      (LOGDEX_FUZZ_SECONDS in all, default 30; 0 skips).
 # Exits non-zero on the first failure. .ci/run runs this.
@@ -9,7 +12,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CCACHE_BASEDIR="$PWD"
 
-scripts/install-deps.sh --servers --fuzz
+scripts/install-deps.sh --servers --fuzz --engines
 
 step() { printf '\n=== %s ===\n' "$*"; }
 
@@ -23,7 +26,7 @@ if [ "${LOGDEX_SKIP_ASAN:-0}" != 1 ]; then
   scripts/build.sh asan
   step "ASan + UBSan tests"
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-     ctest --output-on-failure --label-exclude load -j "$(nproc)")
+     ctest --output-on-failure --label-exclude '^(load|real-engine)$' -j "$(nproc)")
 fi
 
 fuzz_seconds=${LOGDEX_FUZZ_SECONDS:-30}

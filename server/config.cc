@@ -188,10 +188,10 @@ Status Validate(const ServeConfig& c) {
 
 // LOGDEX_* variables that are not serve configuration: other commands'
 // (LOGDEX_TOKEN: `logdex query --token`), scripts' (scripts/build.sh,
-// test.sh, fuzz.sh) and tests'. ApplyEnvOverrides ignores them.
+// test.sh, fuzz.sh, engines/*.sh) and tests'. ApplyEnvOverrides ignores them.
 constexpr std::string_view kNonConfigEnvVars[] = {
     "LOGDEX_TOKEN",         "LOGDEX_JOBS",         "LOGDEX_SKIP_ASAN",       "LOGDEX_FUZZ_SECONDS",
-    "LOGDEX_FUZZ_SEED_DIR", "LOGDEX_HBASE_THRIFT", "LOGDEX_HBASE_TRANSPORT",
+    "LOGDEX_FUZZ_SEED_DIR", "LOGDEX_HBASE_THRIFT", "LOGDEX_HBASE_TRANSPORT", "LOGDEX_ENGINE_CACHE",
 };
 
 // Names of environment variables the alerting section reads secrets from

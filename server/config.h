@@ -14,7 +14,8 @@
 //   - the variables of logdex's other commands, scripts and tests, which are
 //     not serve configuration (kNonConfigEnvVars in config.cc: LOGDEX_TOKEN of
 //     `logdex query`, LOGDEX_JOBS, LOGDEX_SKIP_ASAN, LOGDEX_FUZZ_SECONDS,
-//     LOGDEX_FUZZ_SEED_DIR, LOGDEX_HBASE_THRIFT, LOGDEX_HBASE_TRANSPORT);
+//     LOGDEX_FUZZ_SEED_DIR, LOGDEX_HBASE_THRIFT, LOGDEX_HBASE_TRANSPORT,
+//     LOGDEX_ENGINE_CACHE of scripts/engines/);
 //   - names the alerting section reads secrets from (`secret_env: LOGDEX_...`,
 //     `routing_key_env`).
 //
