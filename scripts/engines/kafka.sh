@@ -152,9 +152,17 @@ start() {
   fi
   write_config "$dir" "$port" "$cport"
   if [ ! -f "$dir/data/meta.properties" ]; then
-    # A Kafka Uuid: 16 random bytes, URL-safe base64 without padding (no JVM for it).
+    # A Kafka Uuid: 16 random bytes, URL-safe base64 without padding (no JVM
+    # for it). Never one that starts with '-': the tool's argument parser takes
+    # it for an option (1 start in 64 failed with "expected one argument";
+    # Kafka's own Uuid.randomUuid() skips those ids for the same reason).
     local cluster_id
-    cluster_id=$(python3 -c 'import base64, os; print(base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("="))')
+    cluster_id=$(python3 -c 'import base64, os
+while True:
+    u = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+    if not u.startswith("-"):
+        print(u)
+        break')
     kjava -Dlog4j2.configurationFile="$dir/log4j2.properties" kafka.tools.StorageTool \
       format --standalone -t "$cluster_id" -c "$dir/server.properties" >>"$dir/format.log" 2>&1 ||
       { cat "$dir/format.log" >&2; die "formatting $dir/data failed"; }
