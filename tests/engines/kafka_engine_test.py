@@ -20,6 +20,7 @@ Scenarios:
   serve_sigkill   serve SIGKILLed under load and restarted: nothing lost, nothing twice
 """
 import datetime
+import http.client
 import json
 import os
 import re
@@ -34,6 +35,10 @@ import urllib.request
 
 SKIP = 77
 TOPIC = 'logdex.chunks'
+# The whole test's budget, below ctest's TIMEOUT (tests/engines/CMakeLists.txt): a wait that
+# would pass it fails first, so the test prints why and stops its broker, not ctest's kill.
+BUDGET_S = float(os.environ.get('KAFKA_ENGINE_TEST_BUDGET', 1500))
+T0 = time.monotonic()
 
 
 class Failure(Exception):
@@ -42,23 +47,33 @@ class Failure(Exception):
 
 def wait_for(what, cond, timeout, interval=0.2):
     """Polls cond() until it returns a true value or `timeout` seconds pass."""
-    deadline = time.monotonic() + timeout
+    deadline = min(time.monotonic() + timeout, T0 + BUDGET_S)
     while True:
         v = cond()
         if v:
             return v
         if time.monotonic() > deadline:
-            raise Failure(f'timed out after {timeout}s waiting for {what}')
+            raise Failure(f'timed out after {min(timeout, deadline - T0):.0f}s waiting for {what}'
+                          + (' (the test\'s budget ran out)' if deadline == T0 + BUDGET_S else ''))
         time.sleep(interval)
+
+
+def remaining(cap):
+    """Seconds a subprocess may take: `cap`, or less when the budget runs out first."""
+    return max(10.0, min(cap, T0 + BUDGET_S - time.monotonic()))
 
 
 class Broker:
     def __init__(self, kafka_sh, dir):
         self.sh, self.dir = kafka_sh, dir
 
-    def run(self, *args, check=True):
+    def run(self, *args, check=True, timeout=None):
         env = dict(os.environ, KAFKA_ENGINE_OWNER_PID=str(os.getpid()))
-        r = subprocess.run([self.sh, *args], env=env, capture_output=True, text=True)
+        try:
+            r = subprocess.run([self.sh, *args], env=env, capture_output=True, text=True,
+                               timeout=timeout or remaining(400))
+        except subprocess.TimeoutExpired:
+            raise Failure(f'kafka.sh {" ".join(args)} did not finish in time')
         if check and r.returncode != 0:
             raise Failure(f'kafka.sh {" ".join(args)} exited {r.returncode}: {r.stderr.strip()[-2000:]}')
         return r
@@ -78,7 +93,7 @@ class Broker:
         self.run('create-topic', self.dir, name, str(partitions))
 
     def logs(self, lines=80):
-        return self.run('logs', self.dir, str(lines), check=False).stdout
+        return self.run('logs', self.dir, str(lines), check=False, timeout=30).stdout
 
 
 class Serve:
@@ -114,7 +129,7 @@ class Serve:
         """Sum of every series of `name` on /metrics; None when unreachable or absent."""
         try:
             text = self.get('/metrics')
-        except OSError:
+        except (OSError, http.client.HTTPException):
             return None
         values = [float(l.rsplit(' ', 1)[1]) for l in text.splitlines()
                   if l.startswith(name) and l[len(name):len(name) + 1] in (' ', '{')]
@@ -179,13 +194,16 @@ def expect_exactly(want, serve, app, timeout=180):
         serve.alive()
         try:
             got = serve.lines(app)
-        except (OSError, ValueError) as e:  # not answering yet (or a 503): ask again
+        except (OSError, ValueError, http.client.HTTPException) as e:  # not answering yet (or a 503): ask again
             state['error'] = str(e)
             return False
         state['got'] = got
         if len(got) < len(want):
             return False
-        return serve.metric('logdex_consumer_lag_messages') == 0
+        # Nothing left to read, and everything read committed (a late duplicate would come
+        # from an uncommitted replay).
+        return (serve.metric('logdex_consumer_lag_messages') == 0 and
+                serve.metric('logdex_consumer_unflushed_messages') == 0)
     try:
         wait_for(f'{len(want)} lines of {app}', settled, timeout, interval=0.5)
     except Failure as e:
@@ -201,8 +219,12 @@ def expect_exactly(want, serve, app, timeout=180):
 
 
 def ship(logdex, bootstrap, app, path, extra=(), check=True):
-    r = subprocess.run([logdex, 'ship', '--brokers', bootstrap, '--app', app, '--host', 'h1', '--format', 'auto',
-                        '--retention', '0', '--no-progress', *extra, path], capture_output=True, text=True)
+    try:
+        r = subprocess.run([logdex, 'ship', '--brokers', bootstrap, '--app', app, '--host', 'h1', '--format', 'auto',
+                            '--retention', '0', '--no-progress', *extra, path], capture_output=True, text=True,
+                           timeout=remaining(300))
+    except subprocess.TimeoutExpired:
+        raise Failure(f'ship {path} did not finish in time')
     if check and r.returncode != 0:
         raise Failure(f'ship {path} exited {r.returncode}: {r.stderr.strip()[-1500:]}')
     return r
@@ -256,7 +278,7 @@ def kcat_json(ctx):
         f.write('\n'.join(batch) + '\n')
     for args in (['-l', os.path.join(work, 'singles.jsonl')], [os.path.join(work, 'batch.jsonl')]):
         r = subprocess.run(['kcat', '-P', '-b', broker.bootstrap, '-t', 'lines.json', '-H', 'logdex-format=json',
-                            *args], capture_output=True, text=True, timeout=120)
+                            *args], capture_output=True, text=True, timeout=remaining(120))
         if r.returncode != 0:
             raise Failure(f'kcat exited {r.returncode}: {r.stderr}')
     want = [f'{i} {l}' for i, l in enumerate(src[:2000])]
@@ -268,13 +290,13 @@ def kcat_json(ctx):
     # broker, the bytes unchanged and the reason in a header.
     bad = '{"app": "kcatjson", "message": "no time"}'
     r = subprocess.run(['kcat', '-P', '-b', broker.bootstrap, '-t', 'lines.json', '-H', 'logdex-format=json'],
-                       input=bad + '\n', capture_output=True, text=True, timeout=120)
+                       input=bad + '\n', capture_output=True, text=True, timeout=remaining(120))
     if r.returncode != 0:
         raise Failure(f'kcat exited {r.returncode}: {r.stderr}')
 
     def dead_letter():
         r = subprocess.run(['kcat', '-C', '-b', broker.bootstrap, '-t', 'lines.json.dlq', '-e', '-q',
-                            '-f', '%h\t%s\n'], capture_output=True, text=True, timeout=120)
+                            '-f', '%h\t%s\n'], capture_output=True, text=True, timeout=remaining(120))
         return r.stdout.strip() if r.returncode == 0 and r.stdout.strip() else None
     got = wait_for('the dead letter on lines.json.dlq', dead_letter, 120, interval=0.5)
     headers, _, value = got.partition('\t')
@@ -324,7 +346,10 @@ def broker_outage(ctx):
         t = time.monotonic()
         took = broker.start('restart')
         print(f'broker restarted in {took:.1f}s (same ports and data)')
-        rc = during.wait(timeout=300)
+        try:
+            rc = during.wait(timeout=remaining(300))
+        except subprocess.TimeoutExpired:
+            raise Failure('ship during the outage did not finish after the broker came back')
         if rc != 0:
             raise Failure(f'ship during the outage exited {rc}: ' + open(f'{work}/ship-during.err').read()[-1500:])
         err = open(f'{work}/ship-during.err').read()
@@ -395,8 +420,12 @@ def main():
     if len(sys.argv) != 5 or sys.argv[4] not in SCENARIOS:
         sys.exit(__doc__)
     logdex, kafka_sh, loghub, name = sys.argv[1:]
-    t0 = time.monotonic()
-    r = subprocess.run([kafka_sh, 'fetch'], capture_output=True, text=True)
+    t0 = T0
+    try:
+        r = subprocess.run([kafka_sh, 'fetch'], capture_output=True, text=True, timeout=remaining(900))
+    except subprocess.TimeoutExpired:
+        print('FAILED: kafka.sh fetch did not finish in time')
+        return 1
     if r.returncode == SKIP:
         print(f'SKIPPED: {r.stderr.strip()}')
         return SKIP
@@ -430,7 +459,10 @@ def main():
             print(ctx['serve'].log() if 'serve' in ctx else '(not started)')
             print('--- broker log (tail) ---')
             print(broker.logs(80))
-        broker.run('stop', broker.dir, check=False)
+        try:
+            broker.run('stop', broker.dir, check=False, timeout=150)
+        except Failure as e:  # the owner watcher SIGKILLs it when this process exits
+            print(f'stopping the broker: {e}')
     if ok and os.environ.get('KAFKA_ENGINE_TEST_KEEP') != '1':
         shutil.rmtree(work, ignore_errors=True)
     else:
