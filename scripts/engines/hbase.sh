@@ -12,9 +12,14 @@
 #   scripts/engines/hbase.sh logs DIR                print HBase's and the gateway's logs
 #   scripts/engines/hbase.sh version                 the pinned HBase version
 #
+# The gateway (LOGDEX_HBASE_GATEWAY): `real` is HBase's own Thrift2 server from the
+# org.apache.hbase:hbase-thrift jar; `bridge` is logdex's stand-in (hbase/bridge/: the
+# THBaseService subset of store/hbase/hbase.thrift on HBase's Java client, built here with
+# javac); `auto` (default) takes the real one when the registry serves it, else the bridge.
+# The registry this project uses serves no hbase-thrift in any version (checked 2026-12).
+#
 # Exit codes: 0 ok; 1 failure (logs in DIR/logs); 77 Maven Central could not be reached;
-# 78 the HBase jars resolved but the registry serves no org.apache.hbase:hbase-thrift (the
-# gateway), so `start` cannot run; 2 usage.
+# 78 LOGDEX_HBASE_GATEWAY=real but the registry serves no hbase-thrift jar; 2 usage.
 # Every wait is a condition with a deadline (LOGDEX_HBASE_START_TIMEOUT, default 180 s):
 # HBase is ready when a client lists its tables (Ping.java); the gateway when a request
 # through it succeeds.
@@ -26,6 +31,9 @@ libs="$cache/libs"
 thrift_libs="$cache/thrift-libs"
 deadline_s="${LOGDEX_HBASE_START_TIMEOUT:-180}"
 heap="${LOGDEX_HBASE_HEAP:-768m}"
+gateway="${LOGDEX_HBASE_GATEWAY:-auto}"
+bridge_dir="$cache/bridge"
+idl="$here/../../store/hbase/hbase.thrift"
 
 # The flags HBase's own bin/hbase passes on JDK 11+ (hbase-surefire.jdk11.flags).
 jdk_flags=(-Dorg.apache.hbase.thirdparty.io.netty.tryReflectionSetAccessible=true
@@ -47,6 +55,7 @@ unreachable() { grep -qiE 'Could not transfer|UnknownHost|Connection refused|Con
 
 fetch() {
   command -v mvn >/dev/null || die "mvn is not installed (Maven 3.8+ and a JDK 17)"
+  case "$gateway" in auto|real|bridge) ;; *) die "LOGDEX_HBASE_GATEWAY must be auto, real or bridge" ;; esac
   mkdir -p "$cache"
   if [ ! -f "$libs/.complete" ]; then
     local log="$cache/fetch.log" tmp="$libs.tmp"
@@ -62,6 +71,7 @@ fetch() {
     touch "$tmp/.complete"
     rm -rf "$libs"; mv "$tmp" "$libs"
   fi
+  if [ "$gateway" = bridge ]; then build_bridge; return 0; fi
   if [ ! -f "$thrift_libs/.complete" ]; then
     local log="$cache/fetch-thrift.log" tmp="$thrift_libs.tmp"
     rm -rf "$tmp"
@@ -70,16 +80,45 @@ fetch() {
       if unreachable "$log"; then
         echo "hbase.sh: Maven Central could not be reached (see $log)" >&2; exit 77
       fi
-      if grep -q 'Could not find artifact org.apache.hbase:hbase-thrift' "$log"; then
-        echo "hbase.sh: HBase $HBASE_VERSION is fetched, but the registry serves no" \
-             "org.apache.hbase:hbase-thrift (the Thrift2 gateway) in any version: no gateway" >&2
-        exit 78
+      if grep -qE 'Could not find artifact org.apache.hbase:hbase-thrift|hbase-thrift:(jar|pom):[^ ]* was not found' "$log"; then
+        if [ "$gateway" = real ]; then
+          echo "hbase.sh: HBase $HBASE_VERSION is fetched, but the registry serves no" \
+               "org.apache.hbase:hbase-thrift (the Thrift2 gateway): no real gateway" >&2
+          exit 78
+        fi
+        echo "hbase.sh: the registry serves no org.apache.hbase:hbase-thrift: using logdex's Thrift2 bridge" >&2
+        build_bridge
+        return 0
       fi
       cat "$log" >&2; die "fetching hbase-thrift $HBASE_VERSION failed"
     fi
     touch "$tmp/.complete"
     rm -rf "$thrift_libs"; mv "$tmp" "$thrift_libs"
   fi
+}
+
+# logdex's Thrift2 bridge: libthrift (the thrift compiler's version) from Maven, Java
+# generated from store/hbase/hbase.thrift, compiled against HBase's jars. Rebuilt when
+# its sources change.
+build_bridge() {
+  command -v thrift >/dev/null || die "the bridge needs the thrift compiler (Debian: thrift-compiler)"
+  command -v javac >/dev/null || die "the bridge needs javac (a JDK 17)"
+  local stamp
+  stamp=$( (thrift --version; cat "$idl" "$here/hbase/bridge/Thrift2Bridge.java" "$here/hbase/bridge/pom.xml") | sha256sum | cut -c1-16)
+  [ -f "$bridge_dir/.complete" ] && [ "$(cat "$bridge_dir/.complete")" = "$stamp" ] && return 0
+  local tmp="$bridge_dir.tmp" log="$cache/fetch-bridge.log" tv
+  tv=$(thrift --version | awk '{print $3}')
+  rm -rf "$tmp"; mkdir -p "$tmp/gen" "$tmp/classes"
+  if ! mvn -q -B -f "$here/hbase/bridge/pom.xml" -Dthrift.version="$tv" dependency:copy-dependencies \
+       -DincludeScope=runtime -DoutputDirectory="$tmp/libs" >"$log" 2>&1; then
+    if unreachable "$log"; then echo "hbase.sh: Maven Central could not be reached (see $log)" >&2; exit 77; fi
+    cat "$log" >&2; die "fetching libthrift $tv failed"
+  fi
+  thrift --gen java:generated_annotations=suppress -out "$tmp/gen" "$idl"
+  javac -nowarn -encoding UTF-8 -d "$tmp/classes" -cp "$tmp/libs/*:$libs/*" \
+    "$tmp/gen"/*.java "$here/hbase/bridge/Thrift2Bridge.java" >>"$log" 2>&1 || { cat "$log" >&2; die "building the bridge failed"; }
+  echo "$stamp" >"$tmp/.complete"
+  rm -rf "$bridge_dir"; mv "$tmp" "$bridge_dir"
 }
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -130,7 +169,7 @@ ping() { # DIR: one real request through ZooKeeper to the master and region serv
 
 start_hbase() {
   local dir=$1
-  [ -f "$libs/.complete" ] || fetch_hbase_only
+  [ -f "$libs/.complete" ] || (fetch_hbase_only)
   alive "$dir/master.pid" && die "HBase already runs from $dir (pid $(cat "$dir/master.pid"))"
   local zk; zk=$(free_port)
   write_site "$dir" "$zk"
@@ -152,23 +191,45 @@ start_hbase() {
 }
 
 fetch_hbase_only() { local rc=0; fetch || rc=$?; [ "$rc" -eq 0 ] || [ "$rc" -eq 78 ] || exit "$rc"; }
+# Note: fetch exits (not returns) on 77/78, so fetch_hbase_only runs it in a subshell.
 
 start_thrift() {
   local dir=$1 transport=$2 protocol=$3 port=${4:-}
-  [ -f "$thrift_libs/.complete" ] || { echo "hbase.sh: no hbase-thrift jars (fetch exited 78): no gateway" >&2; return 78; }
   [ -n "$port" ] || port=$(free_port)
+  echo "$transport $protocol $port" >"$dir/thrift.args"
+  if [ "$gateway" != bridge ] && [ -f "$thrift_libs/.complete" ]; then
+    start_real_thrift "$dir" "$transport" "$protocol" "$port"
+  elif [ "$gateway" != real ] && [ -f "$bridge_dir/.complete" ]; then
+    echo "logdex Thrift2Bridge (HBase's Java client; the registry serves no hbase-thrift)" >"$dir/gateway"
+    (cd "$dir" && exec java "${jdk_flags[@]}" -Xmx256m -XX:+UseSerialGC \
+        -Dlog4j.configuration="file:$dir/conf/log4j.properties" \
+        -cp "$dir/conf:$bridge_dir/classes:$bridge_dir/libs/*:$libs/*" Thrift2Bridge \
+        "$dir/conf/hbase-site.xml" "$port" "$transport" "$protocol" >>"$dir/logs/thrift.log" 2>&1) &
+    echo $! >"$dir/thrift.pid"
+  else
+    echo "hbase.sh: no gateway built (run fetch; LOGDEX_HBASE_GATEWAY=$gateway)" >&2; return 78
+  fi
+  wait_thrift "$dir" "$transport" "$protocol" "$port"
+}
+
+start_real_thrift() {
+  local dir=$1 transport=$2 protocol=$3 port=$4
+  echo "HBase $HBASE_VERSION thrift2.ThriftServer" >"$dir/gateway"
   # Flags of thrift2.ThriftServer in 2.x (its base class's addOptions): -b bind address,
   # -p port, -f framed, -c compact; its info server is off through hbase-site.xml.
   # Not run here yet: the registry serves no hbase-thrift jar (fetch exits 78).
   local flags=(-b 127.0.0.1 -p "$port")
   [ "$transport" = framed ] && flags+=(-f)
   [ "$protocol" = compact ] && flags+=(-c)
-  echo "$transport $protocol $port" >"$dir/thrift.args"
   (cd "$dir" && exec java "${jdk_flags[@]}" -Xmx256m -XX:+UseSerialGC \
       -Dlog4j.configuration="file:$dir/conf/log4j.properties" \
       -cp "$dir/conf:$thrift_libs/*:$libs/*" org.apache.hadoop.hbase.thrift2.ThriftServer \
       "${flags[@]}" start >>"$dir/logs/thrift.log" 2>&1) &
   echo $! >"$dir/thrift.pid"
+}
+
+wait_thrift() { # DIR TRANSPORT PROTOCOL PORT: until a real request through the gateway succeeds
+  local dir=$1 transport=$2 protocol=$3 port=$4
   rm -f "$dir/thrift"
   local t0=$SECONDS out
   while :; do
@@ -178,7 +239,7 @@ start_thrift() {
     sleep 0.5
   done
   echo "127.0.0.1:$port" >"$dir/thrift"
-  echo "hbase.sh: gateway $transport/$protocol on 127.0.0.1:$port answered in $((SECONDS - t0)) s ($out)" >&2
+  echo "hbase.sh: gateway $(cat "$dir/gateway"), $transport/$protocol on 127.0.0.1:$port, answered in $((SECONDS - t0)) s ($out)" >&2
 }
 
 stop_pid() { # PIDFILE SIGNAL
@@ -205,7 +266,7 @@ case "$cmd" in
     fetch
     mkdir -p "$1"; dir=$(cd "$1" && pwd)
     start_hbase "$dir"
-    start_thrift "$dir" "$transport" "$protocol" || { rc=$?; stop_pid "$dir/master.pid" TERM; exit "$rc"; } ;;
+    (start_thrift "$dir" "$transport" "$protocol") || { rc=$?; stop_pid "$dir/master.pid" TERM; exit "$rc"; } ;;
   stop)
     [ $# -eq 1 ] || usage
     stop_pid "$1/thrift.pid" TERM; stop_pid "$1/master.pid" TERM ;;

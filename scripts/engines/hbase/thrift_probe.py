@@ -6,6 +6,7 @@ the namespaces when the gateway answers with a reply, 1 otherwise.
 
 Hand-encoded (no Thrift library needed): a call message with an empty argument struct, and
 the reply's message header checked; the namespaces are read from the result struct."""
+import re
 import socket
 import struct
 import sys
@@ -59,8 +60,8 @@ def main():
         if not ok:
             print("no reply message: %r" % body[:32], file=sys.stderr)
             return 1
-        # Printable runs of the reply are the namespace names (enough for a log line).
-        names = [w for w in body.split(b"\x00") if w.isalpha()]
+        # Name-like runs of the reply's result struct are the namespaces (enough for a log line).
+        names = [w for w in re.findall(rb"[A-Za-z_][A-Za-z0-9_]{2,}", body[4:]) if w != b"listNamespaces"]
         print("namespaces via gateway: " + ",".join(n.decode() for n in names))
         return 0
 
