@@ -80,6 +80,7 @@ public class Thrift2Bridge implements THBaseService.Iface {
 
   // ---- errors ----
   private static TIOError ioError(IOException e) {
+    System.err.println("Thrift2Bridge: TIOError: " + e);
     TIOError err = new TIOError();
     err.setMessage(e.getMessage());
     err.setCanRetry(!(e instanceof DoNotRetryIOException));
