@@ -351,7 +351,7 @@ TEST_F(HBaseStore, ScanBoundsMatchTheInterfaceAtByteEdges) {
   }
 }
 
-TEST_F(HBaseStore, FuzzyScansAreFilteredByTheGateway) {
+TEST_F(HBaseStore, ForwardFuzzyScansAreFilteredByTheGateway) {
   ASSERT_TRUE(store_->CreateTable("f", TableOptions{}).ok());
   WriteBatch b;
   for (int a = 0; a < 20; ++a) {
@@ -373,10 +373,16 @@ TEST_F(HBaseStore, FuzzyScansAreFilteredByTheGateway) {
     }).ok());
     ASSERT_EQ(got.size(), 20u);
     EXPECT_EQ(got.front()[0], reverse ? 19 : 0);
-    // The gateway returned the matches plus (forward) the longer row, whose
-    // prefix matches; the client dropped it. (Reverse, the fixture's seek
-    // from {4,x,0} lands on {3,x,1} and steps over {3,x,1,9}.)
-    EXPECT_EQ(store_->counters().rows_examined - before, reverse ? 20u : 21u);
+    // Forward, the gateway returned the matches plus the longer row, whose
+    // prefix matches; the client dropped it. Reverse, no filter is sent (real
+    // HBase 2.6's FuzzyRowFilter skips matching rows or never finishes on
+    // reversed scans): all 401 rows come back (the fixture counts one twice
+    // at the reversed scan's start) and the client matches them.
+    if (reverse) {
+      EXPECT_GE(store_->counters().rows_examined - before, 401u);
+    } else {
+      EXPECT_EQ(store_->counters().rows_examined - before, 21u);
+    }
   }
 }
 
