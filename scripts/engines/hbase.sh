@@ -30,6 +30,8 @@ cache="${LOGDEX_ENGINE_CACHE:-$HOME/.cache/logdex-engines}/hbase-$HBASE_VERSION"
 libs="$cache/libs"
 thrift_libs="$cache/thrift-libs"
 deadline_s="${LOGDEX_HBASE_START_TIMEOUT:-180}"
+# Extra arguments for every mvn call (e.g. -s SETTINGS for a mirror), split on spaces.
+read -r -a mvn_args <<<"${LOGDEX_MAVEN_ARGS:-}"
 heap="${LOGDEX_HBASE_HEAP:-768m}"
 gateway="${LOGDEX_HBASE_GATEWAY:-auto}"
 bridge_dir="$cache/bridge"
@@ -51,7 +53,7 @@ die() { echo "hbase.sh: $*" >&2; exit 1; }
 usage() { sed -n '4,13p' "$0" >&2; exit 2; }
 
 # mvn's output says whether the registry answered at all.
-unreachable() { grep -qiE 'Could not transfer|UnknownHost|Connection refused|Connect timed out|Network is unreachable|No route to host' "$1"; }
+unreachable() { grep -qiE 'Could not transfer|No plugin found for prefix|UnknownHost|Connection refused|Connect timed out|Network is unreachable|No route to host' "$1"; }
 
 fetch() {
   command -v mvn >/dev/null || die "mvn is not installed (Maven 3.8+ and a JDK 17)"
@@ -61,7 +63,7 @@ fetch() {
     local log="$cache/fetch.log" tmp="$libs.tmp"
     rm -rf "$tmp"
     echo "hbase.sh: fetching HBase $HBASE_VERSION jars into $libs" >&2
-    if ! mvn -q -B -f "$here/hbase/pom.xml" -Dhbase.version="$HBASE_VERSION" \
+    if ! mvn -q -B "${mvn_args[@]}" -f "$here/hbase/pom.xml" -Dhbase.version="$HBASE_VERSION" \
          dependency:copy-dependencies -DincludeScope=runtime -DoutputDirectory="$tmp" >"$log" 2>&1; then
       if unreachable "$log"; then
         echo "hbase.sh: Maven Central could not be reached (see $log); no HBase" >&2; exit 77
@@ -75,7 +77,7 @@ fetch() {
   if [ ! -f "$thrift_libs/.complete" ]; then
     local log="$cache/fetch-thrift.log" tmp="$thrift_libs.tmp"
     rm -rf "$tmp"
-    if ! mvn -q -B dependency:copy -Dartifact="org.apache.hbase:hbase-thrift:$HBASE_VERSION" \
+    if ! mvn -q -B "${mvn_args[@]}" dependency:copy -Dartifact="org.apache.hbase:hbase-thrift:$HBASE_VERSION" \
          -Dtransitive=false -DoutputDirectory="$tmp" >"$log" 2>&1; then
       if unreachable "$log"; then
         echo "hbase.sh: Maven Central could not be reached (see $log)" >&2; exit 77
@@ -109,7 +111,7 @@ build_bridge() {
   local tmp="$bridge_dir.tmp" log="$cache/fetch-bridge.log" tv
   tv=$(thrift --version | awk '{print $3}')
   rm -rf "$tmp"; mkdir -p "$tmp/gen" "$tmp/classes"
-  if ! mvn -q -B -f "$here/hbase/bridge/pom.xml" -Dthrift.version="$tv" dependency:copy-dependencies \
+  if ! mvn -q -B "${mvn_args[@]}" -f "$here/hbase/bridge/pom.xml" -Dthrift.version="$tv" dependency:copy-dependencies \
        -DincludeScope=runtime -DoutputDirectory="$tmp/libs" >"$log" 2>&1; then
     if unreachable "$log"; then echo "hbase.sh: Maven Central could not be reached (see $log)" >&2; exit 77; fi
     cat "$log" >&2; die "fetching libthrift $tv failed"
