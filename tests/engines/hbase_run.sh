@@ -30,7 +30,9 @@ dir=$(mktemp -d "${TMPDIR:-/tmp}/logdex-hbase.XXXXXX")
 failed=1
 cleanup() {
   "$engine" stop "$dir" || true
-  if [ "$failed" -ne 0 ]; then "$engine" logs "$dir" | tail -n 400; fi
+  if [ "$failed" -ne 0 ]; then
+    for f in "$dir"/logs/*.log; do [ -f "$f" ] && { echo "==> $f (last 200 lines) <=="; tail -n 200 "$f"; }; done
+  fi
   rm -rf "$dir"
 }
 trap cleanup EXIT
