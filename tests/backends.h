@@ -22,11 +22,18 @@ struct Backend {
   // Write() of a batch is all-or-nothing across tables (RocksDB yes; HBase no:
   // there index rows go first and readers skip index rows without a main row).
   bool atomic_batches = true;
+  // TTL expiry follows the `clock` given to open() (RocksDB and the test gateway yes;
+  // a real HBase expires cells by its own wall clock, so tests that advance a
+  // ManualClock past a TTL skip there).
+  bool clock_drives_ttl = true;
 };
 
 inline void PrintTo(const Backend& b, std::ostream* os) { *os << b.name; }
 
-// Every backend that can run here.
+// Every backend that can run here: rocksdb; hbase (the test gateway) when built with it;
+// hbase_real when LOGDEX_HBASE_THRIFT=host:port names a real Thrift2 gateway
+// (LOGDEX_HBASE_TRANSPORT=framed|buffered, LOGDEX_HBASE_PROTOCOL=binary|compact,
+// defaults framed and binary).
 std::vector<Backend> AllBackends();
 
 // For INSTANTIATE_TEST_SUITE_P's name generator.

@@ -28,9 +28,11 @@
 //   with getScannerRows(`scanner_caching` rows). Reverse scans map the
 //   interface's [start, stop) onto HBase's reversed scan (startRow = the
 //   inclusive upper end, stopRow = the exclusive lower end) and drop the row
-//   equal to `stop`. FuzzyScan sends a protobuf-encoded FuzzyRowFilter in
-//   TScan.filterBytes and re-checks every row with FuzzyMatches (HBase also
-//   matches rows longer or shorter than the fuzzy key by prefix).
+//   equal to `stop`. A forward FuzzyScan sends a protobuf-encoded FuzzyRowFilter
+//   in TScan.filterBytes and re-checks every row with FuzzyMatches (HBase also
+//   matches rows longer or shorter than the fuzzy key by prefix). A reversed one
+//   sends no filter and matches every row of the range here: HBase 2.6's
+//   FuzzyRowFilter never completes a reversed scan (the call times out).
 // - Errors: Thrift exceptions never leave this class; they become Status.
 //   TIOError with canRetry = true and transport failures (the connection is
 //   rebuilt) are retried up to `retries` times with exponential backoff;

@@ -351,7 +351,7 @@ TEST_F(HBaseStore, ScanBoundsMatchTheInterfaceAtByteEdges) {
   }
 }
 
-TEST_F(HBaseStore, FuzzyScansAreFilteredByTheGateway) {
+TEST_F(HBaseStore, ForwardFuzzyScansAreFilteredByTheGateway) {
   ASSERT_TRUE(store_->CreateTable("f", TableOptions{}).ok());
   WriteBatch b;
   for (int a = 0; a < 20; ++a) {
@@ -373,10 +373,16 @@ TEST_F(HBaseStore, FuzzyScansAreFilteredByTheGateway) {
     }).ok());
     ASSERT_EQ(got.size(), 20u);
     EXPECT_EQ(got.front()[0], reverse ? 19 : 0);
-    // The gateway returned the matches plus (forward) the longer row, whose
-    // prefix matches; the client dropped it. (Reverse, the fixture's seek
-    // from {4,x,0} lands on {3,x,1} and steps over {3,x,1,9}.)
-    EXPECT_EQ(store_->counters().rows_examined - before, reverse ? 20u : 21u);
+    // Forward, the gateway returned the matches plus the longer row, whose
+    // prefix matches; the client dropped it. Reverse, no filter is sent (real
+    // HBase 2.6's FuzzyRowFilter skips matching rows or never finishes on
+    // reversed scans): all 401 rows come back (the fixture counts one twice
+    // at the reversed scan's start) and the client matches them.
+    if (reverse) {
+      EXPECT_GE(store_->counters().rows_examined - before, 401u);
+    } else {
+      EXPECT_EQ(store_->counters().rows_examined - before, 21u);
+    }
   }
 }
 
@@ -501,7 +507,8 @@ TEST(HBaseStoreOpen, FailsClearlyWhenTheGatewayIsDown) {
 
 // Against a real HBase Thrift2 gateway: LOGDEX_HBASE_THRIFT=host:port
 // (framed, binary, as deploy/hbase runs it; LOGDEX_HBASE_TRANSPORT=buffered
-// for a gateway without -f). Uses a fresh namespace and leaves it behind.
+// for a gateway without -f, LOGDEX_HBASE_PROTOCOL=compact for one with -c).
+// Uses a fresh namespace and leaves it behind. tests/engines/hbase_run.sh starts one.
 TEST(HBaseRealGateway, WritesScansAndFuzzyScans) {
   const char* env = std::getenv("LOGDEX_HBASE_THRIFT");
   if (!env || !*env) GTEST_SKIP() << "LOGDEX_HBASE_THRIFT=host:port is not set";
@@ -513,6 +520,8 @@ TEST(HBaseRealGateway, WritesScansAndFuzzyScans) {
   o.port = std::atoi(addr.c_str() + colon + 1);
   const char* transport = std::getenv("LOGDEX_HBASE_TRANSPORT");
   if (transport && std::string(transport) == "buffered") o.transport = HBaseOptions::Transport::kBuffered;
+  const char* protocol = std::getenv("LOGDEX_HBASE_PROTOCOL");
+  if (protocol && std::string(protocol) == "compact") o.protocol = HBaseOptions::Protocol::kCompact;
   o.ns = "logdex_test_" + std::to_string(::getpid()) + "_" + std::to_string(std::random_device{}() % 100000);
   auto opened = HBaseTableStore::Open(o);
   ASSERT_TRUE(opened.ok()) << opened.error().ToString();
@@ -520,24 +529,30 @@ TEST(HBaseRealGateway, WritesScansAndFuzzyScans) {
   TableOptions t;
   t.ttl_seconds = 3600;
   ASSERT_TRUE(store.CreateTable(kMainTable, t).ok());
-  ASSERT_TRUE(store.CreateTable("idx_error", TableOptions{}).ok());
+  // MakeChunks writes index rows to three tables; the synthetic rows scanned below go to
+  // a table of their own.
+  for (const std::string& t : {LevelIndexTable(Severity::kError), std::string(kHostIndexTable),
+                               std::string(kTagIndexTable), std::string("probe")}) {
+    ASSERT_TRUE(store.CreateTable(t, TableOptions{}).ok()) << t;
+  }
   EXPECT_TRUE(store.HasTable(kMainTable));
   WriteBatch b;
   MakeChunks(b, 50);
-  for (int i = 0; i < 40; ++i) b.Put("idx_error", std::string{char(i), 'x', char(i % 5)}, "v");
-  ASSERT_TRUE(store.Write(b).ok());
+  for (int i = 0; i < 40; ++i) b.Put("probe", std::string{char(i), 'x', char(i % 5)}, "v");
+  Status written = store.Write(b);
+  ASSERT_TRUE(written.ok()) << written.ToString();
   int n = 0;
   ASSERT_TRUE(store.Scan({std::string(kMainTable), "", "", false, 0}, [&](auto, auto) { return ++n, true; }).ok());
   EXPECT_EQ(n, 50);
   std::vector<std::string> rev;
-  ASSERT_TRUE(store.Scan({"idx_error", std::string{char(5)}, std::string{char(9)}, true, 0},
+  ASSERT_TRUE(store.Scan({"probe", std::string{char(5)}, std::string{char(9)}, true, 0},
                          [&](std::string_view k, std::string_view) { return rev.emplace_back(k), true; })
                   .ok());
   ASSERT_EQ(rev.size(), 4u);
   EXPECT_EQ(rev.front()[0], 8);
   EXPECT_EQ(rev.back()[0], 5);
   FuzzyScanSpec f;
-  f.range.table = "idx_error";
+  f.range.table = "probe";
   f.key = std::string{0, 'x', 2};
   f.mask = std::string{1, 0, 0};
   for (bool reverse : {false, true}) {
