@@ -46,6 +46,7 @@ struct KafkaChunkProducer::Impl : public RdKafka::DeliveryReportCb, public RdKaf
   Backlog backlog{0, 0};
   std::map<uint64_t, std::unique_ptr<OutgoingChunk>> in_flight;
   bool available = true;
+  std::string unavailable_reason;  // why, while !available
   bool finishing = false;
   // A chunk that was never delivered stays unresolved: checkpoints never move
   // past it, so a restart reads its lines again (dropped chunks are counted
@@ -109,6 +110,7 @@ struct KafkaChunkProducer::Impl : public RdKafka::DeliveryReportCb, public RdKaf
   void SetAvailable(bool on, const std::string& why) {
     if (on == available) return;
     available = on;
+    unavailable_reason = on ? "" : why;
     if (on) {
       spdlog::info("ship: Kafka is available again; delivering a backlog of {} chunks newest first",
                    backlog.size());
@@ -149,6 +151,26 @@ struct KafkaChunkProducer::Impl : public RdKafka::DeliveryReportCb, public RdKaf
     spdlog::error("ship: chunk {} ({} records, stream {}) not delivered: {}", c.sequence, c.records, c.key, why);
   }
 
+  // Why deliveries stall, when the brokers can say: a broker that answers
+  // but has no such topic (auto-creation off) holds chunks until their
+  // timeout, which looks like an outage. One metadata request, once per
+  // stall (its 2 s is spent while nothing is delivered anyway).
+  std::string DiagnoseStall() {
+    RdKafka::Metadata* md = nullptr;
+    const RdKafka::ErrorCode err = producer->metadata(false, topic.get(), &md, 2000);
+    std::unique_ptr<RdKafka::Metadata> owned(md);
+    if (err != RdKafka::ERR_NO_ERROR) return "; the brokers do not answer (" + RdKafka::err2str(err) + ")";
+    for (const RdKafka::TopicMetadata* t : *md->topics()) {
+      if (t->topic() != options.topic) continue;
+      if (t->err() == RdKafka::ERR_UNKNOWN_TOPIC_OR_PART) {
+        return "; the brokers answer, but topic '" + options.topic +
+               "' does not exist and they do not create it: create it (with its .dlq topic) or pass --topic";
+      }
+      if (t->err() != RdKafka::ERR_NO_ERROR) return "; topic '" + options.topic + "': " + RdKafka::err2str(t->err());
+    }
+    return "";
+  }
+
   // Hands a chunk to librdkafka; false (chunk returned in `c`) when its queue is full.
   bool Produce(std::unique_ptr<OutgoingChunk>& c) {
     if (in_flight.empty()) last_progress_ns = Now();
@@ -169,7 +191,8 @@ struct KafkaChunkProducer::Impl : public RdKafka::DeliveryReportCb, public RdKaf
   // Moves backlog chunks (newest first) into the in-flight window.
   void Pump() {
     if (available && !in_flight.empty() && Now() - last_progress_ns > options.unavailable_after_ms * 1'000'000) {
-      SetAvailable(false, "no delivery progress for " + std::to_string(options.unavailable_after_ms) + " ms");
+      SetAvailable(false, "no delivery progress for " + std::to_string(options.unavailable_after_ms) + " ms" +
+                              DiagnoseStall());
     }
     const size_t window = available ? options.max_in_flight : 1;
     while (!fatal && !backlog.empty() && in_flight.size() < window) {
@@ -203,6 +226,12 @@ struct KafkaChunkProducer::Impl : public RdKafka::DeliveryReportCb, public RdKaf
       retries->Increment();
       spdlog::debug("ship: chunk {} delivery failed ({}); back to the backlog", c->sequence, m.errstr());
       ToBacklog(std::move(*c));
+      return;
+    }
+    const bool purged = m.err() == RdKafka::ERR__PURGE_QUEUE || m.err() == RdKafka::ERR__PURGE_INFLIGHT;
+    if (purged && finishing) {  // Finish() gave up on it: say why, not "Purged in queue"
+      Fail(*c, "still queued at the delivery deadline" +
+                   (available ? std::string() : " (Kafka unavailable: " + unavailable_reason + ")"));
       return;
     }
     Fail(*c, m.errstr());
@@ -349,9 +378,10 @@ DeliveryReport KafkaChunkProducer::Finish(int64_t timeout_ms) {
     m.producer->purge(RdKafka::Producer::PURGE_QUEUE | RdKafka::Producer::PURGE_INFLIGHT);
     for (int i = 0; i < 100 && !m.in_flight.empty(); ++i) m.producer->poll(10);
   }
-  for (const auto& [seq, c] : m.in_flight) m.Fail(*c, "still in flight at the delivery deadline");
+  const std::string why = m.available ? "" : " (Kafka unavailable: " + m.unavailable_reason + ")";
+  for (const auto& [seq, c] : m.in_flight) m.Fail(*c, "still in flight at the delivery deadline" + why);
   m.in_flight.clear();
-  for (const OutgoingChunk& c : m.backlog.TakeAll()) m.Fail(c, "still in the backlog at the delivery deadline");
+  for (const OutgoingChunk& c : m.backlog.TakeAll()) m.Fail(c, "still in the backlog at the delivery deadline" + why);
   m.UpdateGauges();
   return m.report;
 }

@@ -18,6 +18,8 @@ Scenarios:
   broker_outage   the broker is stopped and restarted while serve consumes and ship ships:
                   lines from before, during and after are stored once; serve resumes alone
   serve_sigkill   serve SIGKILLed under load and restarted: nothing lost, nothing twice
+  missing_topic   ship to a topic the broker does not have (auto-creation off): ship fails
+                  and says the topic does not exist, not that Kafka is down
 """
 import datetime
 import http.client
@@ -413,7 +415,23 @@ def serve_sigkill(ctx):
     expect_exactly(want, serve, 'load', timeout=300)
 
 
-SCENARIOS = {f.__name__: f for f in (ship_serve, kcat_json, broker_outage, serve_sigkill)}
+def missing_topic(ctx):
+    broker, logdex = ctx['broker'], ctx['logdex']
+    src = os.path.join(ctx['loghub'], 'HDFS_2k.log')
+    t = time.monotonic()
+    r = ship(logdex, broker.bootstrap, 'nosuch', src, extra=('--topic', 'no.such.topic', '--delivery-timeout-ms', '20000'),
+             check=False)
+    took = time.monotonic() - t
+    if r.returncode == 0:
+        raise Failure('ship to a missing topic exited 0')
+    want = "topic 'no.such.topic' does not exist"
+    if want not in r.stderr:
+        raise Failure(f'ship did not say {want!r}: {r.stderr.strip()[-1500:]}')
+    line = next(l for l in r.stderr.splitlines() if want in l)
+    print(f'ship exited {r.returncode} after {took:.1f}s: {line.strip()[:240]}')
+
+
+SCENARIOS = {f.__name__: f for f in (ship_serve, kcat_json, broker_outage, serve_sigkill, missing_topic)}
 
 
 def main():
