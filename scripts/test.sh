@@ -20,14 +20,16 @@ step() { printf '\n=== %s ===\n' "$*"; }
 # The real engines' jars, before any test runs: a download is not paid inside a test's
 # timeout. Unreachable (77): the real-engine tests report skipped, unless
 # LOGDEX_REQUIRE_ENGINES=1 (.ci/run sets it) makes that a failure here.
-step "real engines: Apache Kafka $(scripts/engines/kafka.sh version)"
-rc=0
-scripts/engines/kafka.sh fetch || rc=$?
-case $rc in
-  0) ;;
-  77) echo "test.sh: the real-engine tests will be skipped (Maven's repository is unreachable)" ;;
-  *) exit "$rc" ;;
-esac
+step "real engines: Apache Kafka $(scripts/engines/kafka.sh version), HBase $(scripts/engines/hbase.sh version)"
+for engine in kafka hbase; do
+  rc=0
+  scripts/engines/$engine.sh fetch || rc=$?
+  case $rc in
+    0) ;;
+    77|78) echo "test.sh: the $engine real-engine tests will be skipped (exit $rc: see above)" ;;
+    *) exit "$rc" ;;
+  esac
+done
 
 step "release build"
 scripts/build.sh release

@@ -5,7 +5,7 @@
 #   scripts/engines/kafka.sh fetch                 jars into $CACHE/kafka-<version>/libs (prints it)
 #   scripts/engines/kafka.sh start DIR             format DIR (first start), start, wait until it
 #                                                  answers; DIR/bootstrap holds host:port
-#   scripts/engines/kafka.sh create-topic DIR NAME PARTITIONS
+#   scripts/engines/kafka.sh create-topic DIR NAME PARTITIONS [KEY=VALUE...]  (topic configs)
 #   scripts/engines/kafka.sh stop DIR              SIGTERM, SIGKILL after 60 s
 #   scripts/engines/kafka.sh kill DIR              SIGKILL
 #   scripts/engines/kafka.sh restart DIR           stop if running, start on the same ports and data
@@ -94,27 +94,9 @@ kjava() { java -Xmx256m -XX:TieredStopAtLevel=1 -XX:+UseSerialGC -cp "$LIBS/*" "
 # (KAFKA_ENGINE_JVM_OPTS replaces these flags).
 BROKER_JVM_OPTS=${KAFKA_ENGINE_JVM_OPTS:--Xms128m -Xmx512m -XX:TieredStopAtLevel=1 -XX:+UseG1GC -XX:MaxGCPauseMillis=20}
 
-# Two distinct free loopback ports, below the kernel's ephemeral range: a port bound to 0
-# by another test (ctest runs two at once) is never one of these, so none is taken
-# between this check and the broker's bind. A broker that still loses one is started
-# again on new ports (start_fresh).
-free_ports() {
-  python3 -c 'import random, socket
-low = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
-found = []
-while len(found) < 2:
-    p = random.randrange(max(1024, low - 12000), low)
-    s = socket.socket()
-    try:
-        s.bind(("127.0.0.1", p))
-        if p not in found:
-            found.append(p)
-    except OSError:
-        pass
-    finally:
-        s.close()
-print(*found)'
-}
+# Two distinct free loopback ports below the kernel's ephemeral range (free_ports.py says
+# why); a broker that still loses one is started again on new ports (start()).
+free_ports() { python3 "$HERE/free_ports.py" 2; }
 
 # The broker's pid when it runs (a zombie or a reused pid does not count).
 running_pid() {
@@ -149,6 +131,8 @@ transaction.state.log.min.isr=1
 share.coordinator.state.topic.replication.factor=1
 share.coordinator.state.topic.min.isr=1
 group.initial.rebalance.delay.ms=0
+# A topic's retention.bytes (tests set it small) applies within a second, not 5 minutes.
+log.retention.check.interval.ms=1000
 EOF
   cat >"$dir/log4j2.properties" <<EOF
 status = warn
@@ -281,12 +265,14 @@ kill_broker() {
 }
 
 create_topic() {
-  local dir=$1 name=$2 partitions=$3
+  local dir=$1 name=$2 partitions=$3 kv configs=()
+  shift 3
+  for kv in "$@"; do configs+=(--config "$kv"); done
   [ -f "$dir/bootstrap" ] || die "no broker was started in $dir"
   [ -f "$LIBS/.complete" ] || die "not fetched"
   kjava -Dlog4j2.configurationFile="$dir/log4j2.properties" org.apache.kafka.tools.TopicCommand \
     --bootstrap-server "$(cat "$dir/bootstrap")" --create --if-not-exists --topic "$name" \
-    --partitions "$partitions" --replication-factor 1 >>"$dir/tools.log" 2>&1 ||
+    --partitions "$partitions" --replication-factor 1 "${configs[@]}" >>"$dir/tools.log" 2>&1 ||
     { tail -n 20 "$dir/tools.log" >&2; die "creating topic $name failed"; }
 }
 
@@ -297,7 +283,7 @@ shift || true
 case "$cmd" in
   fetch) fetch ;;
   start) start "$(dir_arg "${1:-}")" ;;
-  create-topic) [ $# -eq 3 ] || usage; create_topic "$(dir_arg "$1")" "$2" "$3" ;;
+  create-topic) [ $# -ge 3 ] || usage; d=$(dir_arg "$1"); shift; create_topic "$d" "$@" ;;
   stop) stop "$(dir_arg "${1:-}")" ;;
   kill) kill_broker "$(dir_arg "${1:-}")" ;;
   restart) d=$(dir_arg "${1:-}"); stop "$d"; start "$d" ;;

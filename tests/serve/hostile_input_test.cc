@@ -45,12 +45,14 @@
 #include "consumer/kafka_clients.h"
 #include "tests/serve/kafka_test_util.h"
 #include "tests/serve/process.h"
+#include "tests/serve/test_kafka.h"
 #include "tests/test_util.h"
 
 namespace logdex {
 namespace {
 
 using testing::ListeningPort;
+using testing::TestKafka;
 using testing::Process;
 using testing::WaitFor;
 
@@ -771,15 +773,17 @@ TEST_F(HostileInput, ShipSurvivesEveryLineKind) {
 
 // The acceptance item "Poison pill": the 100,000-deep JSON line that crashed
 // serve is dead-lettered (or kept) and the partition moves on, across a
-// SIGKILL and a restart on the same store. Kafka is a mock cluster in this
-// process, so it outlives the member.
+// SIGKILL and a restart on the same store. Kafka (TestKafka: the mock cluster
+// in this process, or a real broker) outlives the member.
 TEST_F(HostileInput, PoisonPillIsDeadLetteredAtMostOnceMoreAcrossSigkillAndTheRestIsIndexed) {
   if (!KcatInstalled()) GTEST_SKIP() << "kcat is not installed (scripts/install-deps.sh installs it)";
-  auto kafka = EmbeddedKafka::Start(1);
-  ASSERT_TRUE(kafka.ok());
-  const std::string topic(kDefaultTopic), b = (*kafka)->bootstrap();
-  ASSERT_TRUE((*kafka)->CreateTopic(topic, 2).ok());
-  ASSERT_TRUE((*kafka)->CreateTopic(topic + ".dlq", 1).ok());
+  TestKafka::Started started = TestKafka::Start(dir_.path());
+  if (started.skip) GTEST_SKIP() << started.error;
+  ASSERT_NE(started.kafka, nullptr) << started.error;
+  TestKafka& kafka = *started.kafka;
+  const std::string topic(kDefaultTopic), b = kafka.bootstrap();
+  ASSERT_TRUE(kafka.CreateTopic(topic, 2)) << kafka.error();
+  ASSERT_TRUE(kafka.CreateTopic(topic + ".dlq", 1)) << kafka.error();
   const std::string poison = JsonLine("mk-poison", ",\"a\":" + Nest("[", "]", kDepth));
   const int good = 20;
   std::string out;
