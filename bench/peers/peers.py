@@ -96,6 +96,14 @@ class Server:
     def cpu(self):
         return proc_cpu(self.p.pid)
 
+    def check(self):
+        """Raises, with the end of its log, if the server has exited."""
+        if self.p.poll() is not None:
+            self.log.flush()
+            with open(self.log.name, "rb") as f:
+                tail = f.read()[-1500:].decode(errors="replace")
+            raise RuntimeError(f"{self.name} exited with {self.p.returncode}: {tail}")
+
     def alive(self):
         return self.p.poll() is None
 
@@ -156,10 +164,12 @@ def http(url, data=None, timeout=120, headers=None):
         raise RuntimeError(f"HTTP {e.code} from {url.split('?')[0]}: {body}") from None
 
 
-def wait_until(what, pred, timeout, interval=0.2):
+def wait_until(what, pred, timeout, interval=0.2, server=None):
     deadline = time.monotonic() + timeout
     last_err = None
     while time.monotonic() < deadline:
+        if server is not None:
+            server.check()
         try:
             if pred():
                 return True
@@ -212,14 +222,20 @@ class Logdex:
             "counted by following cursors at limit=10000",
         ]
 
+    @staticmethod
+    def env():
+        # serve refuses LOGDEX_* variables it does not know (a typo must not disable auth); run.sh's
+        # LOGDEX_BIN is one of them.
+        return {k: v for k, v in os.environ.items() if k != "LOGDEX_BIN"}
+
     def start(self):
         self.port = free_port()
         self.boot = os.path.join(self.work, "bootstrap")
         self.srv = Server("logdex serve", [self.bin, "serve", "--embedded-kafka", "--embedded-partitions",
                                            str(self.partitions), "--bootstrap-file", self.boot, "--store-dir",
                                            self.store, "--http", f"127.0.0.1:{self.port}"],
-                          os.path.join(self.work, "serve.log"))
-        wait_until("logdex serve's bootstrap file", lambda: os.path.getsize(self.boot) > 0, 120)
+                          os.path.join(self.work, "serve.log"), env=self.env())
+        wait_until("logdex serve's bootstrap file", lambda: os.path.getsize(self.boot) > 0, 120, server=self.srv)
         self.url = f"http://127.0.0.1:{self.port}"
 
     def metric(self, name):
@@ -236,17 +252,20 @@ class Logdex:
         with ChildCpu() as cc:
             rc, out, err = run_client([self.bin, "ship", "--brokers", brokers, "--app", "bench", "--host", "bench",
                                        "--format", "json", "--stream-from-line", "--no-progress", "--state-dir",
-                                       os.path.join(self.work, "ship-state"), path])
+                                       os.path.join(self.work, "ship-state"), path], env=self.env())
         if rc != 0:
             raise RuntimeError(f"logdex ship exited {rc}: {err.decode(errors='replace')[-2000:]}")
         ship_wall = time.monotonic() - t0
         wait_until(f"{self.lines} records indexed",
-                   lambda: self.metric("logdex_indexer_records_total") >= self.lines or not self.srv.alive(), 1800, 0.5)
+                   lambda: self.metric("logdex_indexer_records_total") >= self.lines, 1800, 0.5, server=self.srv)
         wall = time.monotonic() - t0
         server_cpu = self.srv.cpu() - cpu0
         lost = self.metric("logdex_consumer_lost_messages_total")
         indexed = self.metric("logdex_indexer_records_total")
-        return dict(wall_s=wall, client_wall_s=ship_wall, server_cpu_s=server_cpu, client_cpu_s=cc.seconds,
+        stored_chunks = self.metric("logdex_indexer_chunks_total")
+        rows = self.metric("logdex_store_rows_written_total")
+        return dict(stored_chunks=stored_chunks, stored_chunks_per_million_lines=stored_chunks / self.lines * 1e6,
+                    store_rows_written=rows, wall_s=wall, client_wall_s=ship_wall, server_cpu_s=server_cpu, client_cpu_s=cc.seconds,
                     client="logdex ship", indexed_records=indexed, kafka_lost_messages=lost,
                     ship_summary=err.decode(errors="replace").strip().splitlines()[-1:])
 
@@ -336,7 +355,7 @@ class VictoriaLogs:
         self.url = f"http://127.0.0.1:{self.port}"
         self.srv = Server("victoria-logs", [self.bin, f"-httpListenAddr=127.0.0.1:{self.port}",
                                             f"-storageDataPath={self.data}"], os.path.join(self.work, "server.log"))
-        wait_until("VictoriaLogs /health", lambda: http(self.url + "/health") is not None, 60)
+        wait_until("VictoriaLogs /health", lambda: http(self.url + "/health") is not None, 60, server=self.srv)
 
     def _count_all(self):
         return self._logsql("* | stats count() n")[0]["n"]
@@ -452,7 +471,7 @@ class ClickHouse:
         self.url = f"http://127.0.0.1:{self.port}/"
         self.srv = Server("clickhouse-server", ["clickhouse-server", f"--config-file={d}/config.xml"],
                           os.path.join(d, "server.out"))
-        wait_until("ClickHouse's HTTP port", lambda: http(self.url) == b"Ok.\n", 120)
+        wait_until("ClickHouse's HTTP port", lambda: http(self.url) == b"Ok.\n", 120, server=self.srv)
         self.sql("CREATE TABLE logs (time UInt64, app String, host String, severity String, message String) "
                  "ENGINE = MergeTree() PARTITION BY toDate(intDiv(time, 1000)) ORDER BY (app, host, time)")
 
