@@ -264,8 +264,10 @@ class Logdex:
         indexed = self.metric("logdex_indexer_records_total")
         stored_chunks = self.metric("logdex_indexer_chunks_total")
         rows = self.metric("logdex_store_rows_written_total")
+        per_table = {m.group(1): float(m.group(2)) for m in re.finditer(
+            r'^logdex_store_rows_written_total\{table="([^"]+)"\} (\S+)$', http(self.url + "/metrics").decode(), re.M)}
         return dict(stored_chunks=stored_chunks, stored_chunks_per_million_lines=stored_chunks / self.lines * 1e6,
-                    store_rows_written=rows, wall_s=wall, client_wall_s=ship_wall, server_cpu_s=server_cpu, client_cpu_s=cc.seconds,
+                    store_rows_written=rows, store_rows_written_per_table=per_table, wall_s=wall, client_wall_s=ship_wall, server_cpu_s=server_cpu, client_cpu_s=cc.seconds,
                     client="logdex ship", indexed_records=indexed, kafka_lost_messages=lost,
                     ship_summary=err.decode(errors="replace").strip().splitlines()[-1:])
 
