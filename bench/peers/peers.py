@@ -133,10 +133,9 @@ def cleanup():
 
 
 def run_client(cmd, **kw):
-    """Runs a client to completion; returns (returncode, cpu seconds, stdout bytes)."""
+    """Runs a client to completion; returns (returncode, stdout, stderr). Its CPU: ChildCpu around the call."""
     p = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, **kw)
     out, err = p.communicate()
-    # communicate() reaped it; its rusage is in RUSAGE_CHILDREN: measure around each call instead.
     return p.returncode, out, err
 
 
@@ -744,7 +743,8 @@ def main():
     a = ap.parse_args()
 
     for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
-        signal.signal(sig, lambda s, f: sys.exit(128 + s))
+        signal.signal(sig, lambda s, f: (log(f"interrupted by signal {s}: stopping the servers, removing the "
+                                             "scratch directory; no figures"), sys.exit(128 + s)))
     work = a.dir or tempfile.mkdtemp(prefix="logdex-peers-")
     os.makedirs(work, exist_ok=True)
     try:
