@@ -5,6 +5,7 @@
 #   scripts/install-deps.sh --servers  also Prometheus and Alertmanager (integration tests)
 #   scripts/install-deps.sh --fuzz     also clang and its runtime (libFuzzer, sanitizers)
 #   scripts/install-deps.sh --engines  also Java 17 and Maven (real engines: scripts/engines/)
+#   scripts/install-deps.sh --peers    also ClickHouse 18.16, zstd and Python's snappy/zstandard (bench/peers/run.sh)
 set -euo pipefail
 
 pkgs=(
@@ -22,6 +23,7 @@ for arg in "$@"; do
     --servers) pkgs+=(prometheus prometheus-alertmanager) ;;
     --fuzz) pkgs+=(clang libclang-rt-14-dev) ;;
     --engines) pkgs+=(openjdk-17-jre-headless maven) ;;
+    --peers) pkgs+=(clickhouse-server clickhouse-client zstd curl python3-snappy python3-zstandard) ;;
     *) echo "install-deps: unknown option $arg" >&2; exit 2 ;;
   esac
 done
