@@ -243,11 +243,19 @@ def write_config(work, extra=''):
 
 # ---- scenarios ----------------------------------------------------------------------------
 
+def start_serve(ctx, consumer_extra='', partitions=4):
+    """Starts serve on the scenario's broker (ctx['serve'], stopped by main) and waits
+    until it owns `partitions` partitions."""
+    serve = ctx['serve'] = Serve(ctx['logdex'], ctx['work'], 'serve', ctx['broker'].bootstrap,
+                                 write_config(ctx['work'], consumer_extra))
+    serve.start()
+    serve.wait_assigned(partitions)
+    return serve
+
+
 def ship_serve(ctx):
     broker, logdex, work = ctx['broker'], ctx['logdex'], ctx['work']
-    serve = ctx['serve'] = Serve(logdex, work, 'serve', broker.bootstrap, write_config(work))
-    serve.start()
-    serve.wait_assigned(4)
+    serve = start_serve(ctx)
     src = os.path.join(ctx['loghub'], 'HDFS_2k.log')
     t = time.monotonic()
     ship(logdex, broker.bootstrap, 'hdfs', src)
@@ -259,10 +267,7 @@ def kcat_json(ctx):
     broker, logdex, work = ctx['broker'], ctx['logdex'], ctx['work']
     broker.create_topic('lines.json', 2)
     broker.create_topic('lines.json.dlq', 1)
-    serve = ctx['serve'] = Serve(logdex, work, 'serve', broker.bootstrap,
-                                 write_config(work, '  topics: [logdex.chunks, lines.json]\n'))
-    serve.start()
-    serve.wait_assigned(4 + 2)
+    serve = start_serve(ctx, '  topics: [logdex.chunks, lines.json]\n', partitions=4 + 2)
     src = file_lines(os.path.join(ctx['loghub'], 'OpenSSH_2k.log'))
     base = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(days=1)
     sevs = ['INFO', 'WARN', 'ERROR', 'DEBUG']
@@ -318,9 +323,7 @@ def numbered(src, dst, start, count):
 
 def broker_outage(ctx):
     broker, logdex, work = ctx['broker'], ctx['logdex'], ctx['work']
-    serve = ctx['serve'] = Serve(logdex, work, 'serve', broker.bootstrap, write_config(work))
-    serve.start()
-    serve.wait_assigned(4)
+    serve = start_serve(ctx)
     serve_pid = serve.proc.pid
     src = os.path.join(ctx['loghub'], 'HDFS_2k.log')
     want = []
@@ -374,9 +377,7 @@ def broker_outage(ctx):
 
 def serve_sigkill(ctx):
     broker, logdex, work = ctx['broker'], ctx['logdex'], ctx['work']
-    serve = ctx['serve'] = Serve(logdex, work, 'serve', broker.bootstrap, write_config(work))
-    serve.start()
-    serve.wait_assigned(4)
+    serve = start_serve(ctx)
     src = os.path.join(ctx['loghub'], 'HDFS_2k.log')
     batches, per_batch = 20, 5000
     want, files = [], []
