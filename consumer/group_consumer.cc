@@ -1,4 +1,5 @@
 #include "consumer/group_consumer.h"
+#include "consumer/kafka_properties.h"
 
 #include <librdkafka/rdkafkacpp.h>
 #include <spdlog/spdlog.h>
@@ -70,6 +71,26 @@ constexpr int kDlqFlushMs = 5000;
 
 }  // namespace
 
+Status CheckConsumerKafkaProperties(const std::map<std::string, std::string>& kafka) {
+  if (auto it = kafka.find("auto.offset.reset");
+      it != kafka.end() && it->second != "earliest" && it->second != "smallest" && it->second != "beginning") {
+    // error: librdkafka 2.0.2 then stops fetching a partition whose
+    // position the broker deleted, for good (no seek restarts it).
+    // latest: it skips every message still there, and only those already
+    // deleted would be counted as lost. Only earliest loses nothing silently.
+    return Status(Errc::kInvalidArgument,
+                  "kafka.auto.offset.reset: only earliest is allowed (error stops a partition for good once "
+                  "retention deletes its position; latest skips messages that still exist, uncounted)");
+  }
+  if (auto it = kafka.find("partition.assignment.strategy");
+      it != kafka.end() && it->second.find("cooperative-sticky") != std::string::npos) {
+    return Status(Errc::kInvalidArgument,
+                  "kafka.partition.assignment.strategy: cooperative-sticky is not supported (logdex's rebalance "
+                  "handling replaces the whole assignment; use range or roundrobin, the default is range,roundrobin)");
+  }
+  return Status::Ok();
+}
+
 class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb, public RdKafka::DeliveryReportCb {
  public:
   Impl(GroupConsumerOptions o, TableStore& store, BatchProcessor& processor, ConsumerMetrics& metrics,
@@ -102,16 +123,7 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
         {"log_level", "4"},
     };
     for (const auto& [k, v] : o_.kafka) props[k] = v;
-    if (props["auto.offset.reset"] != "earliest" && props["auto.offset.reset"] != "smallest" &&
-        props["auto.offset.reset"] != "beginning") {
-      // error: librdkafka 2.0.2 then stops fetching a partition whose
-      // position the broker deleted, for good (no seek restarts it).
-      // latest: it skips every message still there, and only those already
-      // deleted would be counted as lost. Only earliest loses nothing silently.
-      return Status(Errc::kInvalidArgument,
-                    "kafka.auto.offset.reset: only earliest is allowed (error stops a partition for good once "
-                    "retention deletes its position; latest skips messages that still exist, uncounted)");
-    }
+    if (Status s = CheckConsumerKafkaProperties(props); !s.ok()) return s;
     for (const auto& [k, v] : props) {
       if (conf->set(k, v, err) != RdKafka::Conf::CONF_OK) {
         // The value is not echoed (it may be a password); librdkafka's text may quote it.

@@ -22,7 +22,7 @@ for arg in "$@"; do
   case "$arg" in
     --servers) pkgs+=(prometheus prometheus-alertmanager) ;;
     --fuzz) pkgs+=(clang libclang-rt-14-dev) ;;
-    --engines) pkgs+=(openjdk-17-jre-headless maven) ;;
+    --engines) pkgs+=(openjdk-17-jre-headless openjdk-17-jdk-headless maven) ;;  # javac: HBase's bridge
     --peers) pkgs+=(clickhouse-server clickhouse-client zstd curl python3-snappy python3-zstandard) ;;
     *) echo "install-deps: unknown option $arg" >&2; exit 2 ;;
   esac

@@ -26,7 +26,9 @@ for engine in kafka hbase; do
   scripts/engines/$engine.sh fetch || rc=$?
   case $rc in
     0) ;;
-    77|78) echo "test.sh: the $engine real-engine tests will be skipped (exit $rc: see above)" ;;
+    77|78)
+      [ "${LOGDEX_REQUIRE_ENGINES:-0}" = 1 ] && { echo "test.sh: LOGDEX_REQUIRE_ENGINES=1 and $engine cannot be had" >&2; exit 1; }
+      echo "test.sh: the $engine real-engine tests will be skipped (exit $rc: see above)" ;;
     *) exit "$rc" ;;
   esac
 done

@@ -192,7 +192,8 @@ Status Validate(const ServeConfig& c) {
 constexpr std::string_view kNonConfigEnvVars[] = {
     "LOGDEX_TOKEN",         "LOGDEX_JOBS",         "LOGDEX_SKIP_ASAN",       "LOGDEX_FUZZ_SECONDS",
     "LOGDEX_FUZZ_SEED_DIR", "LOGDEX_HBASE_THRIFT", "LOGDEX_HBASE_TRANSPORT", "LOGDEX_ENGINE_CACHE",
-    "LOGDEX_REQUIRE_ENGINES",
+    "LOGDEX_REQUIRE_ENGINES", "LOGDEX_HBASE_PROTOCOL", "LOGDEX_HBASE_GATEWAY", "LOGDEX_MAVEN_ARGS",
+    "LOGDEX_HBASE_HEAP",     "LOGDEX_HBASE_START_TIMEOUT",
 };
 
 // Names of environment variables the alerting section reads secrets from

@@ -24,6 +24,7 @@
 #include "common/clock.h"
 #include "consumer/batch_processor.h"
 #include "consumer/embedded_kafka.h"
+#include "consumer/kafka_properties.h"
 #include "consumer/group_consumer.h"
 #include "indexer/indexer.h"
 #include "indexer/query.h"
@@ -443,6 +444,10 @@ int CheckConfig(const std::string& path) {
     return 1;
   }
   if (Status s = CheckHttpExposure(loaded->http); !s.ok()) {
+    std::fprintf(stderr, "%s: %s\n", path.c_str(), s.message().c_str());
+    return 1;
+  }
+  if (Status s = CheckConsumerKafkaProperties(loaded->kafka); !s.ok()) {
     std::fprintf(stderr, "%s: %s\n", path.c_str(), s.message().c_str());
     return 1;
   }

@@ -230,7 +230,8 @@ struct KafkaChunkProducer::Impl : public RdKafka::DeliveryReportCb, public RdKaf
     }
     const bool purged = m.err() == RdKafka::ERR__PURGE_QUEUE || m.err() == RdKafka::ERR__PURGE_INFLIGHT;
     if (purged && finishing) {  // Finish() gave up on it: say why, not "Purged in queue"
-      Fail(*c, "still queued at the delivery deadline" +
+      Fail(*c, std::string(m.err() == RdKafka::ERR__PURGE_INFLIGHT ? "still in flight" : "still queued") +
+                   " when delivery was given up" +
                    (available ? std::string() : " (Kafka unavailable: " + unavailable_reason + ")"));
       return;
     }

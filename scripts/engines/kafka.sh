@@ -67,8 +67,10 @@ fetch() {
     # Only a transfer that never reached the repository is "unreachable". An artifact the
     # repository does not have ("Could not find artifact", "Failure to find") is a real
     # failure, as is anything else.
+    # A repository that answered with an error (an HTTP status, a TLS or checksum failure)
+    # was reached: that is a failure too.
     if grep -qE 'Could not transfer|Connect(ion)? (to .* )?(refused|failed|timed out)|Unknown ?Host|Network is unreachable|No route to host|Temporary failure in name resolution' "$log" &&
-       ! grep -qE 'Could not find artifact|Failure to find' "$log"; then
+       ! grep -qE 'Could not find artifact|Failure to find|status code: [0-9]+|PKIX|[Cc]hecksum' "$log"; then
       echo "kafka.sh: Maven's repository cannot be reached, Kafka $KAFKA_VERSION jars are not cached (see $log):" >&2
       sed 's/\x1b\[[0-9;]*m//g' "$log" | grep -m 1 -E '^\[ERROR\] .' | cut -c1-400 >&2 || true
       if [ "${LOGDEX_REQUIRE_ENGINES:-0}" = 1 ]; then
@@ -81,8 +83,8 @@ fetch() {
   fi
   [ -f "$tmp/kafka_2.13-$KAFKA_VERSION.jar" ] || die "fetch: kafka_2.13-$KAFKA_VERSION.jar missing from $tmp"
   rm -rf "$LIBS"
-  mv "$tmp" "$LIBS"
-  touch "$LIBS/.complete"
+  mv "$tmp" "$LIBS" || die "cannot move the jars into $LIBS"
+  touch "$LIBS/.complete" || die "cannot write $LIBS/.complete"
   exec 9>&-  # the lock is not for the broker start() runs next to inherit
   echo "$LIBS"
 }
@@ -151,8 +153,10 @@ EOF
 # Returns 3 when it exited because a port was taken, after 1 for any other failure.
 launch() {
   local dir=$1 port cport pid deadline from
-  read -r port cport <"$dir/ports"
-  write_config "$dir" "$port" "$cport"
+  # Called as `launch ... || rc=$?`, where set -e does not apply: each step checks.
+  read -r port cport <"$dir/ports" && [ -n "$port" ] && [ -n "$cport" ] ||
+    { echo "kafka.sh: no ports in $dir/ports" >&2; return 1; }
+  write_config "$dir" "$port" "$cport" || { echo "kafka.sh: cannot write $dir's config" >&2; return 1; }
   if [ ! -f "$dir/data/meta.properties" ]; then
     # A Kafka Uuid: 16 random bytes, URL-safe base64 without padding (no JVM
     # for it). Never one that starts with '-': the tool's argument parser takes
@@ -191,13 +195,17 @@ while True:
       tail -n 60 "$dir/broker.log" >&2
       echo "kafka.sh: the broker exited during start (log: $dir/broker.log)" >&2
       # This start's part of the log only.
-      if tail -n "+$((from + 1))" "$dir/broker.log" | grep -qE 'BindException|Address already in use'; then
+      # grep reads to the end (no -q): tail is never cut off by a SIGPIPE under pipefail.
+      if tail -n "+$((from + 1))" "$dir/broker.log" | grep -E 'BindException|Address already in use' >/dev/null; then
         return 3
       fi
       return 1
     fi
-    # A real round trip: metadata naming broker 1 on our listener.
-    if kcat -L -b "127.0.0.1:$port" -m 5 2>/dev/null | grep -q "broker 1 at 127.0.0.1:$port"; then
+    # Ours said it started (another broker holding the port would answer kcat too), and a
+    # real round trip: metadata naming broker 1 on our listener.
+    if tail -n "+$((from + 1))" "$dir/broker.log" | grep -F 'Kafka Server started' >/dev/null &&
+       running_pid "$dir" >/dev/null &&
+       kcat -L -b "127.0.0.1:$port" -m 5 2>/dev/null | grep -F "broker 1 at 127.0.0.1:$port" >/dev/null; then
       break
     fi
     if [ $SECONDS -ge $deadline ]; then
@@ -227,7 +235,7 @@ start() {
   # The first start: new ports, and new ones again (with a new format, which records the
   # controller's port) if another process took one first.
   for attempt in 1 2 3; do
-    free_ports >"$dir/ports"
+    free_ports >"$dir/ports.tmp" && mv "$dir/ports.tmp" "$dir/ports" || die "no free ports"
     rc=0
     launch "$dir" || rc=$?
     [ $rc -eq 0 ] && return 0

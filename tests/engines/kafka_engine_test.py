@@ -477,7 +477,10 @@ def main():
             print('--- serve log (tail) ---')
             print(ctx['serve'].log() if 'serve' in ctx else '(not started)')
             print('--- broker log (tail) ---')
-            print(broker.logs(80))
+            try:
+                print(broker.logs(80))
+            except Failure as e:
+                print(f'(no broker log: {e})')
         try:
             broker.run('stop', broker.dir, check=False, timeout=150)
         except Failure as e:  # the owner watcher SIGKILLs it when this process exits

@@ -147,7 +147,8 @@ TEST(Config, LogdexVariablesThatAreNotConfigurationAreAllowed) {
   EXPECT_TRUE(ApplyEnv(c, {"LOGDEX_TOKEN=t", "LOGDEX_JOBS=2", "LOGDEX_SKIP_ASAN=1", "LOGDEX_FUZZ_SECONDS=0",
                            "LOGDEX_FUZZ_SEED_DIR=/tmp/x", "LOGDEX_HBASE_THRIFT=h:9090",
                            "LOGDEX_HBASE_TRANSPORT=framed", "LOGDEX_ENGINE_CACHE=/tmp/engines",
-                           "LOGDEX_REQUIRE_ENGINES=1"})
+                           "LOGDEX_REQUIRE_ENGINES=1", "LOGDEX_HBASE_PROTOCOL=compact", "LOGDEX_HBASE_GATEWAY=auto",
+                           "LOGDEX_MAVEN_ARGS=-o", "LOGDEX_HBASE_HEAP=1g", "LOGDEX_HBASE_START_TIMEOUT=60"})
                   .ok());
   // A name the alerting section reads a secret from.
   auto with_alerting = ParseConfig(

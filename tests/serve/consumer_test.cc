@@ -602,6 +602,15 @@ TEST(GroupConsumerStart, ARejectedSecretPropertyIsRedactedInTheError) {
   Status s = consumer.Start();
   EXPECT_EQ(s.code(), Errc::kInvalidArgument);
   EXPECT_NE(s.message().find("kafka.auto.offset.reset"), std::string::npos) << s.message();
+  // cooperative-sticky's incremental rebalances are not handled: refused, not half-run.
+  GroupConsumerOptions co;
+  co.kafka["bootstrap.servers"] = "127.0.0.1:9";
+  co.kafka["partition.assignment.strategy"] = "cooperative-sticky";
+  co.topics = {"t"};
+  GroupConsumer cooperative(co, **store, processor, metrics, SystemClock::Instance());
+  Status cs = cooperative.Start();
+  EXPECT_EQ(cs.code(), Errc::kInvalidArgument);
+  EXPECT_NE(cs.message().find("kafka.partition.assignment.strategy"), std::string::npos) << cs.message();
   EXPECT_EQ(RedactSecrets("bad \"x\"", Properties{{"client.id", "x"}}), "bad \"x\"") << "only secrets are redacted";
 }
 
