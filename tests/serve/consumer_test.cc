@@ -593,24 +593,20 @@ TEST(GroupConsumerStart, ARejectedSecretPropertyIsRedactedInTheError) {
   using Properties = std::map<std::string, std::string>;
   EXPECT_EQ(RedactSecrets("bad \"" + secret + "\"", Properties{{"sasl.password", secret}}), "bad \"[redacted]\"");
 
-  // auto.offset.reset=error would stall a partition whose position retention deleted: refused.
-  GroupConsumerOptions o;
-  o.kafka["bootstrap.servers"] = "127.0.0.1:9";
-  o.kafka["auto.offset.reset"] = "error";
-  o.topics = {"t"};
-  GroupConsumer consumer(o, **store, processor, metrics, SystemClock::Instance());
-  Status s = consumer.Start();
-  EXPECT_EQ(s.code(), Errc::kInvalidArgument);
-  EXPECT_NE(s.message().find("kafka.auto.offset.reset"), std::string::npos) << s.message();
-  // cooperative-sticky's incremental rebalances are not handled: refused, not half-run.
-  GroupConsumerOptions co;
-  co.kafka["bootstrap.servers"] = "127.0.0.1:9";
-  co.kafka["partition.assignment.strategy"] = "cooperative-sticky";
-  co.topics = {"t"};
-  GroupConsumer cooperative(co, **store, processor, metrics, SystemClock::Instance());
-  Status cs = cooperative.Start();
-  EXPECT_EQ(cs.code(), Errc::kInvalidArgument);
-  EXPECT_NE(cs.message().find("kafka.partition.assignment.strategy"), std::string::npos) << cs.message();
+  // Properties under which the consumer would lose or stall data are refused:
+  // auto.offset.reset=error stalls a partition whose position retention deleted;
+  // cooperative-sticky's incremental rebalances are not handled.
+  for (const auto& [key, value] : Properties{{"auto.offset.reset", "error"},
+                                             {"partition.assignment.strategy", "cooperative-sticky"}}) {
+    GroupConsumerOptions o;
+    o.kafka["bootstrap.servers"] = "127.0.0.1:9";
+    o.kafka[key] = value;
+    o.topics = {"t"};
+    GroupConsumer consumer(o, **store, processor, metrics, SystemClock::Instance());
+    Status s = consumer.Start();
+    EXPECT_EQ(s.code(), Errc::kInvalidArgument) << key;
+    EXPECT_NE(s.message().find("kafka." + key), std::string::npos) << s.message();
+  }
   EXPECT_EQ(RedactSecrets("bad \"x\"", Properties{{"client.id", "x"}}), "bad \"x\"") << "only secrets are redacted";
 }
 
