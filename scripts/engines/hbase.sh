@@ -265,6 +265,19 @@ stop_pid() { # PIDFILE SIGNAL
   rm -f "$1"
 }
 
+# With HBASE_ENGINE_OWNER_PID set (tests/engines/hbase_run.sh sets its own pid), a watcher
+# SIGKILLs DIR's JVMs once that process is gone: a test killed by ctest's timeout, whose EXIT
+# trap cannot run, leaves no HBase behind. It polls once a second and ends with the JVMs.
+watch_owner() {
+  local dir=$1 owner=${HBASE_ENGINE_OWNER_PID:-}
+  [ -n "$owner" ] || return 0
+  setsid bash -c "sleep 5  # the JVMs' pid files appear
+    alive() { [ -f \"\$1\" ] && kill -0 \"\$(cat \"\$1\")\" 2>/dev/null; }
+    while kill -0 $owner 2>/dev/null && { alive '$dir/master.pid' || alive '$dir/thrift.pid'; }; do sleep 1; done
+    for f in '$dir/thrift.pid' '$dir/master.pid'; do alive \"\$f\" && kill -KILL \"\$(cat \"\$f\")\"; done
+    true" >/dev/null 2>&1 </dev/null &
+}
+
 cmd=${1:-}; shift || true
 case "$cmd" in
   fetch) fetch ;;
@@ -277,6 +290,7 @@ case "$cmd" in
     case "$protocol" in binary|compact) ;; *) usage ;; esac
     fetch
     mkdir -p "$1"; dir=$(cd "$1" && pwd)
+    watch_owner "$dir"
     start_hbase "$dir"
     (start_thrift "$dir" "$transport" "$protocol") || { rc=$?; stop_pid "$dir/master.pid" TERM; exit "$rc"; } ;;
   stop)

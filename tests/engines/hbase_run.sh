@@ -46,7 +46,7 @@ trap cleanup EXIT
 trap 'exit 130' INT TERM
 
 t0=$SECONDS
-"$engine" start "$dir" "$transport" "$protocol" || exit 1
+HBASE_ENGINE_OWNER_PID=$$ "$engine" start "$dir" "$transport" "$protocol" || exit 1
 echo "hbase_run.sh: HBase and gateway ($transport, $protocol) up in $((SECONDS - t0)) s at $(cat "$dir/thrift")"
 export LOGDEX_HBASE_THRIFT="$(cat "$dir/thrift")" LOGDEX_HBASE_TRANSPORT="$transport" LOGDEX_HBASE_PROTOCOL="$protocol"
 
