@@ -10,6 +10,7 @@
 #include "common/chunk_writer.h"
 #include "common/crc32c.h"
 #include "common/severity.h"
+#include "common/zstd_codec.h"
 
 namespace logdex {
 namespace {
@@ -29,6 +30,7 @@ std::string_view ChunkErrcName(ChunkErrc code) {
     case ChunkErrc::kBadCodec: return "bad_codec";
     case ChunkErrc::kCrcMismatch: return "crc_mismatch";
     case ChunkErrc::kBadSnappy: return "bad_snappy";
+    case ChunkErrc::kBadZstd: return "bad_zstd";
     case ChunkErrc::kTooLarge: return "too_large";
     case ChunkErrc::kCountMismatch: return "count_mismatch";
     case ChunkErrc::kBadTimestamp: return "bad_timestamp";
@@ -72,7 +74,7 @@ ChunkResult<bool> ValidateChunk(const proto::LogChunk& c, const DecodeOptions& o
   if (c.severity() != kMixedSeverity && !SeverityFromCode(c.severity())) {
     return Fail(ChunkErrc::kBadSeverity, "stream severity " + Num(c.severity()) + " is not a known code");
   }
-  if (c.codec() != proto::CODEC_NONE && c.codec() != proto::CODEC_SNAPPY) {
+  if (c.codec() != proto::CODEC_NONE && c.codec() != proto::CODEC_SNAPPY && c.codec() != proto::CODEC_ZSTD) {
     return Fail(ChunkErrc::kBadCodec, "codec " + Num(c.codec()) + " is not supported");
   }
   if (c.uncompressed_size() > o.max_uncompressed_bytes) {
@@ -126,6 +128,25 @@ ChunkResult<proto::LogChunk> DecodeChunk(std::string_view bytes, const DecodeOpt
   return chunk;
 }
 
+namespace {
+
+// A zstd payload's content size from its frame header, checked against the
+// limit and the chunk header before anything is allocated.
+ChunkResult<uint64_t> ZstdFrameSize(const proto::LogChunk& c, const DecodeOptions& o) {
+  const std::optional<uint64_t> n = ZstdContentSize(c.payload());
+  if (!n) return Fail(ChunkErrc::kBadZstd, "payload is not one zstd frame with its content size");
+  if (*n > o.max_uncompressed_bytes) {
+    return Fail(ChunkErrc::kTooLarge,
+                "payload expands to " + Num(*n) + " bytes, over the limit of " + Num(o.max_uncompressed_bytes));
+  }
+  if (*n != c.uncompressed_size()) {
+    return Fail(ChunkErrc::kBadZstd, "payload expands to " + Num(*n) + " bytes, header says " + Num(c.uncompressed_size()));
+  }
+  return *n;
+}
+
+}  // namespace
+
 ChunkResult<bool> VerifyPayload(const proto::LogChunk& c, const DecodeOptions& o, PayloadCheck check) {
   if (c.codec() == proto::CODEC_NONE) {
     if (c.payload().size() != c.uncompressed_size()) {
@@ -134,6 +155,15 @@ ChunkResult<bool> VerifyPayload(const proto::LogChunk& c, const DecodeOptions& o
     }
     return true;
   }
+  if (c.codec() == proto::CODEC_ZSTD) {
+    auto n = ZstdFrameSize(c, o);
+    if (!n) return n.error();
+    if (check == PayloadCheck::kStream && !ZstdValidate(c.payload(), *n)) {
+      return Fail(ChunkErrc::kBadZstd, "payload is not valid zstd");
+    }
+    return true;
+  }
+  if (c.codec() != proto::CODEC_SNAPPY) return Fail(ChunkErrc::kBadCodec, "codec " + Num(c.codec()) + " is not supported");
   size_t n = 0;
   if (!snappy::GetUncompressedLength(c.payload().data(), c.payload().size(), &n)) {
     return Fail(ChunkErrc::kBadSnappy, "payload has no valid snappy length header");
@@ -156,29 +186,26 @@ namespace {
 // The payload's serialized RecordBatch: decompressed into `raw`, or the
 // payload itself when uncompressed.
 ChunkResult<std::string_view> PayloadBytes(const proto::LogChunk& c, const DecodeOptions& o, std::string& raw) {
-  std::string_view bytes;
-  if (c.codec() == proto::CODEC_SNAPPY) {
-    size_t n = 0;
-    if (!snappy::GetUncompressedLength(c.payload().data(), c.payload().size(), &n)) {
-      return Fail(ChunkErrc::kBadSnappy, "payload has no valid snappy length header");
-    }
-    if (n > o.max_uncompressed_bytes) {
-      return Fail(ChunkErrc::kTooLarge,
-                  "payload expands to " + Num(n) + " bytes, over the limit of " + Num(o.max_uncompressed_bytes));
-    }
-    if (!snappy::Uncompress(c.payload().data(), c.payload().size(), &raw)) {
-      return Fail(ChunkErrc::kBadSnappy, "payload is not valid snappy");
-    }
-    bytes = raw;
-  } else if (c.codec() == proto::CODEC_NONE) {
-    if (c.payload().size() > o.max_uncompressed_bytes) {
-      return Fail(ChunkErrc::kTooLarge, "payload of " + Num(c.payload().size()) + " bytes is over the limit");
-    }
-    bytes = c.payload();
-  } else {
-    return Fail(ChunkErrc::kBadCodec, "codec " + Num(c.codec()) + " is not supported");
+  // The sizes first, for every codec, as VerifyPayload checks them: the
+  // length the payload declares must be within the limit and equal the
+  // header's uncompressed_size before anything is expanded.
+  if (auto sized = VerifyPayload(c, o, PayloadCheck::kLengthHeader); !sized) return sized.error();
+  switch (c.codec()) {
+    case proto::CODEC_SNAPPY:
+      if (!snappy::Uncompress(c.payload().data(), c.payload().size(), &raw)) {
+        return Fail(ChunkErrc::kBadSnappy, "payload is not valid snappy");
+      }
+      return std::string_view(raw);
+    case proto::CODEC_ZSTD:
+      if (!ZstdDecompress(c.payload(), c.uncompressed_size(), &raw)) {
+        return Fail(ChunkErrc::kBadZstd, "payload is not valid zstd");
+      }
+      return std::string_view(raw);
+    case proto::CODEC_NONE:
+      return std::string_view(c.payload());
+    default:
+      return Fail(ChunkErrc::kBadCodec, "codec " + Num(c.codec()) + " is not supported");
   }
-  return bytes;
 }
 
 // Checks one record's time and severity against its chunk's header.

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/crc32c.h"
+#include "common/zstd_codec.h"
 
 namespace logdex {
 namespace {
@@ -236,6 +237,9 @@ void ChunkWriter::Finish(std::string_view app, std::string_view host, const Pack
     size_t n = 0;
     snappy::RawCompress(payload_.data(), payload_.size(), compressed.data(), &n);
     payload = std::string_view(compressed.data(), n);
+  } else if (options.codec == proto::CODEC_ZSTD) {
+    std::string& compressed = scratch ? *scratch : compressed_;
+    payload = std::string_view(compressed.data(), ZstdCompress(payload_, options.zstd_level, &compressed));
   }
   const uint32_t crc = Crc32c(payload);
   const bool summarize = summary_ != nullptr;

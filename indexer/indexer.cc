@@ -334,7 +334,7 @@ ChunkResult<StagedChunk> Indexer::Stage(const proto::LogChunk& chunk, std::strin
   if (too_long) ++counters_.split_by_time;
   for (auto& [group, part] : groups) {
     PackOptions po;
-    po.codec = proto::CODEC_SNAPPY;
+    po.codec = chunk.codec();  // a part keeps its producer's codec
     po.producer_id = chunk.producer_id();
     po.sequence = chunk.sequence();
     proto::LogChunk sub = PackChunk(chunk.app(), chunk.host(), part, po);

@@ -10,8 +10,8 @@ namespace logdex {
 // so its records are never found and were never dead-lettered. kFull is the
 // default; the others are for producers the operator trusts.
 enum class IngestVerify {
-  kHeader,  // the snappy length header (size and limit)
-  kSnappy,  // and one pass over the snappy stream
+  kHeader,  // the declared length: snappy's length header, zstd's frame content size (size and limit)
+  kSnappy,  // and one pass over the compressed stream (snappy or zstd; `verify: stream` or `snappy`)
   kFull,    // decompress and check every record of every chunk; the default
 };
 

@@ -11,7 +11,7 @@ set -euo pipefail
 pkgs=(
   cmake ninja-build g++ pkg-config ccache
   librdkafka-dev libthrift-dev thrift-compiler libboost-dev
-  libsnappy-dev libprotobuf-dev protobuf-compiler
+  libsnappy-dev libzstd-dev libprotobuf-dev protobuf-compiler
   libgtest-dev libgmock-dev libbenchmark-dev
   librocksdb-dev prometheus-cpp-dev libcpp-httplib-dev libcurl4-openssl-dev libssl-dev
   nlohmann-json3-dev libutfcpp-dev libsimdjson-dev libabsl-dev libcli11-dev libspdlog-dev libyaml-cpp-dev libxxhash-dev libre2-dev

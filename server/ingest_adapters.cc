@@ -126,6 +126,7 @@ Result<std::vector<proto::LogChunk>> ShipLineDecoder::Decode(const InMessage& m,
   std::vector<proto::LogChunk> chunks;
   for (auto& [stream, batch] : d.streams) {
     PackOptions po;  // producer id and sequence are set by the BatchProcessor
+    po.codec = kDefaultCodec;
     chunks.push_back(PackChunk(std::get<0>(stream), std::get<1>(stream), batch, po));  // one severity
   }
   return chunks;

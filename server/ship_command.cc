@@ -1,6 +1,7 @@
 // `logdex ship`: parse log lines, chunk them per stream and produce them to
 // Kafka (the work is in ship/pipeline.h's RunShip).
 #include <CLI/CLI.hpp>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -92,6 +93,15 @@ void AddShipCommand(CLI::App& app, CommandRun& run) {
   cmd->add_option("--max-chunk-records", p.chunker.max_chunk_records, "Flush a stream at this many records")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  static const std::map<std::string, proto::Codec> kCodecs{
+      {"snappy", proto::CODEC_SNAPPY}, {"zstd", proto::CODEC_ZSTD}, {"none", proto::CODEC_NONE}};
+  cmd->add_option("--codec", p.chunker.codec,
+                  "Chunk payload compression: zstd (smaller: level 1 costs about what snappy does), snappy or none")
+      ->transform(CLI::CheckedTransformer(kCodecs, CLI::ignore_case))
+      ->default_str("zstd");
+  cmd->add_option("--zstd-level", p.chunker.zstd_level, "zstd level with --codec zstd (1 fastest .. 19 smallest)")
+      ->capture_default_str()
+      ->check(CLI::Range(kMinZstdLevel, kMaxZstdLevel));
   cmd->add_option("--linger-ms", p.chunker.linger_ms, "Flush a stream whose oldest record waited this long")
       ->capture_default_str();
   cmd->add_option("--alert-linger-ms", p.chunker.alert_linger_ms, "Linger for ERROR and FATAL streams")

@@ -105,6 +105,7 @@ Status Chunker::Flush(Stream& s) {
   if (!seq.ok()) return seq.error();
   PackOptions po;
   po.codec = options_.codec;
+  po.zstd_level = options_.zstd_level;
   po.producer_id = sequences_.producer_id();
   po.sequence = *seq;
   OutgoingChunk out;

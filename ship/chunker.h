@@ -1,5 +1,5 @@
 // Chunker: groups records by stream (app, host, severity), encodes each
-// stream's records into a chunk as they arrive (ChunkWriter: snappy,
+// stream's records into a chunk as they arrive (ChunkWriter: zstd or snappy,
 // crc32c, tag summary, producer id + sequence) and hands it to a ChunkSink.
 //
 // A stream's buffer is flushed when the first of these is reached:
@@ -48,7 +48,8 @@ struct ChunkerOptions {
   int64_t linger_ms = 1000;
   int64_t alert_linger_ms = 20;
   LineIdentity line_identity = LineIdentity::kTags;
-  proto::Codec codec = proto::CODEC_SNAPPY;
+  proto::Codec codec = kDefaultCodec;
+  int zstd_level = kDefaultZstdLevel;  // with CODEC_ZSTD
   bool summarize_tags = true;
   // Record times serve would refuse (outside TimestampAccepted with these
   // bounds, at the chunker's clock; the clock field is not used) are replaced
@@ -118,7 +119,7 @@ class Chunker final : public parse::RecordSink {
   std::string lookup_key_;
   std::vector<parse::TagView> tag_scratch_;
   std::string scratch_;
-  std::string compressed_;  // every stream's payload on its way through snappy
+  std::string compressed_;  // every stream's payload on its way through the compressor
   ChunkerStats stats_;
 };
 

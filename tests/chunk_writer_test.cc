@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 #include <snappy.h>
+#include <zstd.h>
 
 #include <random>
 #include <set>
@@ -124,6 +125,13 @@ void ExpectProtobufBytes(ChunkWriter& w, const std::vector<Rec>& recs, proto::Co
     std::string compressed;
     snappy::Compress(payload.data(), payload.size(), &compressed);
     payload = compressed;
+  } else if (codec == proto::CODEC_ZSTD) {
+    // The same frame zstd's one-shot API writes at the default level.
+    std::string compressed(ZSTD_compressBound(payload.size()), '\0');
+    const size_t n = ZSTD_compress(compressed.data(), compressed.size(), payload.data(), payload.size(), kDefaultZstdLevel);
+    ASSERT_FALSE(ZSTD_isError(n));
+    compressed.resize(n);
+    payload = compressed;
   }
   expected.set_payload(payload);
   expected.set_payload_crc32c(Crc32c(payload));
@@ -146,7 +154,7 @@ TEST(ChunkWriter, WritesTheBytesProtobufWritesForTheSameChunk) {
   // sized again by Finish; the next chunk of the same writer is checked too.
   std::vector<Rec> many;
   for (int i = 0; i < 300; ++i) many.push_back({kNow + i, 30, "m", {{"id", std::to_string(i)}, {"dc", "east"}}});
-  for (proto::Codec codec : {proto::CODEC_NONE, proto::CODEC_SNAPPY}) {
+  for (proto::Codec codec : {proto::CODEC_NONE, proto::CODEC_SNAPPY, proto::CODEC_ZSTD}) {
     ChunkWriter w;
     ExpectProtobufBytes(w, many, codec);
     ExpectProtobufBytes(w, recs, codec);

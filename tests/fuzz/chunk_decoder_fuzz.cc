@@ -19,7 +19,8 @@ constexpr int64_t kNow = 1'800'000'000'000;
 
 void WriteSeeds(const std::string& dir) {
   for (int n : {0, 1, 3, 40}) {
-    for (bool snappy : {true, false}) {
+    for (logdex::proto::Codec codec :
+         {logdex::proto::CODEC_SNAPPY, logdex::proto::CODEC_NONE, logdex::proto::CODEC_ZSTD}) {
       logdex::proto::RecordBatch batch;
       for (int i = 0; i < n; ++i) {
         auto* r = batch.add_records();
@@ -33,9 +34,9 @@ void WriteSeeds(const std::string& dir) {
         }
       }
       logdex::PackOptions po;
-      po.codec = snappy ? logdex::proto::CODEC_SNAPPY : logdex::proto::CODEC_NONE;
+      po.codec = codec;
       po.sequence = static_cast<uint64_t>(n);
-      std::ofstream(dir + "/seed-" + std::to_string(n) + (snappy ? "-snappy" : "-none"), std::ios::binary)
+      std::ofstream(dir + "/seed-" + std::to_string(n) + "-" + logdex::proto::Codec_Name(codec), std::ios::binary)
           << logdex::PackChunk("app", "host", batch, po).SerializeAsString();
     }
   }
@@ -57,6 +58,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto check = [&](const logdex::proto::LogChunk& chunk) {
     auto records = logdex::UnpackRecords(chunk, options);
     if (records.ok() && static_cast<uint64_t>(records->records_size()) != chunk.record_count()) __builtin_trap();
+    // The stream check and the decompressor agree: a payload VerifyPayload
+    // passes always decompresses (its records may still be wrong).
+    const bool stream_ok = logdex::VerifyPayload(chunk, options, logdex::PayloadCheck::kStream).ok();
+    const bool bad_stream = !records.ok() && (records.error().code == logdex::ChunkErrc::kBadSnappy ||
+                                              records.error().code == logdex::ChunkErrc::kBadZstd ||
+                                              records.error().code == logdex::ChunkErrc::kTooLarge);
+    if (stream_ok && bad_stream) __builtin_trap();
+    if (records.ok() && !stream_ok) __builtin_trap();
   };
   // As received.
   auto chunk = logdex::DecodeChunk(bytes, options);
