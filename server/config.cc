@@ -175,6 +175,12 @@ Status Validate(const ServeConfig& c) {
   if (c.store.backend == "hbase" && c.store.hbase.host.empty()) {
     return Status(Errc::kInvalidArgument, "store.hbase.host: must not be empty with store.backend: hbase");
   }
+  if (c.store.memtable_budget_bytes < (1ull << 20)) {
+    return Status(Errc::kInvalidArgument, "store.memtable_budget: must be at least 1MiB");
+  }
+  if (c.store.max_wal_bytes != 0 && c.store.max_wal_bytes < (1ull << 20)) {
+    return Status(Errc::kInvalidArgument, "store.max_wal: must be 0 (the memtable budget) or at least 1MiB");
+  }
   if (c.http.listen.find(':') == std::string::npos) {
     return Status(Errc::kInvalidArgument, "http.listen: must be host:port");
   }
@@ -291,6 +297,8 @@ Result<ServeConfig> ParseConfig(const std::string& yaml, const std::string& name
                          })},
                         {"salt_buckets", w.Number<uint32_t>(s.salt_buckets, 1, 256)},
                         {"block_cache", w.Bytes(s.block_cache_bytes)},
+                        {"memtable_budget", w.Bytes(s.memtable_budget_bytes)},
+                        {"max_wal", w.Bytes(s.max_wal_bytes)},
                         {"hbase", F([&](const YAML::Node& h, const std::string& hp) {
                            auto& b = s.hbase;
                            w.Map(h, hp,
@@ -309,6 +317,7 @@ Result<ServeConfig> ParseConfig(const std::string& yaml, const std::string& name
                  w.Map(n, p,
                        {{"max_chunk_span", w.Duration(x.max_chunk_span_ms, 1000)},
                         {"verify", w.Choice(x.verify, {{"header", IngestVerify::kHeader},
+                                                         {"stream", IngestVerify::kSnappy},
                                                          {"snappy", IngestVerify::kSnappy},
                                                          {"full", IngestVerify::kFull}})},
                         {"max_uncompressed", w.Bytes(x.max_uncompressed_bytes)},

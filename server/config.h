@@ -81,6 +81,11 @@ struct StoreConfig {
   int64_t ttl_seconds = 7 * 24 * 3600;    // retention
   uint32_t salt_buckets = 16;             // main-table salt buckets (fixed for a store's life)
   uint64_t block_cache_bytes = 128ull << 20;
+  // RocksDB: all memtables together (store.memtable_budget), and the bound of
+  // the write-ahead log (store.max_wal; 0 = the memtable budget). See
+  // store/rocksdb_store.h.
+  uint64_t memtable_budget_bytes = 256ull << 20;
+  uint64_t max_wal_bytes = 0;
 };
 
 struct IndexerConfig {

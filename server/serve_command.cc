@@ -34,6 +34,7 @@
 #include "server/http_server.h"
 #include "server/ingest_adapters.h"
 #include "server/ingest_metrics.h"
+#include "server/store_metrics.h"
 #include "store/hbase/hbase_store.h"
 #include "store/rocksdb_store.h"
 
@@ -115,6 +116,8 @@ Result<std::unique_ptr<TableStore>> OpenStore(const StoreConfig& c) {
   o.path = c.dir;
   o.durability = c.durability;
   o.block_cache_bytes = c.block_cache_bytes;
+  o.memtable_budget_bytes = c.memtable_budget_bytes;
+  o.max_wal_bytes = c.max_wal_bytes;
   auto s = RocksDbStore::Open(o);
   if (!s.ok()) return s.error();
   spdlog::info("store: rocksdb in {}", o.path);
@@ -297,6 +300,11 @@ int Serve(const ServeFlags& flags) {
                  go.flush_interval_ms, go.flush_bytes);
   }
   IngestMetrics ingest_metrics(registry, clock);
+  // The WAL stays within about its bound (store/rocksdb_store.h); twice it is a degraded mode.
+  const uint64_t wal_bound = config.store.max_wal_bytes != 0 ? config.store.max_wal_bytes : config.store.memtable_budget_bytes;
+  StoreDiskMetrics disk_metrics(registry, **store, clock,
+                                config.store.durability == Durability::kSkipWal ? 0 : 2 * wal_bound);
+  disk_metrics.Start(10'000);
   go.on_written = [&dispatcher, &ingest_metrics, &indexer, &lines](const ProcessedBatch& b) {
     if (b.alerts_staged > 0) dispatcher.Wake();
     ingest_metrics.Update(indexer.counters(), lines.counters(), &indexer);

@@ -114,6 +114,11 @@ class RocksDbStore::Impl {
     db_options.create_if_missing = true;
     db_options.create_missing_column_families = true;
     db_options.max_background_jobs = options_.background_jobs;
+    db_options.db_write_buffer_size = options_.memtable_budget_bytes;
+    db_options.max_total_wal_size = options_.max_wal_bytes != 0 ? options_.max_wal_bytes : options_.memtable_budget_bytes;
+    // RocksDB's own info log, which otherwise grows for the life of the store.
+    db_options.max_log_file_size = 16u << 20;
+    db_options.keep_log_file_num = 4;
 
     std::vector<std::string> existing;
     rocksdb::Status ls = rocksdb::DB::ListColumnFamilies(db_options, options_.path, &existing);
@@ -358,6 +363,7 @@ class RocksDbStore::Impl {
   }
 
   std::atomic<uint64_t>& rows_examined() { return rows_examined_; }
+  const std::string& path() const { return options_.path; }
 
   void SetHook(WriteFaultHook hook) {
     std::lock_guard lock(hook_mu_);
@@ -481,6 +487,23 @@ Status RocksDbStore::FuzzyScan(const FuzzyScanSpec& spec, const RowVisitor& visi
 }
 std::unique_ptr<RowIterator> RocksDbStore::NewIterator(const ScanSpec& spec) { return impl_->NewIterator(spec); }
 StoreCounters RocksDbStore::counters() const { return impl_->counters(); }
+
+std::optional<StoreDiskUsage> RocksDbStore::disk_usage() const {
+  StoreDiskUsage u;
+  std::error_code ec;
+  for (auto it = std::filesystem::recursive_directory_iterator(impl_->path(), ec);
+       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+    std::error_code size_ec;
+    if (!it->is_regular_file(size_ec)) continue;
+    const uint64_t size = it->file_size(size_ec);
+    if (size_ec) continue;  // deleted while listed (a compaction's or a flush's input)
+    const std::string ext = it->path().extension().string();
+    if (ext == ".sst" || ext == ".blob") u.sst += size;
+    else if (ext == ".log") u.wal += size;  // NNNNNN.log (RocksDB's info log is LOG, LOG.old.*)
+    else u.other += size;
+  }
+  return u;
+}
 Status RocksDbStore::Flush() { return impl_->Flush(); }
 Status RocksDbStore::CompactTable(std::string_view name) { return impl_->Compact(name); }
 Result<uint64_t> RocksDbStore::CountRawRows(std::string_view name) { return impl_->CountRaw(name); }

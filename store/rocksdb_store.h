@@ -32,6 +32,16 @@ struct RocksDbOptions {
   size_t block_cache_bytes = 128u << 20;
   // Memtable size per column family. Default 64 MiB.
   size_t write_buffer_bytes = 64u << 20;
+  // The memtables of all tables together (RocksDB's db_write_buffer_size):
+  // past it, a table's memtable is flushed. Default 256 MiB.
+  size_t memtable_budget_bytes = 256u << 20;
+  // The write-ahead log is kept under about this (RocksDB's
+  // max_total_wal_size): past it, the tables whose unflushed rows hold the
+  // oldest log file are flushed so that the file can go. Without it a table
+  // written rarely (meta, alert state) pins every log file since its last
+  // write: the WAL then grew to half the size of the data. 0: the memtable
+  // budget. The WAL therefore stays within about twice the memtable budget.
+  size_t max_wal_bytes = 0;
   // Background flush and compaction threads. Default 2.
   int background_jobs = 2;
 };
@@ -49,6 +59,9 @@ class RocksDbStore final : public TableStore {
   Status FuzzyScan(const FuzzyScanSpec& spec, const RowVisitor& visit) override;
   std::unique_ptr<RowIterator> NewIterator(const ScanSpec& spec) override;
   StoreCounters counters() const override;
+  // Sizes of the files in the store directory, by kind (never fails: a file
+  // that vanishes while it is listed is not counted).
+  std::optional<StoreDiskUsage> disk_usage() const override;
 
   // Flushes every memtable to disk.
   Status Flush();

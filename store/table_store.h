@@ -138,6 +138,14 @@ struct StoreCounters {
   uint64_t write_failures = 0;
 };
 
+// Bytes a store holds on this machine's disk, by kind of file.
+struct StoreDiskUsage {
+  uint64_t sst = 0;    // table files (RocksDB *.sst, *.blob)
+  uint64_t wal = 0;    // write-ahead log (RocksDB *.log)
+  uint64_t other = 0;  // everything else: MANIFEST, OPTIONS, info logs, definitions
+  uint64_t total() const { return sst + wal + other; }
+};
+
 // A pull-style cursor over one ScanSpec's range, in the spec's direction.
 // Not thread-safe; it must not outlive its store. Expired rows are skipped.
 class RowIterator {
@@ -180,6 +188,10 @@ class TableStore {
   virtual std::unique_ptr<RowIterator> NewIterator(const ScanSpec& spec);
 
   virtual StoreCounters counters() const = 0;
+
+  // What the store holds on local disk; nullopt for a store whose files are
+  // not local (HBase: its disks are HBase's and HDFS's).
+  virtual std::optional<StoreDiskUsage> disk_usage() const { return std::nullopt; }
 };
 
 // Scan() in terms of an iterator: visits up to `limit` rows (0 = all).

@@ -59,6 +59,27 @@ TEST(Config, SkipWalIsForRocksDbWhereCommitsFollowFlushes) {
       << h.error().message;
 }
 
+TEST(Config, TheMemtableBudgetAndTheWalBoundParseAndRefuseTooSmall) {
+  auto d = ParseConfig("", "d.yaml");
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->store.memtable_budget_bytes, 256ull << 20);
+  EXPECT_EQ(d->store.max_wal_bytes, 0u) << "0: the memtable budget";
+  auto c = ParseConfig("store:\n  memtable_budget: 64MiB\n  max_wal: 32MiB\n", "w.yaml");
+  ASSERT_TRUE(c.ok()) << c.error().message;
+  EXPECT_EQ(c->store.memtable_budget_bytes, 64ull << 20);
+  EXPECT_EQ(c->store.max_wal_bytes, 32ull << 20);
+  auto small = ParseConfig("store:\n  memtable_budget: 4KiB\n", "s.yaml");
+  ASSERT_FALSE(small.ok());
+  EXPECT_NE(small.error().message.find("store.memtable_budget: must be at least 1MiB"), std::string::npos)
+      << small.error().message;
+  auto wal = ParseConfig("store:\n  max_wal: 10\n", "s.yaml");
+  ASSERT_FALSE(wal.ok());
+  EXPECT_NE(wal.error().message.find("store.max_wal:"), std::string::npos) << wal.error().message;
+  auto verify = ParseConfig("indexer:\n  verify: stream\n", "v.yaml");
+  ASSERT_TRUE(verify.ok()) << verify.error().message;
+  EXPECT_EQ(verify->indexer.verify, IngestVerify::kSnappy);
+}
+
 TEST(Config, ReportsYamlSyntaxErrorsWithTheirLine) {
   auto c = ParseConfig("store:\n  dir: [unclosed\n", "syntax.yaml");
   ASSERT_FALSE(c.ok());

@@ -1,0 +1,73 @@
+#include "server/store_metrics.h"
+
+#include <spdlog/spdlog.h>
+
+#include <chrono>
+
+namespace logdex {
+
+StoreDiskMetrics::StoreDiskMetrics(prometheus::Registry& registry, const TableStore& store, const Clock& clock,
+                                   uint64_t wal_warn_bytes)
+    : store_(store), clock_(clock), wal_warn_bytes_(wal_warn_bytes) {
+  if (!store.disk_usage()) return;  // nothing local to report
+  auto& disk = prometheus::BuildGauge()
+                   .Name("logdex_store_disk_bytes")
+                   .Help("Bytes the store holds on local disk, by kind: sst (table files), wal (write-ahead log), "
+                         "other (manifest, options, info logs)")
+                   .Register(registry);
+  sst_ = &disk.Add({{"kind", "sst"}});
+  wal_ = &disk.Add({{"kind", "wal"}});
+  other_ = &disk.Add({{"kind", "other"}});
+  over_bound_ = &prometheus::BuildCounter()
+                     .Name("logdex_store_wal_over_bound_total")
+                     .Help("Disk samples that found the write-ahead log above twice the memtable budget")
+                     .Register(registry)
+                     .Add({});
+}
+
+StoreDiskMetrics::~StoreDiskMetrics() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+std::optional<StoreDiskUsage> StoreDiskMetrics::Sample() {
+  std::optional<StoreDiskUsage> u = store_.disk_usage();
+  if (!u || !sst_) return u;
+  sst_->Set(static_cast<double>(u->sst));
+  wal_->Set(static_cast<double>(u->wal));
+  other_->Set(static_cast<double>(u->other));
+  const bool over = wal_warn_bytes_ != 0 && u->wal > wal_warn_bytes_;
+  if (over) {
+    over_bound_->Increment();
+    const int64_t now = clock_.NowMs();
+    if (!was_over_ || now - warned_ms_ >= 60'000) {
+      spdlog::warn("store: the write-ahead log holds {} bytes, over its bound of {} (twice the memtable budget): "
+                   "memtable flushes are not keeping up",
+                   u->wal, wal_warn_bytes_);
+      warned_ms_ = now;
+    }
+  } else if (was_over_) {
+    spdlog::info("store: the write-ahead log is back to {} bytes, within its bound of {}", u->wal, wal_warn_bytes_);
+  }
+  was_over_ = over;
+  return u;
+}
+
+void StoreDiskMetrics::Start(int64_t interval_ms) {
+  if (!sst_ || thread_.joinable()) return;
+  thread_ = std::thread([this, interval_ms] {
+    std::unique_lock lock(mu_);
+    while (!stop_) {
+      lock.unlock();
+      Sample();
+      lock.lock();
+      cv_.wait_for(lock, std::chrono::milliseconds(interval_ms), [this] { return stop_; });
+    }
+  });
+}
+
+}  // namespace logdex

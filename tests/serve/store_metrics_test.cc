@@ -1,0 +1,145 @@
+// StoreDiskMetrics (server/store_metrics.h): logdex_store_disk_bytes{kind}
+// from the store's own accounting, and the WAL over its bound as a degraded
+// mode (a counter and a warn line, at most once a minute while it lasts).
+#include "server/store_metrics.h"
+
+#include <gtest/gtest.h>
+#include <prometheus/registry.h>
+#include <spdlog/sinks/ringbuffer_sink.h>
+#include <spdlog/spdlog.h>
+
+#include <memory>
+#include <string>
+
+#include "store/rocksdb_store.h"
+#include "tests/failing_store.h"
+#include "tests/test_util.h"
+
+namespace logdex {
+namespace {
+
+// A store whose disk usage the test sets (the rest is a RocksDB store's).
+class SetUsage final : public TableStore {
+ public:
+  explicit SetUsage(TableStore& base) : base_(base) {}
+  Status CreateTable(std::string_view name, const TableOptions& o) override { return base_.CreateTable(name, o); }
+  bool HasTable(std::string_view name) const override { return base_.HasTable(name); }
+  Status Write(const WriteBatch& b) override { return base_.Write(b); }
+  Result<std::optional<std::string>> Get(std::string_view table, std::string_view key) override {
+    return base_.Get(table, key);
+  }
+  Status Scan(const ScanSpec& spec, const RowVisitor& v) override { return base_.Scan(spec, v); }
+  Status FuzzyScan(const FuzzyScanSpec& spec, const RowVisitor& v) override { return base_.FuzzyScan(spec, v); }
+  StoreCounters counters() const override { return base_.counters(); }
+  std::optional<StoreDiskUsage> disk_usage() const override { return usage; }
+  std::optional<StoreDiskUsage> usage;
+
+ private:
+  TableStore& base_;
+};
+
+double ValueOf(prometheus::Registry& registry, const std::string& name, const std::string& kind = "") {
+  for (const auto& family : registry.Collect()) {
+    if (family.name != name) continue;
+    for (const auto& m : family.metric) {
+      if (kind.empty()) return m.counter.value;
+      for (const auto& label : m.label) {
+        if (label.name == "kind" && label.value == kind) return m.gauge.value;
+      }
+    }
+  }
+  return -1;
+}
+
+TEST(StoreDiskMetrics, ExportsWhatARocksDbStoreHoldsByKind) {
+  TempDir dir;
+  RocksDbOptions o;
+  o.path = dir.path();
+  auto store = RocksDbStore::Open(o);
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->CreateTable("t", TableOptions{}).ok());
+  WriteBatch b;
+  for (int i = 0; i < 100; ++i) b.Put("t", "k" + std::to_string(i), std::string(1000, 'v'));
+  ASSERT_TRUE((*store)->Write(b).ok());
+  prometheus::Registry registry;
+  ManualClock clock(1'800'000'000'000);
+  StoreDiskMetrics metrics(registry, **store, clock, 1ull << 30);
+  auto u = metrics.Sample();
+  ASSERT_TRUE(u.has_value());
+  EXPECT_GT(u->wal, 100'000u);
+  EXPECT_EQ(ValueOf(registry, "logdex_store_disk_bytes", "wal"), static_cast<double>(u->wal));
+  EXPECT_EQ(ValueOf(registry, "logdex_store_disk_bytes", "sst"), static_cast<double>(u->sst));
+  EXPECT_EQ(ValueOf(registry, "logdex_store_disk_bytes", "other"), static_cast<double>(u->other));
+  EXPECT_EQ(ValueOf(registry, "logdex_store_wal_over_bound_total"), 0);
+}
+
+TEST(StoreDiskMetrics, AStoreWithoutLocalFilesExportsNothing) {
+  testing::AlwaysFailing hbase_like(Errc::kUnavailable, "remote");
+  prometheus::Registry registry;
+  ManualClock clock(1'800'000'000'000);
+  StoreDiskMetrics metrics(registry, hbase_like, clock, 1000);
+  EXPECT_FALSE(metrics.Sample().has_value());
+  metrics.Start(10);  // nothing to sample: no thread
+  EXPECT_EQ(ValueOf(registry, "logdex_store_disk_bytes", "wal"), -1);
+  EXPECT_EQ(ValueOf(registry, "logdex_store_wal_over_bound_total"), -1);
+}
+
+TEST(StoreDiskMetrics, AWalOverItsBoundIsCountedAndWarnedOnceAMinute) {
+  auto ring = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("test", ring));
+
+  TempDir dir;
+  RocksDbOptions o;
+  o.path = dir.path();
+  auto rocks = RocksDbStore::Open(o);
+  ASSERT_TRUE(rocks.ok());
+  SetUsage store(**rocks);
+  store.usage = StoreDiskUsage{10, 500, 1};
+  prometheus::Registry registry;
+  ManualClock clock(1'800'000'000'000);
+  StoreDiskMetrics metrics(registry, store, clock, 1000);
+  metrics.Sample();
+  EXPECT_EQ(ValueOf(registry, "logdex_store_wal_over_bound_total"), 0);
+  store.usage->wal = 5000;  // over
+  metrics.Sample();
+  clock.AdvanceMs(10'000);
+  metrics.Sample();  // still over, within the minute: counted, not warned again
+  EXPECT_EQ(ValueOf(registry, "logdex_store_wal_over_bound_total"), 2);
+  EXPECT_EQ(ValueOf(registry, "logdex_store_disk_bytes", "wal"), 5000);
+  clock.AdvanceMs(60'000);
+  metrics.Sample();  // a minute later: warned again
+  store.usage->wal = 400;
+  metrics.Sample();  // back within: one info line
+  EXPECT_EQ(ValueOf(registry, "logdex_store_wal_over_bound_total"), 3);
+
+  int warned = 0, recovered = 0;
+  for (const std::string& line : ring->last_formatted()) {
+    if (line.find("the write-ahead log holds 5000 bytes, over its bound of 1000") != std::string::npos) ++warned;
+    if (line.find("the write-ahead log is back to 400 bytes") != std::string::npos) ++recovered;
+  }
+  spdlog::set_default_logger(previous);
+  EXPECT_EQ(warned, 2);
+  EXPECT_EQ(recovered, 1);
+}
+
+TEST(StoreDiskMetrics, TheSamplerThreadSamplesAtOnceAndStopsWithTheObject) {
+  TempDir dir;
+  RocksDbOptions o;
+  o.path = dir.path();
+  auto rocks = RocksDbStore::Open(o);
+  ASSERT_TRUE(rocks.ok());
+  SetUsage store(**rocks);
+  store.usage = StoreDiskUsage{7, 8, 9};
+  prometheus::Registry registry;
+  ManualClock clock(1'800'000'000'000);
+  {
+    StoreDiskMetrics metrics(registry, store, clock, 0);
+    metrics.Start(3'600'000);  // the first sample is at once; the next would be an hour later
+    EXPECT_TRUE(testing::WaitFor([&] { return ValueOf(registry, "logdex_store_disk_bytes", "other") == 9; }, 30'000));
+  }  // the destructor wakes and joins the sleeping thread (a hang here fails by ctest's timeout)
+  EXPECT_EQ(ValueOf(registry, "logdex_store_disk_bytes", "sst"), 7);
+}
+
+}  // namespace
+}  // namespace logdex
