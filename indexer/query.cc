@@ -741,7 +741,8 @@ int64_t DefaultVolumeStep(int64_t from_ms, int64_t to_ms) {
                                        3 * kHour,   6 * kHour,   12 * kHour,  kDay};
   int64_t span = 0;
   if (to_ms <= from_ms || __builtin_sub_overflow(to_ms, from_ms, &span)) return kDay;
-  const int64_t want = span / 60 + (span % 60 != 0);
+  // Floored: since=1h is 3,600,001 ms (to = now + 1) and should still get 1 m buckets.
+  const int64_t want = std::max<int64_t>(1, span / 60);
   for (int64_t unit : kUnits) {
     if (unit >= want) return unit;
   }

@@ -200,8 +200,8 @@ size_t VolumeSeverityIndex(Severity s);
 // would not fit int64.
 std::optional<uint64_t> VolumeBucketCount(int64_t from_ms, int64_t to_ms, int64_t step_ms);
 
-// A step for [from_ms, to_ms) when none is given: about a 60th of the range,
-// rounded up to a whole unit (1 ms, 10 ms, 100 ms, 1 s, 5 s, 10 s, 30 s,
+// A step for [from_ms, to_ms) when none is given: a 60th of the range (in
+// whole ms, at least 1), rounded up to a whole unit (1 ms, 10 ms, 100 ms, 1 s, 5 s, 10 s, 30 s,
 // 1 m, 5 m, 10 m, 30 m, 1 h, 3 h, 6 h, 12 h, 1 d, then whole days).
 int64_t DefaultVolumeStep(int64_t from_ms, int64_t to_ms);
 

@@ -414,6 +414,8 @@ TEST(VolumeGrid, BucketCountsAndDefaultSteps) {
   EXPECT_EQ(VolumeBucketCount(5, 5, 1), std::nullopt);
   EXPECT_EQ(VolumeBucketCount(INT64_MIN, 0, 7), std::nullopt);  // the grid's start would not fit
   EXPECT_EQ(DefaultVolumeStep(0, 3'600'000), 60'000);           // 1 h -> 1 m
+  EXPECT_EQ(DefaultVolumeStep(0, 3'600'001), 60'000);           // since=1h: to = now + 1 ms
+  EXPECT_EQ(DefaultVolumeStep(0, 3'600'060), 300'000);          // over 1 m a bucket: the next unit
   EXPECT_EQ(DefaultVolumeStep(0, 6 * 3'600'000), 600'000);      // 6 h -> 10 m (6 m rounded up)
   EXPECT_EQ(DefaultVolumeStep(0, 24 * 3'600'000), 1'800'000);   // 1 d -> 30 m (24 m rounded up)
   EXPECT_EQ(DefaultVolumeStep(0, 31ll * 86'400'000), 86'400'000);
