@@ -277,8 +277,9 @@ class Execution {
     std::optional<uint64_t> n = VolumeBucketCount(q_.from_ms, q_.to_ms, step_);
     if (!n) return bad("step must be at least 1 ms");
     if (*n > options_.max_volume_buckets) {
-      return bad("step " + std::to_string(step_) + " ms makes " + std::to_string(*n) + " buckets, over the maximum of " +
-                 std::to_string(options_.max_volume_buckets) + "; use a longer step or a shorter range");
+      return bad("step " + std::to_string(step_) + " ms makes " + std::to_string(*n) +
+                 " buckets, over the maximum of " + std::to_string(options_.max_volume_buckets) +
+                 "; use a longer step or a shorter range");
     }
     if (index_counts_ && q_.tags.size() > 1) {
       return bad("counting from the index takes one tag (the tag index is per chunk); count by reading records to "

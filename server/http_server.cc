@@ -340,7 +340,9 @@ json StatsToJson(const QueryStats& s) {
 
 json CountsToJson(const VolumeCounts& c) {
   json by = json::object();
-  for (size_t i = 0; i < kAllSeverities.size(); ++i) by[std::string(SeverityName(kAllSeverities[i]))] = c.by_severity[i];
+  for (size_t i = 0; i < kAllSeverities.size(); ++i) {
+    by[std::string(SeverityName(kAllSeverities[i]))] = c.by_severity[i];
+  }
   return by;
 }
 
@@ -734,7 +736,8 @@ class HttpServer::Impl {
                   HandleQuery(req, res);
                   query_seconds_.Observe(static_cast<double>(clock_.MonotonicNs() - start_ns) / 1e9);
                 }));
-    server_.Get(kVolumePath, Wrap([this](const httplib::Request& req, httplib::Response& res) { HandleVolume(req, res); }));
+    server_.Get(kVolumePath,
+                Wrap([this](const httplib::Request& req, httplib::Response& res) { HandleVolume(req, res); }));
     // Paths with no handler (and requests httplib itself refuses): a JSON
     // error (auth was checked before routing). Handlers above set a body, so
     // this only fills the empty ones.

@@ -196,7 +196,8 @@ TEST_F(QueryCommandTest, VolumePrintsOneLinePerBucketAndTheTotals) {
   EXPECT_NE(r.err.find("7 buckets of 3600000 ms; from the index"), std::string::npos) << r.err;
 
   // --json: the server's answer as is; --exact counts by reading.
-  r = Logdex({"query", "--server", Url(), "--volume", "--exact", "--app", "app1", "--from", from, "--to", to, "--json"});
+  r = Logdex(
+      {"query", "--server", Url(), "--volume", "--exact", "--app", "app1", "--from", from, "--to", to, "--json"});
   ASSERT_EQ(r.exit_code, 0) << r.err;
   json j = json::parse(r.out, nullptr, false);
   ASSERT_TRUE(j.is_object()) << r.out;
