@@ -376,6 +376,11 @@ std::optional<BadRequest> ParseVolumeParams(const ParsedQuery& pq, uint64_t max_
       return BadRequest{"exact", "parameter 'exact': '" + it->second + "' is not true or false"};
     }
   }
+  if (q.tags.size() > 1 && !vq.read_records && q.contains.empty() && !q.scan) {
+    return BadRequest{"tag", "parameter 'tag': counting from the index takes one tag (the tag index is per chunk); "
+                             "add exact=true to count the records that carry all " +
+                                 std::to_string(q.tags.size())};
+  }
   if (auto it = pq.extra.find("step"); it != pq.extra.end()) {
     const std::string& v = it->second;
     int64_t ms = 0;

@@ -423,7 +423,7 @@ TEST_F(HttpServerTest, VolumeBadParametersAre400sNamingTheParameterAndTheProblem
       // Refused by the engine, as /api/v1/query refuses them.
       {"no app, host or tag", {{"since", "1h"}}, 400, "", "a query needs app, host or tag; set scan=true"},
       {"range too long", {{"app", "app1"}, {"since", "40d"}, {"step", "1d"}}, 400, "", "time range spans"},
-      {"two tags from the index", {{"app", "app1"}, {"since", "1h"}, {"tag", "k=v1"}, {"tag", "dc=east"}}, 400, "",
+      {"two tags from the index", {{"app", "app1"}, {"since", "1h"}, {"tag", "k=v1"}, {"tag", "dc=east"}}, 400, "tag",
        "counting from the index takes one tag"},
   };
   for (const BadCase& bc : cases) {
