@@ -28,6 +28,15 @@ int64_t SaturatingSub(int64_t a, int64_t b) {
   return out;
 }
 
+// The multiple of step_ms at or before t (step_ms >= 1); nullopt when it is below INT64_MIN.
+std::optional<int64_t> VolumeGridStart(int64_t t, int64_t step_ms) {
+  int64_t r = t % step_ms;
+  if (r < 0) r += step_ms;
+  int64_t start = 0;
+  if (__builtin_sub_overflow(t, r, &start)) return std::nullopt;
+  return start;
+}
+
 // A record's place in the result order (all fields descending).
 struct Pos {
   int64_t ts = 0;
@@ -255,6 +264,45 @@ class Execution {
     return Merge();
   }
 
+  // Counts instead of collecting records (Volume()); `out` receives them.
+  Status RunVolume(const VolumeQuery& vq, VolumeAnswer& out) {
+    volume_ = &out;
+    step_ = vq.step_ms;
+    out.step_ms = vq.step_ms;
+    out.read_records = vq.read_records || !q_.contains.empty() || q_.scan;
+    index_counts_ = !out.read_records;
+    auto bad = [](std::string why) { return Status(Errc::kInvalidArgument, std::move(why)); };
+    if (!q_.cursor.empty()) return bad("a volume query takes no cursor");
+    if (Status s = Validate(); !s.ok()) return s;
+    std::optional<uint64_t> n = VolumeBucketCount(q_.from_ms, q_.to_ms, step_);
+    if (!n) return bad("step must be at least 1 ms");
+    if (*n > options_.max_volume_buckets) {
+      return bad("step " + std::to_string(step_) + " ms makes " + std::to_string(*n) +
+                 " buckets, over the maximum of " + std::to_string(options_.max_volume_buckets) +
+                 "; use a longer step or a shorter range");
+    }
+    if (index_counts_ && q_.tags.size() > 1) {
+      return bad("counting from the index takes one tag (the tag index is per chunk); count by reading records to "
+                 "filter on several");
+    }
+    origin_ = VolumeGridStart(q_.from_ms, step_).value();  // VolumeBucketCount checked it
+    out.buckets.resize(*n);
+    for (uint64_t i = 0; i < *n; ++i) out.buckets[i].start_ms = origin_ + static_cast<int64_t>(i) * step_;
+    Status s;
+    if (q_.scan) {
+      s = RunScan();
+    } else {
+      s = Plan();
+      if (s.ok()) s = CountSources();
+    }
+    if (!s.ok()) return s;
+    for (const VolumeBucket& b : out.buckets) {
+      for (size_t i = 0; i < b.counts.by_severity.size(); ++i) out.totals.by_severity[i] += b.counts.by_severity[i];
+      out.totals.total += b.counts.total;
+    }
+    return Status::Ok();
+  }
+
  private:
   // Fails with kResourceExhausted (and names the budget in the stats) once the
   // query has used more than one of its budgets.
@@ -283,7 +331,9 @@ class Execution {
   }
 
   // Index ts range [from, upper): chunks ending there may hold records in range.
+  // Counting from the index: [from, to), by the attribution rule (query.h).
   int64_t Upper() const {
+    if (index_counts_) return q_.to_ms;
     int64_t top = q_.to_ms;
     if (cursor_) top = std::min(top, SaturatingAdd(cursor_->last.ts, 1));
     return SaturatingAdd(top, options_.max_chunk_span_ms);
@@ -408,7 +458,47 @@ class Execution {
     return q_.contains.empty() || r.message().find(q_.contains) != std::string::npos;
   }
 
-  // Decompresses one stored chunk and keeps its matching records.
+  void Count(int64_t ts, Severity severity, uint64_t n) {
+    VolumeCounts& c = volume_->buckets[static_cast<size_t>((ts - origin_) / step_)].counts;
+    c.by_severity[VolumeSeverityIndex(severity)] += n;
+    c.total += n;
+  }
+
+  // Volume: every index row of the planned sources, counted by the
+  // attribution rule (index_counts_) or by reading its chunk's records.
+  Status CountSources() {
+    for (Source& src : sources_) {
+      for (; src.it->Valid(); src.it->Next()) {
+        ++stats_.rows_scanned;
+        if (Status s = CheckBudget(); !s.ok()) return s;
+        auto c = src.decode(src.it->key(), src.it->value());
+        if (!c || !KeyMatches(*c)) continue;
+        if (index_counts_) {
+          if (c->last_ts < q_.from_ms || c->last_ts >= q_.to_ms) continue;  // the source's range: never
+          Count(c->last_ts, c->severity, c->value.record_count);
+          ++stats_.chunks_returned;
+          const int64_t bucket_start = origin_ + (c->last_ts - origin_) / step_ * step_;
+          if (c->value.main_key.first_ts_ms < std::max(bucket_start, q_.from_ms)) {
+            volume_->inexact_records += c->value.record_count;
+          }
+          continue;
+        }
+        auto row = store_.Get(kMainTable, c->value.main_key.Encode());
+        if (!row.ok()) return Status(row.error());
+        if (!row->has_value()) {
+          ++stats_.index_rows_without_main;
+          continue;
+        }
+        if (Status s = Collect(c->value.main_key, **row); !s.ok()) return s;
+        if (Status s = CheckBudget(); !s.ok()) return s;
+      }
+      if (!src.it->status().ok()) return src.it->status();
+    }
+    return Status::Ok();
+  }
+
+  // Decompresses one stored chunk and keeps its matching records (counts
+  // them, for Volume()).
   Status Collect(const MainKey& key, std::string_view main_value) {
     proto::MainRow row;
     // A stored chunk that no longer decodes (disk corruption) is skipped and
@@ -424,6 +514,16 @@ class Execution {
       return Status::Ok();
     }
     stats_.bytes_decompressed += row.chunk().uncompressed_size();
+    if (volume_) {
+      bool counted = false;
+      for (const proto::LogRecord& r : records->records()) {
+        if (!RecordMatches(r)) continue;
+        Count(r.ts_ms(), static_cast<Severity>(r.severity()), 1);
+        counted = true;
+      }
+      stats_.chunks_returned += counted;
+      return Status::Ok();
+    }
     auto chunk = std::make_shared<proto::MainRow>(std::move(row));
     for (int i = 0; i < records->records_size(); ++i) {
       proto::LogRecord& r = *records->mutable_records(i);
@@ -549,7 +649,7 @@ class Execution {
         return true;
       }
       failed = Collect(*key, v);
-      if (failed.ok() && pending_.size() > options_.max_scan_records) {
+      if (failed.ok() && !volume_ && pending_.size() > options_.max_scan_records) {
         stats_.budget_exhausted = "scan_records";
         failed = Status(Errc::kResourceExhausted, "the scan matched over " + std::to_string(options_.max_scan_records) +
                                                       " records; narrow the time range or add filters");
@@ -573,6 +673,7 @@ class Execution {
     stats_.seeks = store_.counters().rows_examined - examined_before - stats_.rows_scanned;
     if (!failed.ok()) return failed;
     if (!s.ok()) return s;
+    if (volume_) return Status::Ok();
     Emit(INT64_MIN);
     if (answer_.records.size() >= q_.limit && !pending_.empty()) {
       Cursor next;
@@ -608,9 +709,57 @@ class Execution {
   Pos last_;
   std::set<ChunkId> returned_;
   std::string scratch_;
+  // Volume(): where counts go (null for Run()), the bucket grid, and whether
+  // counts come from index rows alone.
+  VolumeAnswer* volume_ = nullptr;
+  int64_t step_ = 1;
+  int64_t origin_ = 0;
+  bool index_counts_ = false;
 };
 
 }  // namespace
+
+size_t VolumeSeverityIndex(Severity s) {
+  for (size_t i = 0; i < kAllSeverities.size(); ++i) {
+    if (kAllSeverities[i] == s) return i;
+  }
+  LOGDEX_CHECK(false && "not a severity");
+  return 0;
+}
+
+std::optional<uint64_t> VolumeBucketCount(int64_t from_ms, int64_t to_ms, int64_t step_ms) {
+  if (step_ms < 1 || to_ms <= from_ms) return std::nullopt;
+  std::optional<int64_t> origin = VolumeGridStart(from_ms, step_ms);
+  int64_t span = 0;
+  if (!origin || __builtin_sub_overflow(to_ms - 1, *origin, &span)) return std::nullopt;
+  return static_cast<uint64_t>(span / step_ms) + 1;
+}
+
+int64_t DefaultVolumeStep(int64_t from_ms, int64_t to_ms) {
+  constexpr int64_t kSecond = 1000, kMinute = 60 * kSecond, kHour = 60 * kMinute, kDay = 24 * kHour;
+  static constexpr int64_t kUnits[] = {1,           10,          100,         kSecond,      5 * kSecond, 10 * kSecond,
+                                       30 * kSecond, kMinute,     5 * kMinute, 10 * kMinute, 30 * kMinute, kHour,
+                                       3 * kHour,   6 * kHour,   12 * kHour,  kDay};
+  int64_t span = 0;
+  if (to_ms <= from_ms || __builtin_sub_overflow(to_ms, from_ms, &span)) return kDay;
+  // Floored: since=1h is 3,600,001 ms (to = now + 1) and should still get 1 m buckets.
+  const int64_t want = std::max<int64_t>(1, span / 60);
+  for (int64_t unit : kUnits) {
+    if (unit >= want) return unit;
+  }
+  return (want + kDay - 1) / kDay * kDay;
+}
+
+Result<VolumeAnswer> QueryEngine::Volume(const VolumeQuery& query, QueryStats* stats) const {
+  QueryAnswer unused;
+  VolumeAnswer answer;
+  Execution exec(store_, options_, query.filter, unused);
+  Status s = exec.RunVolume(query, answer);
+  answer.stats = unused.stats;
+  if (stats) *stats = answer.stats;
+  if (!s.ok()) return s.error();
+  return answer;
+}
 
 Result<QueryAnswer> QueryEngine::Run(const Query& query, QueryStats* stats) const {
   QueryAnswer answer;

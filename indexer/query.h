@@ -33,10 +33,54 @@
 // with checked or saturating arithmetic, so extreme values are refused or
 // clamped, never undefined behaviour.
 //
-// Thread-safety: Run() may be called concurrently.
+// Volume (Volume(), GET /api/v1/volume): record counts per time bucket and
+// per severity for a query's filters, on the same access path as Run() (the
+// same refusals: no app, host or tag needs scan=true). Two ways to count:
+//
+// - From the index (the default): every index row carries its stored chunk's
+//   record count, and every stored chunk holds one stream (app, host,
+//   severity), so the counts come from index rows alone: no main row is read
+//   or decompressed (chunks_read = bytes_decompressed = 0). Attribution rule:
+//   a stored chunk is counted if and only if its LAST record time lies in
+//   [from, to), and all its records are counted in the bucket holding that
+//   time. So:
+//     * ranges that tile, [a, b) then [b, c), count every chunk exactly once:
+//       nothing twice, nothing dropped, and their totals add up;
+//     * a chunk straddling `from` (first record before it, last at or after)
+//       is counted whole, its records before `from` included; a chunk
+//       straddling `to` (last record at or after `to`) is not counted at all:
+//       the range that holds its last record counts it. Either holds records
+//       within max_chunk_span_ms of the edge only;
+//     * a record is counted at most max_chunk_span_ms - 1 ms after its own
+//       time (in its chunk's last record's bucket), never earlier.
+//       VolumeAnswer::inexact_records counts the records of chunks whose first
+//       record lies before their bucket's start (or before `from`): the only
+//       records that may sit in a different bucket than their own time's;
+//     * app, host and severity filters are exact (per stored chunk); a tag
+//       filter counts every record of the chunks holding the tag in any
+//       record (the tag index is per chunk: an upper bound on the records
+//       carrying it), and takes one tag (more need read_records);
+//     * like Run(), tags the tag index capped are not seen, and on HBase an
+//       index row whose main row is missing (a write under way or failed
+//       before its main row) is counted: index mode cannot tell.
+// - By reading records (VolumeQuery::read_records, implied by `contains` and
+//   by scan=true): the chunks Run() would read are read and decompressed, every
+//   filter (tags and `contains` included) is applied to each record, and each
+//   record counts in the bucket of its own time if it lies in [from, to):
+//   exactly the records Run() returns, counted.
+//
+// Buckets are `step_ms` wide and aligned to multiples of step_ms since the
+// epoch: the first starts at or before `from`, the last ends at or after
+// `to` (the first and last cover only their part of [from, to)). Every
+// bucket is listed, empty ones included, oldest first; at most
+// max_volume_buckets.
+//
+// Thread-safety: Run() and Volume() may be called concurrently.
 #pragma once
 
+#include <array>
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
@@ -77,6 +121,8 @@ struct QueryOptions {
   int64_t max_time_ms = 0;
   uint64_t max_rows_scanned = 0;
   uint64_t max_bytes_decompressed = 0;
+  // Most buckets of a Volume() answer. Default 11,000.
+  uint64_t max_volume_buckets = 11'000;
   // The clock max_time_ms is measured on (MonotonicNs). Null: SystemClock. Not owned.
   const Clock* clock = nullptr;
   DecodeOptions decode;
@@ -112,6 +158,53 @@ struct QueryAnswer {
   QueryStats stats;
 };
 
+// A Volume() request: `filter` as for Run() (its limit and cursor are not
+// used; a cursor is refused), the bucket width, and the way to count.
+struct VolumeQuery {
+  Query filter;
+  int64_t step_ms = 60'000;   // bucket width, ms, >= 1
+  bool read_records = false;  // count by reading records (see above); implied by contains and scan
+};
+
+// Counts of one bucket, indexed by VolumeSeverityIndex (TRACE first).
+struct VolumeCounts {
+  std::array<uint64_t, kAllSeverities.size()> by_severity{};
+  uint64_t total = 0;
+};
+
+struct VolumeBucket {
+  int64_t start_ms = 0;  // the bucket is [start_ms, start_ms + step_ms)
+  VolumeCounts counts;
+};
+
+struct VolumeAnswer {
+  int64_t step_ms = 0;
+  bool read_records = false;         // how it was counted (true: exact)
+  std::vector<VolumeBucket> buckets; // every bucket, oldest first
+  VolumeCounts totals;
+  // Index mode: records of counted chunks whose first record lies before
+  // their bucket's start or before `from` (they may belong to an earlier
+  // bucket, or before the range). 0 when reading records.
+  uint64_t inexact_records = 0;
+  // As for Run(): rows_scanned = index rows read (main rows on the scan
+  // path), chunks_read and bytes_decompressed 0 unless reading records,
+  // chunks_returned = chunks that added at least one record to the counts.
+  QueryStats stats;
+};
+
+// The position of `s` in kAllSeverities (TRACE 0 ... FATAL 5).
+size_t VolumeSeverityIndex(Severity s);
+
+// Buckets of width step_ms (aligned to multiples of it) covering [from_ms,
+// to_ms); nullopt when step_ms < 1, the range is empty, or the grid's start
+// would not fit int64.
+std::optional<uint64_t> VolumeBucketCount(int64_t from_ms, int64_t to_ms, int64_t step_ms);
+
+// A step for [from_ms, to_ms) when none is given: a 60th of the range (in
+// whole ms, at least 1), rounded up to a whole unit (1 ms, 10 ms, 100 ms, 1 s, 5 s, 10 s, 30 s,
+// 1 m, 5 m, 10 m, 30 m, 1 h, 3 h, 6 h, 12 h, 1 d, then whole days).
+int64_t DefaultVolumeStep(int64_t from_ms, int64_t to_ms);
+
 class QueryEngine {
  public:
   // `store` must outlive the engine.
@@ -122,6 +215,13 @@ class QueryEngine {
   // When `stats` is not null it receives the query's stats whether Run()
   // succeeds or fails (the budget that stopped it included).
   Result<QueryAnswer> Run(const Query& query, QueryStats* stats = nullptr) const;
+
+  // Record counts per bucket and severity (see "Volume" above). Errors as
+  // Run()'s; kInvalidArgument also for a bad step, over max_volume_buckets,
+  // a cursor, or more than one tag without read_records.
+  Result<VolumeAnswer> Volume(const VolumeQuery& query, QueryStats* stats = nullptr) const;
+
+  const QueryOptions& options() const { return options_; }
 
  private:
   TableStore& store_;

@@ -39,10 +39,22 @@ namespace {
 using nlohmann::json;
 
 constexpr const char* kQueryPath = "/api/v1/query";
+constexpr const char* kVolumePath = "/api/v1/volume";
 constexpr const char* kJsonType = "application/json";
 constexpr const char* kTextType = "text/plain; charset=utf-8";
 constexpr const char* kMetricsType = "text/plain; version=0.0.4; charset=utf-8";
-constexpr const char* kKnownParameters = "app, host, severity, tag, contains, from, to, since, limit, cursor, scan";
+
+// The parameters an endpoint takes: the query's filters (app, host,
+// severity, tag, contains, from, to, since, scan) and its own.
+struct EndpointParams {
+  const char* known;                // every parameter, for "unknown parameter" answers
+  bool paging;                      // limit and cursor (/api/v1/query)
+  std::vector<std::string> extra;   // single-valued parameters of its own, returned as given
+};
+
+const EndpointParams kQueryParams{"app, host, severity, tag, contains, from, to, since, limit, cursor, scan", true, {}};
+const EndpointParams kVolumeParams{"app, host, severity, tag, contains, from, to, since, scan, step, exact", false,
+                                   {"step", "exact"}};
 
 // Log text may hold any bytes: invalid UTF-8 becomes U+FFFD instead of an exception.
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
@@ -64,6 +76,7 @@ const char* EndpointOf(const std::string& path) {
   if (path == "/healthz") return "healthz";
   if (path == "/readyz") return "readyz";
   if (path == kQueryPath) return "query";
+  if (path == kVolumePath) return "volume";
   return "other";
 }
 
@@ -165,18 +178,27 @@ std::optional<RangeCursor> UnwrapCursor(std::string_view c) {
 struct ParsedQuery {
   Query query;
   bool since = false;  // the range came from `since` (next_cursor pins it)
+  std::map<std::string, std::string> extra;  // the endpoint's own parameters that were given
 };
 
 // Turns the query string into a Query, or says which parameter is wrong.
+// One parser for every endpoint that takes the query's filters (`endpoint`
+// names what else it takes).
 std::variant<ParsedQuery, BadRequest> ParseQueryParams(const httplib::Params& params, const Clock& clock,
-                                                       const std::string& cursor_key) {
+                                                       const std::string& cursor_key,
+                                                       const EndpointParams& endpoint = kQueryParams) {
   auto bad = [](std::string parameter, std::string message) -> BadRequest {
     return BadRequest{std::move(parameter), std::move(message)};
   };
   ParsedQuery out;
   Query& q = out.query;
   std::map<std::string, std::string> single;  // parameters given once
-  static const char* const kSingle[] = {"app", "host", "contains", "from", "to", "since", "limit", "cursor", "scan"};
+  static const char* const kSingle[] = {"app", "host", "contains", "from", "to", "since", "scan"};
+  auto is_single = [&](const std::string& key) {
+    return std::find(std::begin(kSingle), std::end(kSingle), key) != std::end(kSingle) ||
+           (endpoint.paging && (key == "limit" || key == "cursor")) ||
+           std::find(endpoint.extra.begin(), endpoint.extra.end(), key) != endpoint.extra.end();
+  };
   for (const auto& [key, value] : params) {
     if (key == "severity") {
       std::string_view rest = value;
@@ -200,12 +222,12 @@ std::variant<ParsedQuery, BadRequest> ParseQueryParams(const httplib::Params& pa
         return bad("tag", "parameter 'tag': '" + value + "' must be key=value with a non-empty key");
       }
       q.tags.emplace_back(value.substr(0, eq), value.substr(eq + 1));
-    } else if (std::find(std::begin(kSingle), std::end(kSingle), key) != std::end(kSingle)) {
+    } else if (is_single(key)) {
       if (!single.emplace(key, value).second) {
         return bad(key, "parameter '" + key + "' is given more than once; give it once");
       }
     } else {
-      return bad(key, "unknown parameter '" + key + "' (known: " + kKnownParameters + ")");
+      return bad(key, "unknown parameter '" + key + "' (known: " + endpoint.known + ")");
     }
   }
   auto get = [&](const char* key) -> const std::string* {
@@ -216,6 +238,9 @@ std::variant<ParsedQuery, BadRequest> ParseQueryParams(const httplib::Params& pa
     if (const std::string* v = get(key)) {
       if (v->empty()) return bad(key, std::string("parameter '") + key + "' is empty; leave it out to match any");
     }
+  }
+  for (const std::string& key : endpoint.extra) {
+    if (const std::string* v = get(key.c_str())) out.extra[key] = *v;
   }
   if (const std::string* v = get("app")) q.app = *v;
   if (const std::string* v = get("host")) q.host = *v;
@@ -302,6 +327,87 @@ std::variant<ParsedQuery, BadRequest> ParseQueryParams(const httplib::Params& pa
   return out;
 }
 
+json StatsToJson(const QueryStats& s) {
+  return {{"plan", s.plan},
+          {"seeks", s.seeks},
+          {"rows_scanned", s.rows_scanned},
+          {"chunks_read", s.chunks_read},
+          {"chunks_returned", s.chunks_returned},
+          {"bytes_decompressed", s.bytes_decompressed},
+          {"index_rows_without_main", s.index_rows_without_main},
+          {"meta_rows", s.meta_rows}};
+}
+
+json CountsToJson(const VolumeCounts& c) {
+  json by = json::object();
+  for (size_t i = 0; i < kAllSeverities.size(); ++i) {
+    by[std::string(SeverityName(kAllSeverities[i]))] = c.by_severity[i];
+  }
+  return by;
+}
+
+json VolumeToJson(const VolumeAnswer& a, const Query& q) {
+  json buckets = json::array();
+  for (const VolumeBucket& b : a.buckets) {
+    buckets.push_back({{"start", b.start_ms},
+                       {"time", FormatTimestamp(b.start_ms)},
+                       {"counts", CountsToJson(b.counts)},
+                       {"total", b.counts.total}});
+  }
+  json stats = StatsToJson(a.stats);
+  stats["corrupt_chunks"] = a.stats.corrupt_chunks;
+  return {{"from", q.from_ms},
+          {"to", q.to_ms},
+          {"step_ms", a.step_ms},
+          {"exact", a.read_records},
+          {"buckets", std::move(buckets)},
+          {"totals", {{"counts", CountsToJson(a.totals)}, {"total", a.totals.total}}},
+          {"inexact_records", a.inexact_records},
+          {"stats", std::move(stats)}};
+}
+
+// The volume endpoint's own parameters, `step` and `exact`, into `vq`.
+std::optional<BadRequest> ParseVolumeParams(const ParsedQuery& pq, uint64_t max_buckets, VolumeQuery& vq) {
+  const Query& q = pq.query;
+  if (auto it = pq.extra.find("exact"); it != pq.extra.end()) {
+    if (it->second == "true" || it->second == "1") {
+      vq.read_records = true;
+    } else if (it->second != "false" && it->second != "0") {
+      return BadRequest{"exact", "parameter 'exact': '" + it->second + "' is not true or false"};
+    }
+  }
+  if (q.tags.size() > 1 && !vq.read_records && q.contains.empty() && !q.scan) {
+    return BadRequest{"tag", "parameter 'tag': counting from the index takes one tag (the tag index is per chunk); "
+                             "add exact=true to count the records that carry all " +
+                                 std::to_string(q.tags.size())};
+  }
+  if (auto it = pq.extra.find("step"); it != pq.extra.end()) {
+    const std::string& v = it->second;
+    int64_t ms = 0;
+    if (!v.empty() && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+      if (!ParseInt64(v, ms) || ms < 1) {
+        return BadRequest{"step", "parameter 'step': '" + v + "' ms is not a width of at least 1 ms"};
+      }
+    } else {
+      Result<int64_t> d = ParseDuration(v);
+      if (!d.ok()) return BadRequest{"step", "parameter 'step': " + d.error().message + " (or give milliseconds)"};
+      if (*d < 1) return BadRequest{"step", "parameter 'step': '" + v + "' is not a width of at least 1 ms"};
+      ms = *d;
+    }
+    vq.step_ms = ms;
+  } else {
+    vq.step_ms = DefaultVolumeStep(q.from_ms, q.to_ms);
+  }
+  std::optional<uint64_t> n = VolumeBucketCount(q.from_ms, q.to_ms, vq.step_ms);
+  if (!n) return BadRequest{"step", "parameter 'step': the buckets of this range do not fit in int64 ms"};
+  if (*n > max_buckets) {
+    return BadRequest{"step", "parameter 'step': " + std::to_string(vq.step_ms) + " ms makes " + std::to_string(*n) +
+                                  " buckets over the range, over the maximum of " + std::to_string(max_buckets) +
+                                  "; give a longer step or a shorter range"};
+  }
+  return std::nullopt;
+}
+
 json AnswerToJson(const QueryAnswer& a, const std::string& next_cursor) {
   json records = json::array();
   for (const ResultRecord& r : a.records) {
@@ -315,16 +421,7 @@ json AnswerToJson(const QueryAnswer& a, const std::string& next_cursor) {
                        {"message", r.message},
                        {"tags", std::move(tags)}});
   }
-  const QueryStats& s = a.stats;
-  json stats = {{"plan", s.plan},
-                {"seeks", s.seeks},
-                {"rows_scanned", s.rows_scanned},
-                {"chunks_read", s.chunks_read},
-                {"chunks_returned", s.chunks_returned},
-                {"bytes_decompressed", s.bytes_decompressed},
-                {"index_rows_without_main", s.index_rows_without_main},
-                {"meta_rows", s.meta_rows}};
-  json j = {{"records", std::move(records)}, {"stats", std::move(stats)}};
+  json j = {{"records", std::move(records)}, {"stats", StatsToJson(a.stats)}};
   j["next_cursor"] = next_cursor.empty() ? json(nullptr) : json(next_cursor);
   return j;
 }
@@ -644,6 +741,8 @@ class HttpServer::Impl {
                   HandleQuery(req, res);
                   query_seconds_.Observe(static_cast<double>(clock_.MonotonicNs() - start_ns) / 1e9);
                 }));
+    server_.Get(kVolumePath,
+                Wrap([this](const httplib::Request& req, httplib::Response& res) { HandleVolume(req, res); }));
     // Paths with no handler (and requests httplib itself refuses): a JSON
     // error (auth was checked before routing). Handlers above set a body, so
     // this only fills the empty ones.
@@ -712,25 +811,44 @@ class HttpServer::Impl {
     }
   }
 
+  // Answers the 503 busy of a query that found no slot.
+  void Busy(httplib::Response& res) {
+    queries_rejected_.Increment();
+    // Once per busy spell (at most every 10 s), not per refused query.
+    const int64_t now_ns = clock_.MonotonicNs();
+    int64_t last = last_busy_log_ns_.load();
+    if ((last == 0 || now_ns - last >= 10'000'000'000) && last_busy_log_ns_.compare_exchange_strong(last, now_ns)) {
+      spdlog::warn("http: {} queries are running (http.max_concurrent_queries); refusing more with 503 busy "
+                   "(logdex_http_queries_rejected_total counts them)",
+                   options_.max_concurrent_queries);
+    }
+    res.set_header("Retry-After", "1");
+    json body = ErrorBody("busy: " + std::to_string(options_.max_concurrent_queries) +
+                          " queries are already running (http.max_concurrent_queries); retry after 1 s");
+    body["reason"] = "busy";
+    SetJson(res, 503, body);
+  }
+
+  // Answers an engine error: 400, 422 (budget), 503 or 500.
+  void EngineError(const httplib::Request& req, httplib::Response& res, const Error& err, const QueryStats& stats) {
+    if (err.code == Errc::kInvalidArgument) {
+      SetJson(res, 400, ErrorBody(err.message));
+    } else if (err.code == Errc::kResourceExhausted && !stats.budget_exhausted.empty()) {
+      budget_exhausted_.Add({{"budget", stats.budget_exhausted}}).Increment();
+      spdlog::info("http: query over its {} budget: {}", stats.budget_exhausted, err.message);
+      json body = ErrorBody(err.message);
+      body["budget"] = stats.budget_exhausted;
+      SetJson(res, 422, body);
+    } else if (err.code == Errc::kUnavailable) {
+      InternalError(req, res, 503, "the store is unavailable; retry later", err.ToString());
+    } else {
+      InternalError(req, res, 500, "internal error", err.ToString());
+    }
+  }
+
   void HandleQuery(const httplib::Request& req, httplib::Response& res) {
     QuerySlot slot(running_queries_, std::max(1, options_.max_concurrent_queries));
-    if (!slot.held()) {
-      queries_rejected_.Increment();
-      // Once per busy spell (at most every 10 s), not per refused query.
-      const int64_t now_ns = clock_.MonotonicNs();
-      int64_t last = last_busy_log_ns_.load();
-      if ((last == 0 || now_ns - last >= 10'000'000'000) && last_busy_log_ns_.compare_exchange_strong(last, now_ns)) {
-        spdlog::warn("http: {} queries are running (http.max_concurrent_queries); refusing more with 503 busy "
-                     "(logdex_http_queries_rejected_total counts them)",
-                     options_.max_concurrent_queries);
-      }
-      res.set_header("Retry-After", "1");
-      json body = ErrorBody("busy: " + std::to_string(options_.max_concurrent_queries) +
-                            " queries are already running (http.max_concurrent_queries); retry after 1 s");
-      body["reason"] = "busy";
-      SetJson(res, 503, body);
-      return;
-    }
+    if (!slot.held()) return Busy(res);
     auto parsed = ParseQueryParams(req.params, clock_, options_.cursor_key);
     if (auto* e = std::get_if<BadRequest>(&parsed)) {
       SetJson(res, 400, ErrorBody(e->message, e->parameter));
@@ -739,23 +857,7 @@ class HttpServer::Impl {
     const ParsedQuery& pq = std::get<ParsedQuery>(parsed);
     QueryStats stats;
     Result<QueryAnswer> answer = engine_.Run(pq.query, &stats);
-    if (!answer.ok()) {
-      const Error& err = answer.error();
-      if (err.code == Errc::kInvalidArgument) {
-        SetJson(res, 400, ErrorBody(err.message));
-      } else if (err.code == Errc::kResourceExhausted && !stats.budget_exhausted.empty()) {
-        budget_exhausted_.Add({{"budget", stats.budget_exhausted}}).Increment();
-        spdlog::info("http: query over its {} budget: {}", stats.budget_exhausted, err.message);
-        json body = ErrorBody(err.message);
-        body["budget"] = stats.budget_exhausted;
-        SetJson(res, 422, body);
-      } else if (err.code == Errc::kUnavailable) {
-        InternalError(req, res, 503, "the store is unavailable; retry later", err.ToString());
-      } else {
-        InternalError(req, res, 500, "internal error", err.ToString());
-      }
-      return;
-    }
+    if (!answer.ok()) return EngineError(req, res, answer.error(), stats);
     if (answer->stats.corrupt_chunks > 0) {
       corrupt_chunks_.Increment(static_cast<double>(answer->stats.corrupt_chunks));
       spdlog::warn("http: query skipped {} stored chunks that do not decode", answer->stats.corrupt_chunks);
@@ -764,6 +866,32 @@ class HttpServer::Impl {
     if (pq.since && !next.empty()) next = WrapCursor(pq.query.from_ms, pq.query.to_ms, next);
     if (!next.empty()) next = SignCursor(options_.cursor_key, next);
     SetJson(res, 200, AnswerToJson(*answer, next));
+  }
+
+  // GET /api/v1/volume: the query's filters (same parser), step and exact.
+  void HandleVolume(const httplib::Request& req, httplib::Response& res) {
+    QuerySlot slot(running_queries_, std::max(1, options_.max_concurrent_queries));
+    if (!slot.held()) return Busy(res);
+    auto parsed = ParseQueryParams(req.params, clock_, options_.cursor_key, kVolumeParams);
+    if (auto* e = std::get_if<BadRequest>(&parsed)) {
+      SetJson(res, 400, ErrorBody(e->message, e->parameter));
+      return;
+    }
+    const ParsedQuery& pq = std::get<ParsedQuery>(parsed);
+    VolumeQuery vq;
+    vq.filter = pq.query;
+    if (std::optional<BadRequest> e = ParseVolumeParams(pq, engine_.options().max_volume_buckets, vq)) {
+      SetJson(res, 400, ErrorBody(e->message, e->parameter));
+      return;
+    }
+    QueryStats stats;
+    Result<VolumeAnswer> answer = engine_.Volume(vq, &stats);
+    if (!answer.ok()) return EngineError(req, res, answer.error(), stats);
+    if (answer->stats.corrupt_chunks > 0) {
+      corrupt_chunks_.Increment(static_cast<double>(answer->stats.corrupt_chunks));
+      spdlog::warn("http: volume query skipped {} stored chunks that do not decode", answer->stats.corrupt_chunks);
+    }
+    SetJson(res, 200, VolumeToJson(*answer, vq.filter));
   }
 
   const HttpServerOptions options_;

@@ -3,6 +3,7 @@
 //   GET /healthz        200 "ok" while the process serves
 //   GET /readyz         200 when the readiness callback says ready, else 503 + reason
 //   GET /api/v1/query   the QueryEngine as JSON (parameters below)
+//   GET /api/v1/volume  QueryEngine::Volume as JSON (parameters below)
 //
 // Query parameters (anything else is a 400):
 //   app, host, contains        one each
@@ -17,6 +18,18 @@
 // A time range (from+to, or since) is required. A page asked with `since`
 // returns a cursor that pins the range it resolved to, so later pages of the
 // same `since` query continue the same range even as the clock moves.
+//
+// Volume parameters: the query's filters above (app, host, contains, severity,
+// tag, from/to or since, scan), parsed by the same code; limit and cursor are
+// unknown there. Plus:
+//   step                       bucket width: a duration (60s, 5m, 1h) or integer ms, >= 1 ms;
+//                              default DefaultVolumeStep (about range/60, a whole unit); a step
+//                              making more than QueryOptions::max_volume_buckets buckets is a 400
+//   exact                      true|false: count by reading the records (implied by contains, scan)
+// Volume answers: 200 {"from", "to", "step_ms", "exact", "buckets": [{"start",
+// "time", "counts": {"TRACE": n, ... "FATAL": n}, "total"}], "totals":
+// {"counts", "total"}, "inexact_records", "stats": {...QueryStats}} (the
+// attribution rule is in indexer/query.h); errors as for the query.
 //
 // Answers: 200 {"records": [{"ts", "time", "severity", "app", "host", "message",
 // "tags": {k: v}}], "next_cursor": string|null, "stats": {...QueryStats}};
@@ -70,8 +83,8 @@
 // prove less about it.
 //
 // Metrics it adds to the registry (no per-request labels):
-//   logdex_http_requests_total{endpoint, code}   endpoint in metrics|healthz|readyz|query|other
-//   logdex_http_query_duration_seconds           histogram of /api/v1/query handling time
+//   logdex_http_requests_total{endpoint, code}   endpoint in metrics|healthz|readyz|query|volume|other
+//   logdex_http_query_duration_seconds           histogram of /api/v1/query handling time (not volume's)
 //   logdex_http_queries_rejected_total           queries refused with 503 busy (concurrency limit)
 //   logdex_http_requests_refused_total{reason}   body_too_large|unauthorized|head_too_large|head_timeout
 //   logdex_query_budget_exhausted_total{budget}  time|rows_scanned|bytes_decompressed|scan_records

@@ -2,6 +2,9 @@
 // server/http_server.h). It checks its flags with the same parsers as the
 // server (time_parse.h, ParseSeverity), follows cursors until it has --limit
 // records or there are no more, and prints a table or one JSON object.
+// With --volume it asks GET /api/v1/volume instead (the same filters, plus
+// --step and --exact) and prints the buckets as a table, or the answer as is
+// with --json.
 //
 // Exit codes: 0 success; 1 the server refused or failed the query, or could
 // not be reached; 2 a flag value is wrong.
@@ -39,6 +42,9 @@ struct QueryCommandOptions {
   std::string token;
   std::string cursor;
   int timeout_seconds = 60;
+  bool volume = false;
+  std::string step;
+  bool exact = false;
 };
 
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
@@ -105,6 +111,10 @@ int CheckFlags(const QueryCommandOptions& o) {
     if (*t <= *f) return Usage("--to must be after --from");
   }
   if (o.limit == 0) return Usage("--limit must be at least 1");
+  if (!o.step.empty() && !std::all_of(o.step.begin(), o.step.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    Result<int64_t> d = ParseDuration(o.step);
+    if (!d.ok()) return Usage("--step: " + d.error().message + " (or give milliseconds)");
+  }
   return 0;
 }
 
@@ -152,6 +162,66 @@ void PrintTable(const json& records) {
   }
 }
 
+// The buckets of a volume answer: one line each, then the totals.
+void PrintVolume(const json& body) {
+  static const char* const kNames[] = {"TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"};
+  auto count = [](const json& counts, const char* name) -> uint64_t {
+    auto it = counts.find(name);
+    return it != counts.end() && it->is_number_unsigned() ? it->get<uint64_t>() : 0;
+  };
+  auto line = [&](const std::string& start, const json& counts, uint64_t total) {
+    std::printf("%-24s  %10llu", start.c_str(), static_cast<unsigned long long>(total));
+    for (const char* name : kNames) std::printf("  %8llu", static_cast<unsigned long long>(count(counts, name)));
+    std::printf("\n");
+  };
+  std::printf("%-24s  %10s", "START", "TOTAL");
+  for (const char* name : kNames) std::printf("  %8s", name);
+  std::printf("\n");
+  for (const json& b : body["buckets"]) {
+    const json& counts = b.contains("counts") && b["counts"].is_object() ? b["counts"] : json::object();
+    line(Field(b, "time"), counts, b.value("total", uint64_t{0}));
+  }
+  const json& totals = body.contains("totals") && body["totals"].is_object() ? body["totals"] : json::object();
+  line("(all)", totals.contains("counts") && totals["counts"].is_object() ? totals["counts"] : json::object(),
+       totals.value("total", uint64_t{0}));
+}
+
+// One GET /api/v1/volume; prints its buckets (or the answer, with --json).
+int RunVolume(httplib::Client& client, const std::string& path, const std::string& shown, const httplib::Params& params,
+              const QueryCommandOptions& o) {
+  httplib::Result res = client.Get(path, params, httplib::Headers{});
+  if (!res) {
+    std::fprintf(stderr, "logdex query: cannot reach %s: %s\n", shown.c_str(), httplib::to_string(res.error()).c_str());
+    return 1;
+  }
+  json body = json::parse(res->body, nullptr, /*allow_exceptions=*/false);
+  if (res->status != 200) {
+    std::string why = body.is_object() && body.contains("error") && body["error"].is_string()
+                          ? body["error"].get<std::string>()
+                          : res->body;
+    std::fprintf(stderr, "logdex query: %s answered HTTP %d: %s\n", shown.c_str(), res->status, why.c_str());
+    return 1;
+  }
+  if (!body.is_object() || !body.contains("buckets") || !body["buckets"].is_array()) {
+    std::fprintf(stderr, "logdex query: %s answered something that is not a volume result\n", shown.c_str());
+    return 1;
+  }
+  if (o.json) {
+    std::printf("%s\n", Dump(body).c_str());
+    return 0;
+  }
+  PrintVolume(body);
+  const bool exact = body.value("exact", false);
+  std::fprintf(stderr, "%zu buckets of %lld ms; %s\n", body["buckets"].size(),
+               static_cast<long long>(body.value("step_ms", int64_t{0})),
+               exact ? "exact: counted by reading the records"
+                     : ("from the index: a chunk counts in the bucket of its last record (" +
+                        std::to_string(body.value("inexact_records", uint64_t{0})) +
+                        " records may belong to an earlier bucket); --exact reads the records")
+                           .c_str());
+  return 0;
+}
+
 int RunQuery(const QueryCommandOptions& o) {
   if (int rc = CheckFlags(o); rc != 0) return rc;
   std::optional<ServerUrl> url = SplitUrl(o.server);
@@ -171,6 +241,10 @@ int RunQuery(const QueryCommandOptions& o) {
     base.emplace("since", o.since.empty() ? "1h" : o.since);
   }
   if (o.scan) base.emplace("scan", "true");
+  if (o.volume) {
+    if (!o.step.empty()) base.emplace("step", o.step);
+    if (o.exact) base.emplace("exact", "true");
+  }
 
   try {
     httplib::Client client(url->origin);
@@ -180,8 +254,9 @@ int RunQuery(const QueryCommandOptions& o) {
     client.set_write_timeout(o.timeout_seconds, 0);
     client.set_keep_alive(true);
     if (!o.token.empty()) client.set_bearer_token_auth(o.token);
-    const std::string path = url->base_path + "/api/v1/query";
+    const std::string path = url->base_path + (o.volume ? "/api/v1/volume" : "/api/v1/query");
     const std::string shown = url->origin + path;
+    if (o.volume) return RunVolume(client, path, shown, base, o);
 
     json records = json::array();
     json stats = {{"plan", ""},
@@ -264,7 +339,9 @@ void AddQueryCommand(CLI::App& app, CommandRun& run) {
       "Query a logdex server's HTTP API (GET /api/v1/query) and print the records, newest first.\n"
       "  logdex query --server URL [--app A] [--host H] [--severity S]... [--tag k=v]... [--contains TEXT]\n"
       "               [--since DURATION | --from T --to T] [--limit N] [--json] [--token T] [--scan]\n"
-      "Without --since or --from/--to, the last hour is queried (--since 1h).");
+      "  logdex query --server URL --volume [filters as above] [--step DURATION] [--exact]\n"
+      "Without --since or --from/--to, the last hour is queried (--since 1h).\n"
+      "--volume prints record counts per time bucket and severity (GET /api/v1/volume) instead of records.");
   cmd->footer(
       "Times: RFC 3339 (2026-11-29T10:00:00Z, 2026-11-29T11:00:00+01:00) or milliseconds since the epoch.\n"
       "Durations: 90s, 15m, 72h, 7d, 1h30m (units ms s m h d). --since is resolved by the server's clock.\n"
@@ -274,7 +351,8 @@ void AddQueryCommand(CLI::App& app, CommandRun& run) {
       "Exit codes: 0 ok; 1 the server refused or failed the query, or could not be reached; 2 bad flags.\n"
       "Examples:\n"
       "  logdex query --server http://127.0.0.1:8080 --app billing --severity ERROR --since 15m\n"
-      "  logdex query --server http://logdex:8080 --tag dc=east --contains timeout --limit 5000 --json | jq .stats");
+      "  logdex query --server http://logdex:8080 --tag dc=east --contains timeout --limit 5000 --json | jq .stats\n"
+      "  logdex query --server http://127.0.0.1:8080 --volume --app billing --since 6h --step 15m");
   cmd->add_option("--server", o->server, "Server URL, e.g. http://127.0.0.1:8080")->required();
   cmd->add_option("--app", o->app, "Application name");
   cmd->add_option("--host", o->host, "Host name");
@@ -302,7 +380,23 @@ void AddQueryCommand(CLI::App& app, CommandRun& run) {
   cmd->add_option("--timeout", o->timeout_seconds, "Seconds to wait for each answer")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-  cmd->callback([&run, o] { run = [o] { return RunQuery(*o); }; });
+  cmd->add_flag("--volume", o->volume, "Print record counts per time bucket and severity instead of records");
+  cmd->add_option("--step", o->step, "With --volume: bucket width (60s, 5m, 1h, or ms; default about range/60)");
+  cmd->add_flag("--exact", o->exact,
+                "With --volume: count by reading the records (exact; --contains implies it) instead of from the index");
+  CLI::Option* limit_option = cmd->get_option("--limit");
+  CLI::Option* cursor_option = cmd->get_option("--cursor");
+  cmd->callback([&run, o, limit_option, cursor_option] {
+    if (o->volume && (limit_option->count() > 0 || cursor_option->count() > 0)) {
+      run = [] { return Usage("--limit and --cursor do not apply to --volume (it answers every bucket at once)"); };
+      return;
+    }
+    if (!o->volume && (!o->step.empty() || o->exact)) {
+      run = [] { return Usage("--step and --exact need --volume"); };
+      return;
+    }
+    run = [o] { return RunQuery(*o); };
+  });
 }
 
 }  // namespace logdex

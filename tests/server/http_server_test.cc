@@ -293,6 +293,160 @@ TEST_F(HttpServerTest, BadParametersAre400sNamingTheParameterAndTheProblem) {
   }
 }
 
+// The volume endpoint's JSON, field by field, against the engine run directly.
+TEST_F(HttpServerTest, VolumeAnswersBucketsPerSeverityTotalsAndStats) {
+  served_->Serve();
+  auto c = served_->Client();
+  const int64_t from = kStart + 1'234, to = kEnd - 5'678;  // edges that cut through chunks
+  Answer a = Get(*c, "/api/v1/volume",
+                 {{"app", "app1"}, {"from", std::to_string(from)}, {"to", std::to_string(to)}, {"step", "1h"}});
+  ASSERT_EQ(a.status, 200) << a.body;
+  EXPECT_EQ(a.content_type, "application/json");
+  ASSERT_TRUE(a.j.is_object()) << a.body;
+  std::set<std::string> keys;
+  for (auto& [k, v] : a.j.items()) keys.insert(k);
+  EXPECT_EQ(keys, (std::set<std::string>{"from", "to", "step_ms", "exact", "buckets", "totals", "inexact_records",
+                                         "stats"}));
+  EXPECT_EQ(a.j["from"], from);
+  EXPECT_EQ(a.j["to"], to);
+  EXPECT_EQ(a.j["step_ms"], 3'600'000);
+  EXPECT_EQ(a.j["exact"], false);
+
+  VolumeQuery vq;
+  vq.filter.app = "app1";
+  vq.filter.from_ms = from;
+  vq.filter.to_ms = to;
+  vq.step_ms = 3'600'000;
+  auto want = served_->engine().Volume(vq);
+  ASSERT_TRUE(want.ok()) << want.error().ToString();
+  ASSERT_TRUE(a.j["buckets"].is_array());
+  ASSERT_EQ(a.j["buckets"].size(), want->buckets.size());
+  ASSERT_EQ(want->buckets.size(), 7u);  // 14:13:21.234 to 20:13:14.322: the hours 14:00 to 20:00
+  const std::set<std::string> severity_names = {"TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"};
+  for (size_t i = 0; i < want->buckets.size(); ++i) {
+    const json& b = a.j["buckets"][i];
+    const VolumeBucket& w = want->buckets[i];
+    std::set<std::string> bucket_keys;
+    for (auto& [k, v] : b.items()) bucket_keys.insert(k);
+    EXPECT_EQ(bucket_keys, (std::set<std::string>{"start", "time", "counts", "total"}));
+    EXPECT_EQ(b["start"], w.start_ms);
+    EXPECT_EQ(b["time"], FormatTimestamp(w.start_ms));
+    EXPECT_EQ(b["total"], w.counts.total);
+    std::set<std::string> names;
+    for (auto& [name, n] : b["counts"].items()) {
+      names.insert(name);
+      EXPECT_EQ(n.get<uint64_t>(), w.counts.by_severity[VolumeSeverityIndex(*ParseSeverity(name))]) << name;
+    }
+    EXPECT_EQ(names, severity_names);
+  }
+  EXPECT_EQ(a.j["buckets"][0]["start"], kStart / 3'600'000 * 3'600'000);  // aligned to whole hours
+  EXPECT_EQ(a.j["totals"]["total"], want->totals.total);
+  EXPECT_GT(want->totals.total, 0u);
+  for (const std::string& name : severity_names) {
+    EXPECT_EQ(a.j["totals"]["counts"][name].get<uint64_t>(),
+              want->totals.by_severity[VolumeSeverityIndex(*ParseSeverity(name))])
+        << name;
+  }
+  EXPECT_EQ(a.j["inexact_records"], want->inexact_records);
+  const json& stats = a.j["stats"];
+  for (const char* key : {"plan", "seeks", "rows_scanned", "chunks_read", "chunks_returned", "bytes_decompressed",
+                          "index_rows_without_main", "meta_rows", "corrupt_chunks"}) {
+    EXPECT_TRUE(stats.contains(key)) << key;
+  }
+  EXPECT_EQ(stats["plan"], want->stats.plan);
+  EXPECT_NE(stats["plan"].get<std::string>().find("idx_"), std::string::npos);
+  EXPECT_EQ(stats["rows_scanned"], want->stats.rows_scanned);
+  EXPECT_GT(stats["rows_scanned"].get<uint64_t>(), 0u);
+  EXPECT_EQ(stats["chunks_read"], 0u);  // from the index rows alone
+  EXPECT_EQ(stats["bytes_decompressed"], 0u);
+
+  // contains: counted by reading, exactly the records the query returns.
+  a = Get(*c, "/api/v1/volume", {{"app", "app1"}, {"from", std::to_string(from)}, {"to", std::to_string(to)},
+                                 {"contains", "alpha"}, {"severity", "WARN,ERROR"}});
+  ASSERT_EQ(a.status, 200) << a.body;
+  EXPECT_EQ(a.j["exact"], true);
+  EXPECT_EQ(a.j["step_ms"], DefaultVolumeStep(from, to));  // 6 h: 10 min buckets
+  EXPECT_EQ(a.j["buckets"].size(), 37u);
+  EXPECT_GT(a.j["stats"]["bytes_decompressed"].get<uint64_t>(), 0u);
+  EXPECT_GT(a.j["stats"]["chunks_read"].get<uint64_t>(), 0u);
+  EXPECT_EQ(a.j["inexact_records"], 0u);
+  Query q;
+  q.app = "app1";
+  q.from_ms = from;
+  q.to_ms = to;
+  q.contains = "alpha";
+  q.severities = {Severity::kWarn, Severity::kError};
+  uint64_t records = 0, warn = 0;
+  for (const QueryAnswer& page : served_->EnginePages(q)) {
+    records += page.records.size();
+    for (const ResultRecord& r : page.records) warn += r.severity == Severity::kWarn;
+  }
+  EXPECT_GT(records, 0u);
+  EXPECT_EQ(a.j["totals"]["total"], records);
+  EXPECT_EQ(a.j["totals"]["counts"]["WARN"], warn);
+  EXPECT_EQ(a.j["totals"]["counts"]["INFO"], 0u);
+
+  // exact=true without contains; `since` as in the query API.
+  a = Get(*c, "/api/v1/volume", {{"host", "host2"}, {"since", "8h"}, {"exact", "true"}, {"step", "900000"}});
+  ASSERT_EQ(a.status, 200) << a.body;
+  EXPECT_EQ(a.j["exact"], true);
+  EXPECT_EQ(a.j["step_ms"], 900'000);
+  EXPECT_EQ(a.j["to"], served_->clock().NowMs() + 1);
+}
+
+TEST_F(HttpServerTest, VolumeBadParametersAre400sNamingTheParameterAndTheProblem) {
+  served_->Serve();
+  auto c = served_->Client();
+  const std::string f = std::to_string(kStart), t = std::to_string(kEnd);
+  const std::vector<BadCase> cases = {
+      {"step without unit or digits", {{"app", "app1"}, {"since", "1h"}, {"step", "fast"}}, 400, "step", "'step'"},
+      {"step with a bad unit", {{"app", "app1"}, {"since", "1h"}, {"step", "5y"}}, 400, "step", "'step'"},
+      {"zero step", {{"app", "app1"}, {"since", "1h"}, {"step", "0"}}, 400, "step", "at least 1 ms"},
+      {"negative step", {{"app", "app1"}, {"since", "1h"}, {"step", "-60s"}}, 400, "step", "'step'"},
+      {"empty step", {{"app", "app1"}, {"since", "1h"}, {"step", ""}}, 400, "step", "'step'"},
+      {"too many buckets", {{"app", "app1"}, {"from", f}, {"to", t}, {"step", "1s"}}, 400, "step",
+       "21600 buckets over the range, over the maximum of 11000"},
+      {"step twice", {{"app", "app1"}, {"since", "1h"}, {"step", "1m"}, {"step", "5m"}}, 400, "step", "more than once"},
+      {"from equals to", {{"app", "app1"}, {"from", f}, {"to", f}}, 400, "to", "must be after 'from'"},
+      {"from after to", {{"app", "app1"}, {"from", t}, {"to", f}}, 400, "to", "must be after 'from'"},
+      {"unknown severity", {{"app", "app1"}, {"since", "1h"}, {"severity", "INFO,loud"}}, 400, "severity", "'loud'"},
+      {"bad exact", {{"app", "app1"}, {"since", "1h"}, {"exact", "maybe"}}, 400, "exact",
+       "'maybe' is not true or false"},
+      {"limit is not a volume parameter", {{"app", "app1"}, {"since", "1h"}, {"limit", "5"}}, 400, "limit",
+       "unknown parameter 'limit'"},
+      {"cursor is not a volume parameter", {{"app", "app1"}, {"since", "1h"}, {"cursor", "x"}}, 400, "cursor",
+       "unknown parameter 'cursor'"},
+      {"unknown parameter", {{"app", "app1"}, {"since", "1h"}, {"bogus", "1"}}, 400, "bogus", "step, exact"},
+      {"no time range", {{"app", "app1"}}, 400, "", "missing time range"},
+      {"bad tag", {{"app", "app1"}, {"since", "1h"}, {"tag", "dc"}}, 400, "tag", "key=value"},
+      {"empty app", {{"app", ""}, {"since", "1h"}}, 400, "app", "'app' is empty"},
+      // Refused by the engine, as /api/v1/query refuses them.
+      {"no app, host or tag", {{"since", "1h"}}, 400, "", "a query needs app, host or tag; set scan=true"},
+      {"range too long", {{"app", "app1"}, {"since", "40d"}, {"step", "1d"}}, 400, "", "time range spans"},
+      {"two tags from the index", {{"app", "app1"}, {"since", "1h"}, {"tag", "k=v1"}, {"tag", "dc=east"}}, 400, "tag",
+       "counting from the index takes one tag"},
+  };
+  for (const BadCase& bc : cases) {
+    SCOPED_TRACE(bc.what);
+    Answer a = Get(*c, "/api/v1/volume", bc.params);
+    EXPECT_EQ(a.status, bc.status) << a.body;
+    EXPECT_EQ(a.content_type, "application/json");
+    ASSERT_TRUE(a.j.is_object() && a.j["error"].is_string()) << a.body;
+    const std::string error = a.j["error"].get<std::string>();
+    EXPECT_NE(error.find(bc.says), std::string::npos) << error;
+    if (*bc.parameter) {
+      EXPECT_EQ(a.j.value("parameter", ""), bc.parameter) << error;
+      EXPECT_NE(error.find(std::string("'") + bc.parameter + "'"), std::string::npos) << error;
+    } else {
+      EXPECT_FALSE(a.j.contains("parameter")) << error;
+    }
+  }
+  // The same request with exact=true or scan=true is answered.
+  EXPECT_EQ(Get(*c, "/api/v1/volume", {{"app", "app1"}, {"since", "8h"}, {"tag", "k=v1"}, {"tag", "dc=east"},
+                                       {"exact", "true"}}).status, 200);
+  EXPECT_EQ(Get(*c, "/api/v1/volume", {{"since", "1h"}, {"scan", "true"}}).status, 200);
+}
+
 TEST_F(HttpServerTest, InvalidUtf8InMessagesIsReplacedNotFatal) {
   served_->Serve();
   auto c = served_->Client();

@@ -164,6 +164,56 @@ TEST_F(QueryCommandTest, TablePrintsOneLinePerRecordWithAHeader) {
   EXPECT_NE(r.err.find("3 records"), std::string::npos) << r.err;
 }
 
+TEST_F(QueryCommandTest, VolumePrintsOneLinePerBucketAndTheTotals) {
+  served_->Serve();
+  const std::string from = "2026-09-21T14:13:20Z";  // the workload's first ms (1'790'000'000'000)
+  const std::string to = "2026-09-21T20:13:20Z";    // + 6 h
+  CliRun r = Logdex({"query", "--server", Url(), "--volume", "--app", "app1", "--from", from, "--to", to, "--step",
+                     "1h"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::vector<std::string> rows;
+  for (std::string line; std::getline(lines, line);) rows.push_back(line);
+  ASSERT_EQ(rows.size(), 1u + 7u + 1u) << r.out;  // header, 7 hour buckets (14:00 .. 20:00), totals
+  EXPECT_EQ(rows[0].rfind("START", 0), 0u) << rows[0];
+  for (const char* col : {"TOTAL", "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL"}) {
+    EXPECT_NE(rows[0].find(col), std::string::npos) << col;
+  }
+  EXPECT_EQ(rows[1].rfind("2026-09-21T14:00:00.000Z", 0), 0u) << rows[1];
+  EXPECT_EQ(rows[8].rfind("(all)", 0), 0u) << rows[8];
+  VolumeQuery vq;
+  vq.filter.app = "app1";
+  vq.filter.from_ms = 1'790'000'000'000;
+  vq.filter.to_ms = vq.filter.from_ms + 6 * 3'600'000;
+  vq.step_ms = 3'600'000;
+  auto want = served_->engine().Volume(vq);
+  ASSERT_TRUE(want.ok());
+  std::istringstream total_line(rows[8]);
+  std::string label;
+  uint64_t total = 0;
+  total_line >> label >> total;
+  EXPECT_EQ(total, want->totals.total) << rows[8];
+  EXPECT_NE(r.err.find("7 buckets of 3600000 ms; from the index"), std::string::npos) << r.err;
+
+  // --json: the server's answer as is; --exact counts by reading.
+  r = Logdex(
+      {"query", "--server", Url(), "--volume", "--exact", "--app", "app1", "--from", from, "--to", to, "--json"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object()) << r.out;
+  EXPECT_EQ(j["exact"], true);
+  EXPECT_GT(j["stats"]["bytes_decompressed"].get<uint64_t>(), 0u);
+
+  for (const std::vector<std::string>& flags : {std::vector<std::string>{"--volume", "--limit", "5"},
+                                                std::vector<std::string>{"--step", "1m"},
+                                                std::vector<std::string>{"--volume", "--step", "5y"}}) {
+    std::vector<std::string> args = {"query", "--server", Url(), "--app", "app1"};
+    args.insert(args.end(), flags.begin(), flags.end());
+    r = Logdex(args);
+    EXPECT_EQ(r.exit_code, 2) << flags.back() << ": " << r.err;
+  }
+}
+
 TEST_F(QueryCommandTest, ServerRefusalsGoToStderrWithANonZeroExit) {
   served_->Serve();
   CliRun r = Logdex({"query", "--server", Url(), "--since", "1h", "--json"});  // no app, host or tag
