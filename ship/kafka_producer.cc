@@ -143,6 +143,12 @@ struct KafkaChunkProducer::Impl : public RdKafka::DeliveryReportCb, public RdKaf
     Drop(dropped);
   }
 
+  // " (Kafka unavailable: why)" while Kafka counts as down, else empty: the
+  // end of a failure message for chunks given up at the deadline.
+  std::string UnavailableSuffix() const {
+    return available ? std::string() : " (Kafka unavailable: " + unavailable_reason + ")";
+  }
+
   void Fail(const OutgoingChunk& c, const std::string& why) {
     lowest_failed = std::min(lowest_failed, c.sequence);
     ++report.failed_chunks;
@@ -231,8 +237,7 @@ struct KafkaChunkProducer::Impl : public RdKafka::DeliveryReportCb, public RdKaf
     const bool purged = m.err() == RdKafka::ERR__PURGE_QUEUE || m.err() == RdKafka::ERR__PURGE_INFLIGHT;
     if (purged && finishing) {  // Finish() gave up on it: say why, not "Purged in queue"
       Fail(*c, std::string(m.err() == RdKafka::ERR__PURGE_INFLIGHT ? "still in flight" : "still queued") +
-                   " when delivery was given up" +
-                   (available ? std::string() : " (Kafka unavailable: " + unavailable_reason + ")"));
+                   " when delivery was given up" + UnavailableSuffix());
       return;
     }
     Fail(*c, m.errstr());
@@ -379,7 +384,7 @@ DeliveryReport KafkaChunkProducer::Finish(int64_t timeout_ms) {
     m.producer->purge(RdKafka::Producer::PURGE_QUEUE | RdKafka::Producer::PURGE_INFLIGHT);
     for (int i = 0; i < 100 && !m.in_flight.empty(); ++i) m.producer->poll(10);
   }
-  const std::string why = m.available ? "" : " (Kafka unavailable: " + m.unavailable_reason + ")";
+  const std::string why = m.UnavailableSuffix();
   for (const auto& [seq, c] : m.in_flight) m.Fail(*c, "still in flight at the delivery deadline" + why);
   m.in_flight.clear();
   for (const OutgoingChunk& c : m.backlog.TakeAll()) m.Fail(c, "still in the backlog at the delivery deadline" + why);
