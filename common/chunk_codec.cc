@@ -186,22 +186,36 @@ namespace {
 // The payload's serialized RecordBatch: decompressed into `raw`, or the
 // payload itself when uncompressed.
 ChunkResult<std::string_view> PayloadBytes(const proto::LogChunk& c, const DecodeOptions& o, std::string& raw) {
-  // The sizes first, for every codec, as VerifyPayload checks them: the
-  // length the payload declares must be within the limit and equal the
-  // header's uncompressed_size before anything is expanded.
-  if (auto sized = VerifyPayload(c, o, PayloadCheck::kLengthHeader); !sized) return sized.error();
   switch (c.codec()) {
-    case proto::CODEC_SNAPPY:
+    case proto::CODEC_SNAPPY: {
+      // The length snappy declares is checked against the limit, not against
+      // uncompressed_size: stores hold chunks whose producers left that field
+      // wrong, and their records stay readable (VerifyPayload, the ingest
+      // check, is the strict one).
+      size_t n = 0;
+      if (!snappy::GetUncompressedLength(c.payload().data(), c.payload().size(), &n)) {
+        return Fail(ChunkErrc::kBadSnappy, "payload has no valid snappy length header");
+      }
+      if (n > o.max_uncompressed_bytes) {
+        return Fail(ChunkErrc::kTooLarge,
+                    "payload expands to " + Num(n) + " bytes, over the limit of " + Num(o.max_uncompressed_bytes));
+      }
       if (!snappy::Uncompress(c.payload().data(), c.payload().size(), &raw)) {
         return Fail(ChunkErrc::kBadSnappy, "payload is not valid snappy");
       }
       return std::string_view(raw);
-    case proto::CODEC_ZSTD:
-      if (!ZstdDecompress(c.payload(), c.uncompressed_size(), &raw)) {
-        return Fail(ChunkErrc::kBadZstd, "payload is not valid zstd");
-      }
+    }
+    case proto::CODEC_ZSTD: {
+      // New with zstd, so strict from the start: the frame's size must be the header's.
+      auto n = ZstdFrameSize(c, o);
+      if (!n) return n.error();
+      if (!ZstdDecompress(c.payload(), *n, &raw)) return Fail(ChunkErrc::kBadZstd, "payload is not valid zstd");
       return std::string_view(raw);
+    }
     case proto::CODEC_NONE:
+      if (c.payload().size() > o.max_uncompressed_bytes) {
+        return Fail(ChunkErrc::kTooLarge, "payload of " + Num(c.payload().size()) + " bytes is over the limit");
+      }
       return std::string_view(c.payload());
     default:
       return Fail(ChunkErrc::kBadCodec, "codec " + Num(c.codec()) + " is not supported");

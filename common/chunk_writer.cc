@@ -239,7 +239,8 @@ void ChunkWriter::Finish(std::string_view app, std::string_view host, const Pack
     payload = std::string_view(compressed.data(), n);
   } else if (options.codec == proto::CODEC_ZSTD) {
     std::string& compressed = scratch ? *scratch : compressed_;
-    payload = std::string_view(compressed.data(), ZstdCompress(payload_, options.zstd_level, &compressed));
+    const size_t n = ZstdCompress(payload_, options.zstd_level, &compressed);  // reallocates `compressed`
+    payload = std::string_view(compressed.data(), n);
   }
   const uint32_t crc = Crc32c(payload);
   const bool summarize = summary_ != nullptr;

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 
 namespace logdex {
@@ -41,6 +42,11 @@ size_t ZstdCompress(std::string_view in, int level, std::string* out) {
 }
 
 std::optional<uint64_t> ZstdContentSize(std::string_view payload) {
+  // A current zstd frame only: the library also reads legacy (v0.5-0.7)
+  // frames with their older decoders, and skippable frames, which no logdex
+  // writer makes and a hostile producer could send.
+  static constexpr char kMagic[4] = {'\x28', '\xb5', '\x2f', '\xfd'};  // ZSTD_MAGICNUMBER, little-endian
+  if (payload.size() < 4 || std::memcmp(payload.data(), kMagic, 4) != 0) return std::nullopt;
   const unsigned long long size = ZSTD_getFrameContentSize(payload.data(), payload.size());
   if (size == ZSTD_CONTENTSIZE_ERROR || size == ZSTD_CONTENTSIZE_UNKNOWN) return std::nullopt;
   // Exactly one frame: no second frame, skippable frame or trailing bytes
@@ -60,6 +66,11 @@ bool ZstdValidate(std::string_view payload, uint64_t content_size) {
   ZSTD_DCtx* d = ThreadDCtx();
   // A previous call may have stopped mid-frame.
   ZSTD_DCtx_reset(d, ZSTD_reset_session_only);
+  // The one-shot decoder takes any window; so must this pass, or the two
+  // would disagree on a frame with a window over zstd's default streaming
+  // limit (2^27). Memory stays bounded: the streaming decoder's buffer is at
+  // most the content size, which the caller checked against its limit.
+  ZSTD_DCtx_setParameter(d, ZSTD_d_windowLogMax, 31);
   thread_local std::unique_ptr<char[]> window(new char[ZSTD_DStreamOutSize()]);
   ZSTD_inBuffer in{payload.data(), payload.size(), 0};
   uint64_t produced = 0;

@@ -29,9 +29,9 @@ inline constexpr int kMaxZstdLevel = 19;
 // (replaced); returns its size. `level` is clamped to [kMinZstdLevel, kMaxZstdLevel].
 size_t ZstdCompress(std::string_view in, int level, std::string* out);
 
-// The content size of `payload` when it is exactly one complete zstd frame
-// that records its content size; nullopt otherwise (garbage, truncated, more
-// than one frame, trailing bytes, unknown size).
+// The content size of `payload` when it is exactly one complete current zstd
+// frame that records its content size; nullopt otherwise (garbage, truncated,
+// more than one frame, trailing bytes, unknown size, a legacy or skippable frame).
 std::optional<uint64_t> ZstdContentSize(std::string_view payload);
 
 // Decompresses a payload ZstdContentSize accepted into `*out` (resized to

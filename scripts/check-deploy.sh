@@ -213,7 +213,9 @@ for path in sources:
     if "logdex_" not in text:
         continue
     folder = os.path.dirname(path)
-    for m in re.finditer(r"(\w+)\(\s*(?:prometheus::)?Build\w+\(\)\s*\.Name\(\"(logdex_\w+)\"\)", text):
+    # A member initialised with a family (member_(Build...().Name(...))) or a
+    # local bound to one (auto& family = Build...().Name(...)).
+    for m in re.finditer(r"(\w+)(?:\(|\s*=)\s*(?:prometheus::)?Build\w+\(\)\s*\.Name\(\"(logdex_\w+)\"\)", text):
         member_of[(folder, m.group(1))] = m.group(2)
     for m in re.finditer(r"\"(logdex_[a-z0-9_]+)\"", text):
         before = list(builder_re.finditer(text, max(0, m.start() - 300), m.start()))

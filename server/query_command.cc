@@ -111,9 +111,13 @@ int CheckFlags(const QueryCommandOptions& o) {
     if (*t <= *f) return Usage("--to must be after --from");
   }
   if (o.limit == 0) return Usage("--limit must be at least 1");
-  if (!o.step.empty() && !std::all_of(o.step.begin(), o.step.end(), [](char c) { return c >= '0' && c <= '9'; })) {
-    Result<int64_t> d = ParseDuration(o.step);
-    if (!d.ok()) return Usage("--step: " + d.error().message + " (or give milliseconds)");
+  if (!o.step.empty()) {
+    const bool digits = std::all_of(o.step.begin(), o.step.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (digits && o.step.find_first_not_of('0') == std::string::npos) return Usage("--step must be at least 1 ms");
+    if (!digits) {
+      Result<int64_t> d = ParseDuration(o.step);
+      if (!d.ok()) return Usage("--step: " + d.error().message + " (or give milliseconds)");
+    }
   }
   return 0;
 }

@@ -12,15 +12,16 @@ StoreDiskMetrics::StoreDiskMetrics(prometheus::Registry& registry, const TableSt
   if (!store.disk_usage()) return;  // nothing local to report
   auto& disk = prometheus::BuildGauge()
                    .Name("logdex_store_disk_bytes")
-                   .Help("Bytes the store holds on local disk, by kind: sst (table files), wal (write-ahead log), "
-                         "other (manifest, options, info logs)")
+                   .Help("Sizes of the files the store holds on local disk, by kind: sst (table files), wal "
+                         "(write-ahead log), other (manifest, options, info logs)")
                    .Register(registry);
   sst_ = &disk.Add({{"kind", "sst"}});
   wal_ = &disk.Add({{"kind", "wal"}});
   other_ = &disk.Add({{"kind", "other"}});
   over_bound_ = &prometheus::BuildCounter()
                      .Name("logdex_store_wal_over_bound_total")
-                     .Help("Disk samples that found the write-ahead log above twice the memtable budget")
+                     .Help("Disk samples that found the write-ahead log above twice its bound (store.max_wal, or "
+                           "store.memtable_budget)")
                      .Register(registry)
                      .Add({});
 }
@@ -35,6 +36,7 @@ StoreDiskMetrics::~StoreDiskMetrics() {
 }
 
 std::optional<StoreDiskUsage> StoreDiskMetrics::Sample() {
+  std::lock_guard lock(sample_mu_);
   std::optional<StoreDiskUsage> u = store_.disk_usage();
   if (!u || !sst_) return u;
   sst_->Set(static_cast<double>(u->sst));
@@ -45,8 +47,8 @@ std::optional<StoreDiskUsage> StoreDiskMetrics::Sample() {
     over_bound_->Increment();
     const int64_t now = clock_.NowMs();
     if (!was_over_ || now - warned_ms_ >= 60'000) {
-      spdlog::warn("store: the write-ahead log holds {} bytes, over its bound of {} (twice the memtable budget): "
-                   "memtable flushes are not keeping up",
+      spdlog::warn("store: the write-ahead log holds {} bytes, over its bound of {} (twice store.max_wal, or "
+                   "store.memtable_budget): memtable flushes are not keeping up",
                    u->wal, wal_warn_bytes_);
       warned_ms_ = now;
     }

@@ -44,6 +44,7 @@ class StoreDiskMetrics {
   prometheus::Gauge* wal_ = nullptr;
   prometheus::Gauge* other_ = nullptr;
   prometheus::Counter* over_bound_ = nullptr;
+  std::mutex sample_mu_;  // Sample() runs on the sampler thread and in tests
   bool was_over_ = false;
   int64_t warned_ms_ = INT64_MIN / 2;
   std::mutex mu_;

@@ -491,8 +491,8 @@ StoreCounters RocksDbStore::counters() const { return impl_->counters(); }
 std::optional<StoreDiskUsage> RocksDbStore::disk_usage() const {
   StoreDiskUsage u;
   std::error_code ec;
-  for (auto it = std::filesystem::recursive_directory_iterator(impl_->path(), ec);
-       !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
+  auto it = std::filesystem::recursive_directory_iterator(impl_->path(), ec);
+  for (; !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
     std::error_code size_ec;
     if (!it->is_regular_file(size_ec)) continue;
     const uint64_t size = it->file_size(size_ec);
@@ -502,6 +502,7 @@ std::optional<StoreDiskUsage> RocksDbStore::disk_usage() const {
     else if (ext == ".log") u.wal += size;  // NNNNNN.log (RocksDB's info log is LOG, LOG.old.*)
     else u.other += size;
   }
+  if (ec) return std::nullopt;  // a partial sum would under-report
   return u;
 }
 Status RocksDbStore::Flush() { return impl_->Flush(); }

@@ -59,8 +59,10 @@ class RocksDbStore final : public TableStore {
   Status FuzzyScan(const FuzzyScanSpec& spec, const RowVisitor& visit) override;
   std::unique_ptr<RowIterator> NewIterator(const ScanSpec& spec) override;
   StoreCounters counters() const override;
-  // Sizes of the files in the store directory, by kind (never fails: a file
-  // that vanishes while it is listed is not counted).
+  // Sizes of the files in the store directory, by kind (file sizes, not
+  // allocated blocks: RocksDB may preallocate the live WAL beyond its size).
+  // A file that vanishes while it is listed is not counted; nullopt when the
+  // directory cannot be listed.
   std::optional<StoreDiskUsage> disk_usage() const override;
 
   // Flushes every memtable to disk.

@@ -243,6 +243,12 @@ TEST_F(ChunkCodecTest, ZstdPayloadThatIsNotOneSizedFrameIsBadZstd) {
   expect_bad(good.payload().substr(0, good.payload().size() - 3), "truncated");
   expect_bad(good.payload() + good.payload(), "two frames");
   expect_bad(good.payload() + "x", "a trailing byte");
+  expect_bad(std::string("\x50\x2a\x4d\x18\x00\x00\x00\x00", 8), "a skippable frame (content size 0)");
+  {
+    std::string legacy = good.payload();  // the v0.7 magic: libzstd would hand it to its legacy decoder
+    legacy[0] = '\x27';
+    expect_bad(legacy, "a legacy magic");
+  }
   // A frame written without its content size (streaming, no pledged size).
   {
     const std::string raw = Records(50).SerializeAsString();

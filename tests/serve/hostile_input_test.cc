@@ -369,6 +369,40 @@ std::vector<Kind> Corpus() {
         {"too_large", "snappy"}, 7);
   }
   {
+    // zstd (ship's default codec): a frame whose header claims 4 GiB, a real
+    // bomb (20 MiB of zeros: ~1 KB of zstd) under a lying header, garbage
+    // after a valid frame, and a frame that does not record its size.
+    auto zstd = [&](const std::string& marker, int records) {
+      PackOptions po;
+      po.codec = proto::CODEC_ZSTD;
+      po.producer_id = 0xbad;
+      po.sequence = seq++;
+      return PackChunk("hostile-chunk", "hostile-host", Records(mk(marker), records, t0), po);
+    };
+    proto::LogChunk header = zstd("chunk-zstd-bomb-header", 3);
+    // Magic; a single-segment frame header with an 8-byte content size, 4 GiB;
+    // one empty raw last block: a complete frame that lies about its size.
+    header.set_payload(std::string("\x28\xb5\x2f\xfd\xe0", 5) + std::string("\x00\x00\x00\x00\x01\x00\x00\x00", 8) +
+                       std::string("\x01\x00\x00", 3));
+    add("chunk-zstd-bomb-header", Path::kChunk, Resign(header), Expect::kDeadLetter, {"zstd", "too_large"});
+    proto::RecordBatch b = Records(mk("chunk-zstd-bomb-real"), 1, t0);
+    b.mutable_records(0)->mutable_message()->append(20u << 20, '\0');
+    PackOptions po;
+    po.codec = proto::CODEC_ZSTD;
+    po.producer_id = 0xbad;
+    po.sequence = seq++;
+    proto::LogChunk bomb = PackChunk("hostile-chunk", "hostile-host", b, po);
+    bomb.set_uncompressed_size(1000);
+    add("chunk-zstd-bomb-real-lying", Path::kChunk, bomb.SerializeAsString(), Expect::kDeadLetter, {"too_large", "zstd"},
+        7);
+    proto::LogChunk trailing = zstd("chunk-zstd-trailing-garbage", 5);
+    trailing.mutable_payload()->append("trailing bytes no reader looks at");
+    add("chunk-zstd-trailing-garbage", Path::kChunk, Resign(trailing), Expect::kDeadLetter, {"zstd"});
+    proto::LogChunk truncated = zstd("chunk-zstd-truncated", 20);
+    truncated.set_payload(truncated.payload().substr(0, truncated.payload().size() / 2));
+    add("chunk-zstd-truncated", Path::kChunk, Resign(truncated), Expect::kDeadLetter, {"zstd"});
+  }
+  {
     const std::string good = Pack("hostile-chunk", Records(mk("chunk-truncated"), 20, t0), seq++).SerializeAsString();
     add("chunk-truncated", Path::kChunk, good.substr(0, good.size() * 6 / 10), Expect::kDeadLetter, {"malformed"});
   }

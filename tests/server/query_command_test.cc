@@ -206,7 +206,8 @@ TEST_F(QueryCommandTest, VolumePrintsOneLinePerBucketAndTheTotals) {
 
   for (const std::vector<std::string>& flags : {std::vector<std::string>{"--volume", "--limit", "5"},
                                                 std::vector<std::string>{"--step", "1m"},
-                                                std::vector<std::string>{"--volume", "--step", "5y"}}) {
+                                                std::vector<std::string>{"--volume", "--step", "5y"},
+                                                std::vector<std::string>{"--volume", "--step", "0"}}) {
     std::vector<std::string> args = {"query", "--server", Url(), "--app", "app1"};
     args.insert(args.end(), flags.begin(), flags.end());
     r = Logdex(args);
