@@ -130,6 +130,19 @@ ChunkResult<proto::LogChunk> DecodeChunk(std::string_view bytes, const DecodeOpt
 
 namespace {
 
+// A snappy payload's declared length (its length header), within the limit.
+ChunkResult<size_t> SnappyLength(const proto::LogChunk& c, const DecodeOptions& o) {
+  size_t n = 0;
+  if (!snappy::GetUncompressedLength(c.payload().data(), c.payload().size(), &n)) {
+    return Fail(ChunkErrc::kBadSnappy, "payload has no valid snappy length header");
+  }
+  if (n > o.max_uncompressed_bytes) {
+    return Fail(ChunkErrc::kTooLarge,
+                "payload expands to " + Num(n) + " bytes, over the limit of " + Num(o.max_uncompressed_bytes));
+  }
+  return n;
+}
+
 // A zstd payload's content size from its frame header, checked against the
 // limit and the chunk header before anything is allocated.
 ChunkResult<uint64_t> ZstdFrameSize(const proto::LogChunk& c, const DecodeOptions& o) {
@@ -164,16 +177,11 @@ ChunkResult<bool> VerifyPayload(const proto::LogChunk& c, const DecodeOptions& o
     return true;
   }
   if (c.codec() != proto::CODEC_SNAPPY) return Fail(ChunkErrc::kBadCodec, "codec " + Num(c.codec()) + " is not supported");
-  size_t n = 0;
-  if (!snappy::GetUncompressedLength(c.payload().data(), c.payload().size(), &n)) {
-    return Fail(ChunkErrc::kBadSnappy, "payload has no valid snappy length header");
-  }
-  if (n > o.max_uncompressed_bytes) {
-    return Fail(ChunkErrc::kTooLarge,
-                "payload expands to " + Num(n) + " bytes, over the limit of " + Num(o.max_uncompressed_bytes));
-  }
-  if (n != c.uncompressed_size()) {
-    return Fail(ChunkErrc::kBadSnappy, "payload expands to " + Num(n) + " bytes, header says " + Num(c.uncompressed_size()));
+  auto n = SnappyLength(c, o);
+  if (!n) return n.error();
+  if (*n != c.uncompressed_size()) {
+    return Fail(ChunkErrc::kBadSnappy,
+                "payload expands to " + Num(*n) + " bytes, header says " + Num(c.uncompressed_size()));
   }
   if (check == PayloadCheck::kStream && !snappy::IsValidCompressedBuffer(c.payload().data(), c.payload().size())) {
     return Fail(ChunkErrc::kBadSnappy, "payload is not valid snappy");
@@ -192,14 +200,7 @@ ChunkResult<std::string_view> PayloadBytes(const proto::LogChunk& c, const Decod
       // uncompressed_size: stores hold chunks whose producers left that field
       // wrong, and their records stay readable (VerifyPayload, the ingest
       // check, is the strict one).
-      size_t n = 0;
-      if (!snappy::GetUncompressedLength(c.payload().data(), c.payload().size(), &n)) {
-        return Fail(ChunkErrc::kBadSnappy, "payload has no valid snappy length header");
-      }
-      if (n > o.max_uncompressed_bytes) {
-        return Fail(ChunkErrc::kTooLarge,
-                    "payload expands to " + Num(n) + " bytes, over the limit of " + Num(o.max_uncompressed_bytes));
-      }
+      if (auto n = SnappyLength(c, o); !n) return n.error();
       if (!snappy::Uncompress(c.payload().data(), c.payload().size(), &raw)) {
         return Fail(ChunkErrc::kBadSnappy, "payload is not valid snappy");
       }

@@ -16,6 +16,7 @@
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -190,13 +191,14 @@ void PrintVolume(const json& body) {
        totals.value("total", uint64_t{0}));
 }
 
-// One GET /api/v1/volume; prints its buckets (or the answer, with --json).
-int RunVolume(httplib::Client& client, const std::string& path, const std::string& shown, const httplib::Params& params,
-              const QueryCommandOptions& o) {
+// One GET of the API whose answer must be an object with the array `field`
+// (`what` names it in the error); nullopt after saying on stderr what went wrong.
+std::optional<json> GetAnswer(httplib::Client& client, const std::string& path, const std::string& shown,
+                              const httplib::Params& params, const char* field, const char* what) {
   httplib::Result res = client.Get(path, params, httplib::Headers{});
   if (!res) {
     std::fprintf(stderr, "logdex query: cannot reach %s: %s\n", shown.c_str(), httplib::to_string(res.error()).c_str());
-    return 1;
+    return std::nullopt;
   }
   json body = json::parse(res->body, nullptr, /*allow_exceptions=*/false);
   if (res->status != 200) {
@@ -204,12 +206,21 @@ int RunVolume(httplib::Client& client, const std::string& path, const std::strin
                           ? body["error"].get<std::string>()
                           : res->body;
     std::fprintf(stderr, "logdex query: %s answered HTTP %d: %s\n", shown.c_str(), res->status, why.c_str());
-    return 1;
+    return std::nullopt;
   }
-  if (!body.is_object() || !body.contains("buckets") || !body["buckets"].is_array()) {
-    std::fprintf(stderr, "logdex query: %s answered something that is not a volume result\n", shown.c_str());
-    return 1;
+  if (!body.is_object() || !body.contains(field) || !body[field].is_array()) {
+    std::fprintf(stderr, "logdex query: %s answered something that is not %s\n", shown.c_str(), what);
+    return std::nullopt;
   }
+  return body;
+}
+
+// One GET /api/v1/volume; prints its buckets (or the answer, with --json).
+int RunVolume(httplib::Client& client, const std::string& path, const std::string& shown, const httplib::Params& params,
+              const QueryCommandOptions& o) {
+  std::optional<json> answer = GetAnswer(client, path, shown, params, "buckets", "a volume result");
+  if (!answer) return 1;
+  json& body = *answer;
   if (o.json) {
     std::printf("%s\n", Dump(body).c_str());
     return 0;
@@ -279,24 +290,9 @@ int RunQuery(const QueryCommandOptions& o) {
       httplib::Params params = base;
       params.emplace("limit", std::to_string(std::min(want, kMaxPage)));
       if (!cursor.empty()) params.emplace("cursor", cursor);
-      httplib::Result res = client.Get(path, params, httplib::Headers{});
-      if (!res) {
-        std::fprintf(stderr, "logdex query: cannot reach %s: %s\n", shown.c_str(),
-                     httplib::to_string(res.error()).c_str());
-        return 1;
-      }
-      json body = json::parse(res->body, nullptr, /*allow_exceptions=*/false);
-      if (res->status != 200) {
-        std::string why = body.is_object() && body.contains("error") && body["error"].is_string()
-                              ? body["error"].get<std::string>()
-                              : res->body;
-        std::fprintf(stderr, "logdex query: %s answered HTTP %d: %s\n", shown.c_str(), res->status, why.c_str());
-        return 1;
-      }
-      if (!body.is_object() || !body.contains("records") || !body["records"].is_array()) {
-        std::fprintf(stderr, "logdex query: %s answered something that is not a query result\n", shown.c_str());
-        return 1;
-      }
+      std::optional<json> answer = GetAnswer(client, path, shown, params, "records", "a query result");
+      if (!answer) return 1;
+      json& body = *answer;
       for (json& r : body["records"]) records.push_back(std::move(r));
       if (body.contains("stats") && body["stats"].is_object()) {
         for (auto& [key, value] : body["stats"].items()) {
