@@ -51,19 +51,28 @@ double ValueOf(prometheus::Registry& registry, const std::string& name, const st
   return -1;
 }
 
-TEST(StoreDiskMetrics, ExportsWhatARocksDbStoreHoldsByKind) {
-  TempDir dir;
-  RocksDbOptions o;
-  o.path = dir.path();
-  auto store = RocksDbStore::Open(o);
-  ASSERT_TRUE(store.ok());
-  ASSERT_TRUE((*store)->CreateTable("t", TableOptions{}).ok());
+class StoreDiskMetricsTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    RocksDbOptions o;
+    o.path = dir_.path();
+    auto store = RocksDbStore::Open(o);
+    ASSERT_TRUE(store.ok());
+    rocks_ = std::move(*store);
+  }
+
+  TempDir dir_;
+  std::unique_ptr<RocksDbStore> rocks_;
+  prometheus::Registry registry;
+  ManualClock clock{1'800'000'000'000};
+};
+
+TEST_F(StoreDiskMetricsTest, ExportsWhatARocksDbStoreHoldsByKind) {
+  ASSERT_TRUE(rocks_->CreateTable("t", TableOptions{}).ok());
   WriteBatch b;
   for (int i = 0; i < 100; ++i) b.Put("t", "k" + std::to_string(i), std::string(1000, 'v'));
-  ASSERT_TRUE((*store)->Write(b).ok());
-  prometheus::Registry registry;
-  ManualClock clock(1'800'000'000'000);
-  StoreDiskMetrics metrics(registry, **store, clock, 1ull << 30);
+  ASSERT_TRUE(rocks_->Write(b).ok());
+  StoreDiskMetrics metrics(registry, *rocks_, clock, 1ull << 30);
   auto u = metrics.Sample();
   ASSERT_TRUE(u.has_value());
   EXPECT_GT(u->wal, 100'000u);
@@ -73,10 +82,8 @@ TEST(StoreDiskMetrics, ExportsWhatARocksDbStoreHoldsByKind) {
   EXPECT_EQ(ValueOf(registry, "logdex_store_wal_over_bound_total"), 0);
 }
 
-TEST(StoreDiskMetrics, AStoreWithoutLocalFilesExportsNothing) {
+TEST_F(StoreDiskMetricsTest, AStoreWithoutLocalFilesExportsNothing) {
   testing::AlwaysFailing hbase_like(Errc::kUnavailable, "remote");
-  prometheus::Registry registry;
-  ManualClock clock(1'800'000'000'000);
   StoreDiskMetrics metrics(registry, hbase_like, clock, 1000);
   EXPECT_FALSE(metrics.Sample().has_value());
   metrics.Start(10);  // nothing to sample: no thread
@@ -84,20 +91,13 @@ TEST(StoreDiskMetrics, AStoreWithoutLocalFilesExportsNothing) {
   EXPECT_EQ(ValueOf(registry, "logdex_store_wal_over_bound_total"), -1);
 }
 
-TEST(StoreDiskMetrics, AWalOverItsBoundIsCountedAndWarnedOnceAMinute) {
+TEST_F(StoreDiskMetricsTest, AWalOverItsBoundIsCountedAndWarnedOnceAMinute) {
   auto ring = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
   auto previous = spdlog::default_logger();
   spdlog::set_default_logger(std::make_shared<spdlog::logger>("test", ring));
 
-  TempDir dir;
-  RocksDbOptions o;
-  o.path = dir.path();
-  auto rocks = RocksDbStore::Open(o);
-  ASSERT_TRUE(rocks.ok());
-  SetUsage store(**rocks);
+  SetUsage store(*rocks_);
   store.usage = StoreDiskUsage{10, 500, 1};
-  prometheus::Registry registry;
-  ManualClock clock(1'800'000'000'000);
   StoreDiskMetrics metrics(registry, store, clock, 1000);
   metrics.Sample();
   EXPECT_EQ(ValueOf(registry, "logdex_store_wal_over_bound_total"), 0);
@@ -123,16 +123,9 @@ TEST(StoreDiskMetrics, AWalOverItsBoundIsCountedAndWarnedOnceAMinute) {
   EXPECT_EQ(recovered, 1);
 }
 
-TEST(StoreDiskMetrics, TheSamplerThreadSamplesAtOnceAndStopsWithTheObject) {
-  TempDir dir;
-  RocksDbOptions o;
-  o.path = dir.path();
-  auto rocks = RocksDbStore::Open(o);
-  ASSERT_TRUE(rocks.ok());
-  SetUsage store(**rocks);
+TEST_F(StoreDiskMetricsTest, TheSamplerThreadSamplesAtOnceAndStopsWithTheObject) {
+  SetUsage store(*rocks_);
   store.usage = StoreDiskUsage{7, 8, 9};
-  prometheus::Registry registry;
-  ManualClock clock(1'800'000'000'000);
   {
     StoreDiskMetrics metrics(registry, store, clock, 0);
     metrics.Start(3'600'000);  // the first sample is at once; the next would be an hour later
