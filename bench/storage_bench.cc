@@ -99,6 +99,7 @@ struct Workload {
   uint64_t lines = 0;       // replay
   int streams = 0;          // realtime
   int64_t seconds = 0;      // realtime
+  int64_t max_chunk_span_ms = 60'000;  // the indexer's (indexer.max_chunk_span)
 };
 
 Severity PickSeverity(std::mt19937_64& rng) {
@@ -114,6 +115,7 @@ json RunOne(const BenchOptions& o, const Workload& w, proto::Codec codec, const 
   auto store = bench::OpenStoreWithTables(dir.str());
   IndexerOptions io;
   io.retention_ms = 7ll * 24 * 3600 * 1000;
+  io.max_chunk_span_ms = w.max_chunk_span_ms;
   Indexer indexer(*store, io);
   IndexingSink sink(indexer);
 
@@ -204,6 +206,7 @@ json RunOne(const BenchOptions& o, const Workload& w, proto::Codec codec, const 
   const double per_million = 1e6 / static_cast<double>(lines);
   auto ratio = [&](uint64_t bytes) { return static_cast<double>(static_cast<int64_t>(bytes * 1000.0 / raw_bytes + 0.5)) / 1000; };
   return {{"workload", w.name},
+          {"max_chunk_span_s", w.max_chunk_span_ms / 1000},
           {"codec", codec == proto::CODEC_ZSTD ? "zstd-" + std::to_string(kDefaultZstdLevel) : "snappy"},
           {"lines", lines},
           {"raw_bytes", raw_bytes},
@@ -227,18 +230,22 @@ json RunOne(const BenchOptions& o, const Workload& w, proto::Codec codec, const 
 json BenchStorage(const BenchOptions& o) {
   const std::vector<std::string> samples = SampleLines(o.data_dir);
   if (samples.empty()) return {{"benchmark", "storage"}, {"error", "no loghub samples in " + o.data_dir}};
+  const uint64_t replay_lines = std::max<uint64_t>(10'000, static_cast<uint64_t>(3'000'000 * o.scale));
   const std::vector<Workload> workloads = {
-      {"replay", std::max<uint64_t>(10'000, static_cast<uint64_t>(3'000'000 * o.scale)), 0, 0},
+      {"replay", replay_lines, 0, 0},
       {"realtime", 0, std::max(4, static_cast<int>(200 * std::min(1.0, o.scale * 4))),
        std::max<int64_t>(60, static_cast<int64_t>(3600 * o.scale))},
   };
   json runs = json::array();
+  auto run = [&](const Workload& w, proto::Codec codec) {
+    runs.push_back(RunOne(o, w, codec, samples));
+    std::fprintf(stderr, "bench storage: %s\n", runs.back().dump().c_str());
+  };
   for (const Workload& w : workloads) {
-    for (proto::Codec codec : {proto::CODEC_SNAPPY, proto::CODEC_ZSTD}) {
-      runs.push_back(RunOne(o, w, codec, samples));
-      std::fprintf(stderr, "bench storage: %s\n", runs.back().dump().c_str());
-    }
+    for (proto::Codec codec : {proto::CODEC_SNAPPY, proto::CODEC_ZSTD}) run(w, codec);
   }
+  // What a longer indexer.max_chunk_span alone would change (issue 16, item 2).
+  for (int64_t span_ms : {3'600'000ll, 6 * 3'600'000ll}) run({"replay", replay_lines, 0, 0, span_ms}, proto::CODEC_ZSTD);
   return {{"benchmark", "storage"},
           {"runs", runs},
           {"realtime", {{"streams", workloads[1].streams}, {"seconds", workloads[1].seconds}}},
