@@ -283,6 +283,7 @@ TEST_P(Volume, RangesThatTileCountEveryRecordExactlyOnce) {
   Fill(kRecords / 4);
   QueryEngine engine(*store_, QOptions());
   std::mt19937_64 rng(11);
+  uint64_t straddling = 0;  // over all apps: the ASan build's smaller workload leaves an app without one
   for (int app = 0; app < 3; ++app) {
     const std::string name = "app" + std::to_string(app);
     uint64_t want = 0;
@@ -290,7 +291,7 @@ TEST_P(Volume, RangesThatTileCountEveryRecordExactlyOnce) {
     // Edges at random ms, several per chunk span: many cut through chunks.
     std::vector<int64_t> edges = {w_.start_ms};
     while (edges.back() < w_.end_ms) edges.push_back(edges.back() + 1 + static_cast<int64_t>(rng() % 1'800'000));
-    uint64_t sum = 0, straddling = 0;
+    uint64_t sum = 0;
     for (size_t i = 0; i + 1 < edges.size(); ++i) {
       VolumeQuery vq;
       vq.filter.app = name;
@@ -303,8 +304,8 @@ TEST_P(Volume, RangesThatTileCountEveryRecordExactlyOnce) {
       straddling += ByTheAttributionRule(chunks_, vq.filter, vq.step_ms).straddling_from;
     }
     EXPECT_EQ(sum, want) << name << ": tiling ranges must neither drop nor double count";
-    EXPECT_GT(straddling, 0u) << name;
   }
+  EXPECT_GT(straddling, 0u) << "some range edge should cut through a chunk";
 }
 
 TEST_P(Volume, CountsByReadingRecordsWithContainsAndTagsEqualBruteForceExactly) {

@@ -886,7 +886,15 @@ TEST(HttpUnderAbuse, HealthzAnswersWithin100MsWhileFloodedStalledAndScannedAndMe
   EXPECT_LT(max, 1'000.0);
   EXPECT_GE(flood_413.load(), 1u);
   EXPECT_LT(flood_max_bytes.load(), 32 * kMiB);
-  EXPECT_LT(rss_peak, rss_before + 128 * kMiB);
+#if defined(__SANITIZE_ADDRESS__)
+  // ASan keeps freed memory in its quarantine (256 MiB by default), which RSS
+  // counts: the scans' allocations alone fill it. The release build checks
+  // the real bound.
+  constexpr uint64_t kQuarantine = 256 * kMiB;
+#else
+  constexpr uint64_t kQuarantine = 0;
+#endif
+  EXPECT_LT(rss_peak, rss_before + 128 * kMiB + kQuarantine);
   EXPECT_GE(scan_answers["422 time"], 1) << "no scan went over its time budget";
 }
 
