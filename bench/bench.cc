@@ -101,19 +101,10 @@ json BenchStore(const BenchOptions& o) {
           {"ratio_write_and_flush_to_file_append", Round(raw_s / store_s * 100) / 100}};
 }
 
-std::vector<std::string> LoadLines(const std::string& dir) {
-  std::vector<std::string> lines;
-  for (const char* name : {"HDFS_2k.log", "Spark_2k.log", "OpenStack_2k.log", "Apache_2k.log", "Android_2k.log",
-                           "Linux_2k.log", "OpenSSH_2k.log"}) {
-    std::ifstream in(std::filesystem::path(dir) / name);
-    for (std::string line; std::getline(in, line);) lines.push_back(line);
-  }
-  return lines;
-}
 
 // Chunk pack/unpack throughput next to raw snappy on the same bytes.
 json BenchCodec(const BenchOptions& o) {
-  std::vector<std::string> lines = LoadLines(o.data_dir);
+  std::vector<std::string> lines = bench::LoadLines(o.data_dir);
   if (lines.empty()) return {{"benchmark", "chunk_codec"}, {"error", "no loghub samples in " + o.data_dir}};
 
   // ~64 KiB batches of real lines, as the shipper makes them.
@@ -308,7 +299,7 @@ int RunBench(const BenchOptions& o) {
     if (j.contains("error")) return 1;
   }
   if (all || o.name == "index") {
-    std::vector<std::string> lines = LoadLines(o.data_dir);
+    std::vector<std::string> lines = bench::LoadLines(o.data_dir);
     if (lines.empty()) {
       std::fprintf(stderr, "bench index: no loghub samples in %s\n", o.data_dir.c_str());
       return 1;
@@ -317,7 +308,7 @@ int RunBench(const BenchOptions& o) {
   }
   if (all || o.name == "alert") std::printf("%s\n", BenchAlert(o).dump().c_str());
   if (all || o.name == "consume") {
-    std::vector<std::string> lines = LoadLines(o.data_dir);
+    std::vector<std::string> lines = bench::LoadLines(o.data_dir);
     if (lines.empty()) {
       std::fprintf(stderr, "bench consume: no loghub samples in %s\n", o.data_dir.c_str());
       return 1;

@@ -6,8 +6,10 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "common/clock.h"
 #include "indexer/tables.h"
@@ -22,6 +24,21 @@ inline double CpuSeconds() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return u.ru_utime.tv_sec + u.ru_stime.tv_sec + (u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// The lines of the Loghub samples in `dir` (tests/data/loghub), in a fixed
+// order; a CRLF line end is one line end, as ship reads it.
+inline std::vector<std::string> LoadLines(const std::string& dir) {
+  std::vector<std::string> lines;
+  for (const char* name : {"HDFS_2k.log", "Spark_2k.log", "OpenStack_2k.log", "Apache_2k.log", "Android_2k.log",
+                           "Linux_2k.log", "OpenSSH_2k.log"}) {
+    std::ifstream in(std::filesystem::path(dir) / name);
+    for (std::string line; std::getline(in, line);) {
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (!line.empty()) lines.push_back(std::move(line));
+    }
+  }
+  return lines;
 }
 
 // Two decimals, for JSON figures.

@@ -26,7 +26,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
-#include <fstream>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <string>
@@ -48,18 +47,6 @@ using nlohmann::json;
 using bench::CpuSeconds;
 using bench::Round2;
 
-std::vector<std::string> SampleLines(const std::string& dir) {
-  std::vector<std::string> lines;
-  for (const char* name : {"HDFS_2k.log", "Spark_2k.log", "OpenStack_2k.log", "Apache_2k.log", "Android_2k.log",
-                           "Linux_2k.log", "OpenSSH_2k.log"}) {
-    std::ifstream in(std::filesystem::path(dir) / name);
-    for (std::string line; std::getline(in, line);) {
-      if (!line.empty() && line.back() == '\r') line.pop_back();
-      if (!line.empty()) lines.push_back(line);
-    }
-  }
-  return lines;
-}
 
 // Hands each chunk the Chunker makes to the Indexer, 256 at a time (a
 // consumer batch), as serve does.
@@ -228,7 +215,7 @@ json RunOne(const BenchOptions& o, const Workload& w, proto::Codec codec, const 
 }  // namespace
 
 json BenchStorage(const BenchOptions& o) {
-  const std::vector<std::string> samples = SampleLines(o.data_dir);
+  const std::vector<std::string> samples = bench::LoadLines(o.data_dir);
   if (samples.empty()) return {{"benchmark", "storage"}, {"error", "no loghub samples in " + o.data_dir}};
   const uint64_t replay_lines = std::max<uint64_t>(10'000, static_cast<uint64_t>(3'000'000 * o.scale));
   const std::vector<Workload> workloads = {
