@@ -300,11 +300,14 @@ class RocksDbStore::Impl {
     return Status::Ok();
   }
 
-  Result<std::optional<std::string>> Get(std::string_view table, std::string_view key) {
+  Result<std::optional<std::string>> Get(std::string_view table, std::string_view key,
+                                         const rocksdb::Snapshot* snapshot = nullptr) {
     Table* t = Find(table);
     if (!t) return NoTable(table).error();
     rocksdb::PinnableSlice value;
-    rocksdb::Status s = db_->Get(rocksdb::ReadOptions(), t->handle, rocksdb::Slice(key.data(), key.size()), &value);
+    rocksdb::ReadOptions ro;
+    ro.snapshot = snapshot;
+    rocksdb::Status s = db_->Get(ro, t->handle, rocksdb::Slice(key.data(), key.size()), &value);
     if (s.IsNotFound()) return std::optional<std::string>();
     if (!s.ok()) return FromRocks(s, "get from " + t->name).error();
     std::string_view stored(value.data(), value.size());
@@ -315,16 +318,19 @@ class RocksDbStore::Impl {
     return std::optional<std::string>(std::string(stored.substr(kStampSize)));
   }
 
-  std::unique_ptr<RowIterator> NewIterator(const ScanSpec& spec);
+  std::unique_ptr<RowIterator> NewIterator(const ScanSpec& spec, const rocksdb::Snapshot* snapshot = nullptr);
 
-  Status Scan(const ScanSpec& spec, const RowVisitor& visit) {
-    return ScanRows(*NewIterator(spec), spec.limit, visit);
+  Status Scan(const ScanSpec& spec, const RowVisitor& visit, const rocksdb::Snapshot* snapshot = nullptr) {
+    return ScanRows(*NewIterator(spec, snapshot), spec.limit, visit);
   }
 
-  Status FuzzyScan(const FuzzyScanSpec& spec, const RowVisitor& visit) {
+  Status FuzzyScan(const FuzzyScanSpec& spec, const RowVisitor& visit, const rocksdb::Snapshot* snapshot = nullptr) {
     if (Status s = ValidateFuzzySpec(spec); !s.ok()) return s;
-    return FuzzyScanRows(*NewIterator(spec.range), spec, visit);
+    return FuzzyScanRows(*NewIterator(spec.range, snapshot), spec, visit);
   }
+
+  const rocksdb::Snapshot* TakeSnapshot() { return db_->GetSnapshot(); }
+  void ReleaseSnapshot(const rocksdb::Snapshot* s) { db_->ReleaseSnapshot(s); }
 
   StoreCounters counters() const {
     StoreCounters c;
@@ -390,11 +396,12 @@ namespace {
 class RocksRowIterator final : public RowIterator {
  public:
   RocksRowIterator(rocksdb::DB* db, Table* table, const ScanSpec& spec, const Clock* clock,
-                   std::atomic<uint64_t>* examined)
+                   std::atomic<uint64_t>* examined, const rocksdb::Snapshot* snapshot)
       : spec_(spec), lower_(spec_.start), upper_(spec_.stop), examined_(examined) {
     ttl_ms_ = table->ttl_ms.load();
     now_ms_ = clock->NowMs();
     rocksdb::ReadOptions ro;
+    ro.snapshot = snapshot;
     if (!spec_.start.empty()) ro.iterate_lower_bound = &lower_;
     if (!spec_.stop.empty()) ro.iterate_upper_bound = &upper_;
     ro.fill_cache = table->options.block_cache;
@@ -456,11 +463,46 @@ class RocksRowIterator final : public RowIterator {
 
 }  // namespace
 
-std::unique_ptr<RowIterator> RocksDbStore::Impl::NewIterator(const ScanSpec& spec) {
+std::unique_ptr<RowIterator> RocksDbStore::Impl::NewIterator(const ScanSpec& spec, const rocksdb::Snapshot* snapshot) {
   Table* t = Find(spec.table);
   if (!t) return ErrorIterator(NoTable(spec.table));
-  return std::make_unique<RocksRowIterator>(db_.get(), t, spec, options_.clock, &rows_examined_);
+  return std::make_unique<RocksRowIterator>(db_.get(), t, spec, options_.clock, &rows_examined_, snapshot);
 }
+
+namespace {
+
+// The store as it was when the view was made (a RocksDB snapshot): every
+// read of the view agrees with every other. Writes are refused.
+class RocksSnapshotView final : public TableStore {
+ public:
+  RocksSnapshotView(RocksDbStore::Impl& impl, const RocksDbStore& store)
+      : impl_(impl), store_(store), snapshot_(impl.TakeSnapshot()) {}
+  ~RocksSnapshotView() override { impl_.ReleaseSnapshot(snapshot_); }
+
+  Status CreateTable(std::string_view, const TableOptions&) override { return ReadOnly(); }
+  bool HasTable(std::string_view name) const override { return store_.HasTable(name); }
+  Status Write(const WriteBatch&) override { return ReadOnly(); }
+  Result<std::optional<std::string>> Get(std::string_view table, std::string_view key) override {
+    return impl_.Get(table, key, snapshot_);
+  }
+  Status Scan(const ScanSpec& spec, const RowVisitor& visit) override { return impl_.Scan(spec, visit, snapshot_); }
+  Status FuzzyScan(const FuzzyScanSpec& spec, const RowVisitor& visit) override {
+    return impl_.FuzzyScan(spec, visit, snapshot_);
+  }
+  std::unique_ptr<RowIterator> NewIterator(const ScanSpec& spec) override { return impl_.NewIterator(spec, snapshot_); }
+  StoreCounters counters() const override { return store_.counters(); }
+
+ private:
+  static Status ReadOnly() { return Status(Errc::kFailedPrecondition, "a snapshot view of the store is read-only"); }
+
+  RocksDbStore::Impl& impl_;
+  const RocksDbStore& store_;
+  const rocksdb::Snapshot* snapshot_;
+};
+
+}  // namespace
+
+std::unique_ptr<TableStore> RocksDbStore::SnapshotView() { return std::make_unique<RocksSnapshotView>(*impl_, *this); }
 
 Result<std::unique_ptr<RocksDbStore>> RocksDbStore::Open(const RocksDbOptions& options) {
   if (options.path.empty()) return Error{Errc::kInvalidArgument, "store path is empty"};

@@ -54,6 +54,8 @@ class RocksDbStore final : public TableStore {
   Status CreateTable(std::string_view name, const TableOptions& options) override;
   bool HasTable(std::string_view name) const override;
   Status Write(const WriteBatch& batch) override;
+  bool atomic_writes() const override { return true; }
+  std::unique_ptr<TableStore> SnapshotView() override;
   Result<std::optional<std::string>> Get(std::string_view table, std::string_view key) override;
   Status Scan(const ScanSpec& spec, const RowVisitor& visit) override;
   Status FuzzyScan(const FuzzyScanSpec& spec, const RowVisitor& visit) override;

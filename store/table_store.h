@@ -189,6 +189,17 @@ class TableStore {
 
   virtual StoreCounters counters() const = 0;
 
+  // True when Write() applies a whole batch or nothing, across tables and
+  // rows, and readers see it at once (RocksDB); false when a batch may land
+  // row by row (HBase). The compactor (indexer/compactor.h) needs true.
+  virtual bool atomic_writes() const { return false; }
+
+  // A read-only view of the store as it is now: every read through it agrees
+  // with every other (a query's index rows with its main rows, while the
+  // compactor replaces chunks). Must not outlive the store. Null when the
+  // backend has no snapshots (HBase): then read the store itself.
+  virtual std::unique_ptr<TableStore> SnapshotView() { return nullptr; }
+
   // What the store holds on local disk; nullopt for a store whose files are
   // not local (HBase: its disks are HBase's and HDFS's).
   virtual std::optional<StoreDiskUsage> disk_usage() const { return std::nullopt; }
