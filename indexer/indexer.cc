@@ -351,6 +351,35 @@ ChunkResult<StagedChunk> Indexer::Stage(const proto::LogChunk& chunk, std::strin
   return staged;
 }
 
+Status Indexer::StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,
+                            const proto::RecordBatch& records, const proto::ChunkSource& source, WriteBatch& batch) {
+  if (!SeverityFromCode(merged.severity()) || merged.severity() == kMixedSeverity) {
+    return Status(Errc::kInvalidArgument, "a merged chunk holds one severity");
+  }
+  ++counters_.chunks;
+  counters_.records += merged.record_count();
+  return ObserveStream(merged, bytes, source, id, &records, batch, /*index_only=*/false);
+}
+
+void Indexer::StageRemoval(const proto::LogChunk& part, const MainKey& key, const proto::RecordBatch& records,
+                           WriteBatch& batch) {
+  const int64_t last = part.last_ts_ms();
+  batch.Delete(kMainTable, key.Encode());
+  batch.Delete(LevelIndexTable(key.severity), LevelIndexKey{key.app, last, key.host, key.chunk}.Encode());
+  batch.Delete(kHostIndexTable, HostIndexKey{key.host, key.app, last, key.severity, key.chunk}.Encode());
+  std::vector<TagId> tags;
+  for (const proto::Tag& t : part.tag_summary().tags()) tags.push_back(TagIdOf(t.key(), t.value()));
+  for (const proto::LogRecord& r : records.records()) {
+    const int n = std::min(r.tags_size(), kMaxIndexedTagsPerRecord);
+    for (int i = 0; i < n; ++i) tags.push_back(TagIdOf(r.tags(i).key(), r.tags(i).value()));
+  }
+  std::sort(tags.begin(), tags.end());
+  tags.erase(std::unique(tags.begin(), tags.end()), tags.end());
+  for (TagId tag : tags) {
+    batch.Delete(kTagIndexTable, TagIndexKey{tag, last, key.app, key.host, key.severity, key.chunk}.Encode());
+  }
+}
+
 Status Indexer::IngestSerialized(const std::vector<std::string>& chunks, const proto::ChunkSource& source) {
   WriteBatch batch;
   for (const std::string& bytes : chunks) {

@@ -157,6 +157,18 @@ class Indexer {
   // last call was written. Call after every Write() of a staged batch.
   void Settle(bool written);
 
+  // The compactor's (indexer/compactor.h): every row of a merged chunk, with
+  // its given id, never split, whatever its span. `records` are its records.
+  Status StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,
+                     const proto::RecordBatch& records, const proto::ChunkSource& source, WriteBatch& batch);
+
+  // The compactor's: deletes of every row a stored chunk may have (main row,
+  // severity, host and tag index rows; not meta rows, which a merged chunk
+  // of the same records keeps true). The tag rows deleted are those of its
+  // tag summary and of its records' tags (a delete of an absent row is harmless).
+  static void StageRemoval(const proto::LogChunk& part, const MainKey& key, const proto::RecordBatch& records,
+                           WriteBatch& batch);
+
   // Stage + Write + Settle for a list of serialized chunks (tests, benchmarks).
   Status IngestSerialized(const std::vector<std::string>& chunks, const proto::ChunkSource& source);
 

@@ -37,16 +37,33 @@ std::optional<int64_t> VolumeGridStart(int64_t t, int64_t step_ms) {
   return start;
 }
 
-// A record's place in the result order (all fields descending).
+// A record's place in the result order (all fields descending). `content`
+// (a hash of the record's message and tags) comes before the chunk id, so
+// that the order of records that differ in anything does not depend on
+// which stored chunk holds them: a merge (compactor.h) keeps it.
 struct Pos {
   int64_t ts = 0;
   uint64_t app = 0, host = 0;
   uint8_t sev = 0;
+  uint64_t content = 0;
   uint64_t chunk = 0;
   uint32_t index = 0;
-  auto Tie() const { return std::tie(ts, app, host, sev, chunk, index); }
+  auto Tie() const { return std::tie(ts, app, host, sev, content, chunk, index); }
   bool operator<(const Pos& o) const { return Tie() < o.Tie(); }
+  // Without the chunk and index: what a merge does not change.
+  auto Stable() const { return std::tie(ts, app, host, sev, content); }
 };
+
+uint64_t ContentHash(const proto::LogRecord& r) {
+  std::string bytes = r.message();
+  for (const proto::Tag& t : r.tags()) {
+    bytes += '\0';
+    bytes += t.key();
+    bytes += '\0';
+    bytes += t.value();
+  }
+  return Hash64(bytes);
+}
 
 uint64_t QueryFingerprint(const Query& q) {
   std::string s = q.app + '\x1f' + q.host + '\x1f' + std::to_string(q.from_ms) + '\x1f' +
@@ -73,6 +90,12 @@ struct Cursor {
     std::string next_key;  // empty: the range is exhausted
   };
   bool stateful = false;
+  // QueryOptions::store_epoch when the page was made: saved positions hold
+  // only while no merge has changed the index since (compactor.h).
+  uint64_t epoch = 0;
+  // A merge landed since the page was made (decoded only): the last record
+  // may now sit in another chunk, so records are compared by Pos::Stable().
+  bool merged_since = false;
   std::vector<Range> ranges;
   std::vector<std::string> pending_chunks;  // main keys
 };
@@ -140,7 +163,7 @@ class Reader {
   bool ok_ = true;
 };
 
-constexpr uint8_t kCursorVersion = 1;
+constexpr uint8_t kCursorVersion = 2;
 
 std::string EncodeCursor(uint64_t fingerprint, const Cursor& c) {
   Writer w;
@@ -150,9 +173,11 @@ std::string EncodeCursor(uint64_t fingerprint, const Cursor& c) {
   w.U64(c.last.app);
   w.U64(c.last.host);
   w.U8(c.last.sev);
+  w.U64(c.last.content);
   w.U64(c.last.chunk);
   w.U64(c.last.index);
   w.U8(c.stateful);
+  w.U64(c.epoch);
   if (c.stateful) {
     w.U16(static_cast<uint16_t>(c.ranges.size()));
     for (const auto& r : c.ranges) {
@@ -166,7 +191,9 @@ std::string EncodeCursor(uint64_t fingerprint, const Cursor& c) {
   return w.Base64Url();
 }
 
-Result<Cursor> DecodeCursor(const std::string& text, uint64_t fingerprint) {
+// A stateful cursor made before a merge (another `epoch`) resumes as a
+// stateless one: its saved index positions and chunks may be gone.
+Result<Cursor> DecodeCursor(const std::string& text, uint64_t fingerprint, uint64_t epoch) {
   auto bad = [](std::string why) { return Error{Errc::kInvalidArgument, "cursor: " + std::move(why)}; };
   auto r = Reader::FromBase64Url(text);
   if (!r || r->U8() != kCursorVersion) return bad("not a cursor from this server");
@@ -176,9 +203,11 @@ Result<Cursor> DecodeCursor(const std::string& text, uint64_t fingerprint) {
   c.last.app = r->U64();
   c.last.host = r->U64();
   c.last.sev = r->U8();
+  c.last.content = r->U64();
   c.last.chunk = r->U64();
   c.last.index = static_cast<uint32_t>(r->U64());
   c.stateful = r->U8() != 0;
+  c.epoch = r->U64();
   if (c.stateful) {
     for (uint16_t n = r->U16(); n > 0 && r->ok(); --n) {
       Cursor::Range range;
@@ -190,6 +219,12 @@ Result<Cursor> DecodeCursor(const std::string& text, uint64_t fingerprint) {
     for (uint16_t n = r->U16(); n > 0 && r->ok(); --n) c.pending_chunks.push_back(r->Bytes());
   }
   if (!r->ok() || !r->done()) return bad("not a cursor from this server");
+  if (c.epoch != epoch) {
+    c.merged_since = true;
+    c.stateful = false;
+    c.ranges.clear();
+    c.pending_chunks.clear();
+  }
   return c;
 }
 
@@ -218,14 +253,16 @@ struct Source {
 
 class Execution {
  public:
-  Execution(TableStore& store, const QueryOptions& options, const Query& q, QueryAnswer& answer)
+  // `epoch`: QueryOptions::store_epoch read before `store` (a snapshot view) was made.
+  Execution(TableStore& store, const QueryOptions& options, const Query& q, QueryAnswer& answer, uint64_t epoch)
       : store_(store),
         options_(options),
         q_(q),
         answer_(answer),
         stats_(answer.stats),
         clock_(options.clock ? *options.clock : SystemClock::Instance()),
-        start_ns_(clock_.MonotonicNs()) {
+        start_ns_(clock_.MonotonicNs()),
+        epoch_(epoch) {
     for (Severity s : q.severities) sevs_.insert(s);
     app_ = q.app.empty() ? 0 : AppIdOf(q.app);
     host_ = q.host.empty() ? 0 : HostIdOf(q.host);
@@ -250,12 +287,15 @@ class Execution {
       return bad("a query needs app, host or tag; set scan=true to scan the whole table");
     }
     if (!q_.cursor.empty()) {
-      auto c = DecodeCursor(q_.cursor, QueryFingerprint(q_));
+      auto c = DecodeCursor(q_.cursor, QueryFingerprint(q_), epoch_);
       if (!c.ok()) return Status(c.error());
       cursor_ = *c;
     }
     return Status::Ok();
   }
+
+  // Whether the run resumed a cursor's saved index positions (see MergeRaced).
+  bool resumed_positions() const { return cursor_.has_value(); }
 
   Status Run() {
     if (Status s = Validate(); !s.ok()) return s;
@@ -528,8 +568,9 @@ class Execution {
     for (int i = 0; i < records->records_size(); ++i) {
       proto::LogRecord& r = *records->mutable_records(i);
       if (!RecordMatches(r)) continue;
-      Pos p{r.ts_ms(), key.app, key.host, static_cast<uint8_t>(r.severity()), key.chunk, static_cast<uint32_t>(i)};
-      if (cursor_ && !(p < cursor_->last)) continue;
+      Pos p{r.ts_ms(), key.app, key.host, static_cast<uint8_t>(r.severity()), ContentHash(r), key.chunk,
+            static_cast<uint32_t>(i)};
+      if (cursor_ && (cursor_->merged_since ? !(p.Stable() < cursor_->last.Stable()) : !(p < cursor_->last))) continue;
       ResultRecord out;
       out.ts_ms = r.ts_ms();
       out.severity = static_cast<Severity>(r.severity());
@@ -615,6 +656,7 @@ class Execution {
     if (answer_.records.size() >= q_.limit && (!pending_.empty() || !heap.empty())) {
       Cursor next;
       next.last = last_;
+      next.epoch = epoch_;
       std::set<std::string> chunks;
       for (const Pending& p : pending_) chunks.insert(p.key.Encode());
       if (chunks.size() <= kMaxCursorChunks) {
@@ -678,6 +720,7 @@ class Execution {
     if (answer_.records.size() >= q_.limit && !pending_.empty()) {
       Cursor next;
       next.last = last_;
+      next.epoch = epoch_;
       answer_.next_cursor = EncodeCursor(QueryFingerprint(q_), next);
     }
     return Status::Ok();
@@ -697,6 +740,7 @@ class Execution {
   QueryStats& stats_;
   const Clock& clock_;
   const int64_t start_ns_;
+  const uint64_t epoch_;
   std::set<Severity> sevs_;
   AppId app_ = 0;
   HostId host_ = 0;
@@ -750,24 +794,51 @@ int64_t DefaultVolumeStep(int64_t from_ms, int64_t to_ms) {
   return (want + kDay - 1) / kDay * kDay;
 }
 
+namespace {
+
+// Whether a run should be run again because a merge (compactor.h) landed
+// while it read: it found index rows without their main row (the rows it
+// missed are in the merged chunk its iterators predate), or it resumed a
+// cursor's saved positions, which the merge may have moved (run again, the
+// cursor resumes without them). At most kMaxRuns runs.
+constexpr int kMaxRuns = 3;
+bool MergeRaced(const std::atomic<uint64_t>* epoch, uint64_t before, const QueryStats& stats, bool resumed) {
+  if (!epoch || (stats.index_rows_without_main == 0 && !resumed)) return false;
+  return before % 2 == 1 || epoch->load() != before;
+}
+
+}  // namespace
+
 Result<VolumeAnswer> QueryEngine::Volume(const VolumeQuery& query, QueryStats* stats) const {
-  QueryAnswer unused;
-  VolumeAnswer answer;
-  Execution exec(store_, options_, query.filter, unused);
-  Status s = exec.RunVolume(query, answer);
-  answer.stats = unused.stats;
-  if (stats) *stats = answer.stats;
-  if (!s.ok()) return s.error();
-  return answer;
+  for (int run = 1;; ++run) {
+    const uint64_t before = options_.store_epoch ? options_.store_epoch->load() : 0;
+    QueryAnswer unused;
+    VolumeAnswer answer;
+    auto view = store_.SnapshotView();
+    Execution exec(view ? *view : store_, options_, query.filter, unused, before);
+    Status s = exec.RunVolume(query, answer);
+    answer.stats = unused.stats;
+    if (s.ok() && run < kMaxRuns && MergeRaced(options_.store_epoch, before, answer.stats, false)) continue;
+    if (stats) *stats = answer.stats;
+    if (!s.ok()) return s.error();
+    return answer;
+  }
 }
 
 Result<QueryAnswer> QueryEngine::Run(const Query& query, QueryStats* stats) const {
-  QueryAnswer answer;
-  Execution exec(store_, options_, query, answer);
-  Status s = exec.Run();
-  if (stats) *stats = answer.stats;
-  if (!s.ok()) return s.error();
-  return answer;
+  for (int run = 1;; ++run) {
+    const uint64_t before = options_.store_epoch ? options_.store_epoch->load() : 0;
+    QueryAnswer answer;
+    auto view = store_.SnapshotView();
+    Execution exec(view ? *view : store_, options_, query, answer, before);
+    Status s = exec.Run();
+    if (s.ok() && run < kMaxRuns && MergeRaced(options_.store_epoch, before, answer.stats, exec.resumed_positions())) {
+      continue;
+    }
+    if (stats) *stats = answer.stats;
+    if (!s.ok()) return s.error();
+    return answer;
+  }
 }
 
 }  // namespace logdex

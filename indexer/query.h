@@ -79,6 +79,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -123,6 +124,11 @@ struct QueryOptions {
   uint64_t max_bytes_decompressed = 0;
   // Most buckets of a Volume() answer. Default 11,000.
   uint64_t max_volume_buckets = 11'000;
+  // The compactor's epoch (indexer/compactor.h), when one writes to the
+  // store: a query that found index rows without their main row while it
+  // moved is run again (up to 3 runs), and a cursor from another epoch
+  // resumes without its saved positions. Null: no compactor. Not owned.
+  const std::atomic<uint64_t>* store_epoch = nullptr;
   // The clock max_time_ms is measured on (MonotonicNs). Null: SystemClock. Not owned.
   const Clock* clock = nullptr;
   DecodeOptions decode;

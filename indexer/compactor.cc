@@ -1,0 +1,267 @@
+#include "indexer/compactor.h"
+
+#include <time.h>
+
+#include <algorithm>
+#include <map>
+#include <set>
+#include <tuple>
+#include <utility>
+#include <vector>
+
+#include "common/bytes.h"
+#include "common/ids.h"
+#include "common/row_keys.h"
+#include "common/severity.h"
+
+namespace logdex {
+namespace {
+
+int64_t ThreadCpuNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+int64_t SaturatingSub(int64_t a, int64_t b) {
+  int64_t out = 0;
+  if (__builtin_sub_overflow(a, b, &out)) return b < 0 ? INT64_MAX : INT64_MIN;
+  return out;
+}
+
+}  // namespace
+
+// One stored chunk of a run: from its index row, then (when merged) its main row.
+struct Compactor::Part {
+  MainKey key;
+  int64_t last_ts = 0;
+  uint32_t records = 0;
+  proto::MainRow row;
+  proto::RecordBatch decoded;
+};
+
+Result<int64_t> RecordLongestSpan(TableStore& store, int64_t span_ms) {
+  auto stored = store.Get(kMetaTable, kLongestSpanRow);
+  if (!stored.ok()) return stored.error();
+  int64_t longest = 0;
+  if (stored->has_value() && (*stored)->size() == 8) longest = static_cast<int64_t>(GetBigEndian64((*stored)->data()));
+  if (longest >= span_ms) return longest;
+  std::string value;
+  AppendBigEndian64(value, static_cast<uint64_t>(span_ms));
+  WriteBatch batch;
+  batch.Put(kMetaTable, std::string(kLongestSpanRow), std::move(value));
+  if (Status s = store.Write(batch); !s.ok()) return s.error();
+  return span_ms;
+}
+
+Result<std::unique_ptr<Compactor>> Compactor::Create(TableStore& store, CompactorOptions options) {
+  if (!store.atomic_writes()) {
+    return Error{Errc::kFailedPrecondition,
+                 "compaction needs a store whose writes are atomic (rocksdb); this store's are not (hbase)"};
+  }
+  if (options.settle_ms < 0 || options.max_span_ms < 1 || options.target_records < 2 || options.target_bytes < 1 ||
+      options.lookback_ms < 1 || options.max_pass_bytes < 1) {
+    return Error{Errc::kInvalidArgument, "compactor: settle >= 0, max_span >= 1 ms, target_records >= 2, "
+                                         "target_bytes, lookback and max_pass_bytes >= 1"};
+  }
+  return std::unique_ptr<Compactor>(new Compactor(store, std::move(options)));
+}
+
+Compactor::Compactor(TableStore& store, CompactorOptions options)
+    : store_(store), options_(std::move(options)), indexer_(store_, [this] {
+        IndexerOptions io = options_.indexer;
+        io.decode_alert_levels = false;  // merged records were alerted on when they arrived
+        io.retention_ms = 0;
+        return io;
+      }()) {}
+
+Result<CompactionPass> Compactor::Pass(int64_t now_ms, const std::function<bool(uint64_t)>& keep_going) {
+  CompactionPass pass;
+  const int64_t cpu0 = ThreadCpuNs();
+  const int64_t cutoff = SaturatingSub(now_ms, options_.settle_ms);
+  const int64_t lo = SaturatingSub(now_ms, options_.lookback_ms);
+
+  // Streams with records in [lo, cutoff), by (host, app): one host index range each.
+  std::set<std::pair<uint64_t, uint64_t>> ranges;
+  const std::string prefix(1, static_cast<char>(MetaKind::kStream));
+  std::string stop = prefix;
+  stop.back() = static_cast<char>(static_cast<uint8_t>(MetaKind::kStream) + 1);
+  Status s = store_.Scan(ScanSpec{std::string(kMetaTable), prefix, stop, false, 0},
+                         [&](std::string_view k, std::string_view v) {
+                           auto key = MetaKey::Decode(k);
+                           if (!key || key->kind != MetaKind::kStream || v.size() != 16) return true;
+                           const int64_t first = static_cast<int64_t>(GetBigEndian64(v.data()));
+                           const int64_t last = static_cast<int64_t>(GetBigEndian64(v.data() + 8));
+                           if (last > lo && first < cutoff) ranges.emplace(key->id, key->app);
+                           return true;
+                         });
+  if (!s.ok()) return s.error();
+  bool stop_pass = false;
+  for (const auto& [host, app] : ranges) {
+    if (Status r = PassOverHostApp(host, app, lo, cutoff, pass, keep_going, stop_pass); !r.ok()) return r.error();
+    if (stop_pass) break;
+  }
+  if (pass.runs_left > 0 && pass.lag_ms > 0) pass.lag_ms = std::max<int64_t>(0, now_ms - pass.lag_ms);
+  pass.cpu_ns = ThreadCpuNs() - cpu0;
+  return pass;
+}
+
+Status Compactor::PassOverHostApp(uint64_t host, uint64_t app, int64_t lo, int64_t cutoff, CompactionPass& pass,
+                                  const std::function<bool(uint64_t)>& keep_going, bool& stop) {
+  ++pass.streams;
+  struct Run {
+    std::vector<Part> parts;
+    uint64_t records = 0;
+    int64_t first = INT64_MAX, last = INT64_MIN;
+  };
+  std::map<uint8_t, Run> runs;  // by severity code
+  // A closed run: merged when the pass has budget, else counted as left.
+  auto close = [&](Run& run) -> Status {
+    Status st;
+    if (run.parts.size() >= 2) {
+      if (stop || pass.uncompressed >= options_.max_pass_bytes) {
+        ++pass.runs_left;
+        // lag_ms holds the oldest last-record time left until Pass() turns it into an age.
+        pass.lag_ms = pass.lag_ms == 0 ? run.last : std::min(pass.lag_ms, run.last);
+      } else {
+        st = MergeRun(run.parts, pass, keep_going, stop);
+      }
+    }
+    run = Run{};
+    return st;
+  };
+  auto it = store_.NewIterator(ScanSpec{std::string(kHostIndexTable),
+                                        HostIndexKey{host, app, lo, Severity::kTrace, 0}.Encode(),
+                                        HostIndexKey{host, app, cutoff, Severity::kTrace, 0}.Encode(), false, 0});
+  for (; it->Valid(); it->Next()) {
+    ++pass.index_rows;
+    auto key = HostIndexKey::Decode(it->key());
+    auto value = IndexValue::Decode(it->value());
+    if (!key || !value) continue;  // not a row of ours: left alone
+    Run& run = runs[SeverityCode(key->severity)];
+    if (value->record_count >= options_.target_records) {
+      if (Status st = close(run); !st.ok()) return st;
+      continue;
+    }
+    const int64_t first = std::min(run.first, value->main_key.first_ts_ms);
+    const int64_t last = std::max(run.last, key->ts_ms);
+    if (!run.parts.empty() && (run.records + value->record_count > options_.target_records ||
+                               last - first >= options_.max_span_ms)) {
+      if (Status st = close(run); !st.ok()) return st;
+    }
+    run.parts.push_back(Part{value->main_key, key->ts_ms, value->record_count, {}, {}});
+    run.records += value->record_count;
+    run.first = std::min(run.first, value->main_key.first_ts_ms);
+    run.last = std::max(run.last, key->ts_ms);
+  }
+  if (!it->status().ok()) return it->status();
+  // An open run closes once no chunk still to settle could join it.
+  for (auto& [sev, run] : runs) {
+    if (!run.parts.empty() && cutoff - run.first >= options_.max_span_ms) {
+      if (Status st = close(run); !st.ok()) return st;
+    }
+  }
+  return Status::Ok();
+}
+
+Status Compactor::MergeRun(std::vector<Part>& run, CompactionPass& pass,
+                           const std::function<bool(uint64_t)>& keep_going, bool& stop) {
+  // Replays first: a run with a part its source could still write again waits.
+  std::vector<Part> loaded;
+  loaded.reserve(run.size());
+  for (Part& p : run) {
+    auto row = store_.Get(kMainTable, p.key.Encode());
+    if (!row.ok()) return Status(row.error());
+    if (!row->has_value() || !p.row.ParseFromString(**row)) {
+      // Gone (expired) or unreadable: the run is cut around it.
+      if (row->has_value()) ++pass.corrupt_parts;
+      if (Status s = WriteMerge(loaded, pass); !s.ok()) return s;
+      loaded.clear();
+      continue;
+    }
+    if (options_.replay_safe && !p.row.source().topic().empty() && !options_.replay_safe(p.row.source())) {
+      ++pass.unsafe_parts;
+      return Status::Ok();  // the whole run waits: nothing written for it
+    }
+    auto records = UnpackRecords(p.row.chunk(), options_.indexer.decode);
+    if (!records.ok() || p.row.chunk().severity() != SeverityCode(p.key.severity)) {
+      ++pass.corrupt_parts;
+      if (Status s = WriteMerge(loaded, pass); !s.ok()) return s;
+      loaded.clear();
+      continue;
+    }
+    p.decoded = std::move(*records);
+    uint64_t bytes = 0;
+    for (const Part& q : loaded) bytes += q.row.chunk().uncompressed_size();
+    if (!loaded.empty() && bytes + p.row.chunk().uncompressed_size() > options_.target_bytes) {
+      if (Status s = WriteMerge(loaded, pass); !s.ok()) return s;
+      loaded.clear();
+    }
+    loaded.push_back(std::move(p));
+  }
+  if (Status s = WriteMerge(loaded, pass); !s.ok()) return s;
+  if (keep_going && !keep_going(pass.uncompressed)) stop = true;
+  return Status::Ok();
+}
+
+Status Compactor::WriteMerge(std::vector<Part>& parts, CompactionPass& pass) {
+  if (parts.size() < 2) return Status::Ok();
+  // Records by (time, part id, index in part): of one stream's records with
+  // the same time, the query order (chunk id, index; descending) is kept
+  // among the parts of this merge.
+  std::vector<std::tuple<int64_t, uint64_t, int, proto::LogRecord*>> order;
+  std::vector<uint64_t> ids;
+  for (Part& p : parts) {
+    ids.push_back(p.key.chunk);
+    for (int i = 0; i < p.decoded.records_size(); ++i) {
+      proto::LogRecord* r = p.decoded.mutable_records(i);
+      order.emplace_back(r->ts_ms(), p.key.chunk, i, r);
+    }
+  }
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    return std::tie(std::get<0>(a), std::get<1>(a), std::get<2>(a)) < std::tie(std::get<0>(b), std::get<1>(b), std::get<2>(b));
+  });
+  proto::RecordBatch merged_records;
+  merged_records.mutable_records()->Reserve(static_cast<int>(order.size()));
+  for (auto& entry : order) *merged_records.add_records() = std::move(*std::get<3>(entry));
+
+  std::sort(ids.begin(), ids.end());
+  std::string id_bytes;
+  for (uint64_t id : ids) AppendBigEndian64(id_bytes, id);
+  const ChunkId id = ChunkIdOf(Hash64(id_bytes), ids.size());
+
+  const proto::LogChunk& head = parts.front().row.chunk();
+  PackOptions po;
+  po.codec = options_.codec;
+  po.zstd_level = options_.zstd_level;
+  const proto::LogChunk merged = PackChunk(head.app(), head.host(), merged_records, po);
+  const std::string bytes = merged.SerializeAsString();
+
+  WriteBatch batch;
+  if (Status s = indexer_.StageMerged(merged, bytes, id, merged_records, parts.front().row.source(), batch); !s.ok()) {
+    indexer_.Settle(false);
+    return s;
+  }
+  uint64_t bytes_in = 0, uncompressed = 0;
+  for (Part& p : parts) {
+    // The merged chunk's main key is new (its id is not a part's), so a
+    // part's delete never removes it.
+    Indexer::StageRemoval(p.row.chunk(), p.key, p.decoded, batch);
+    bytes_in += p.row.chunk().ByteSizeLong();
+    uncompressed += p.row.chunk().uncompressed_size();
+  }
+  if (options_.store_epoch) options_.store_epoch->fetch_add(1);  // odd: a merge is landing
+  Status s = store_.Write(batch);
+  if (options_.store_epoch) options_.store_epoch->fetch_add(1);
+  indexer_.Settle(s.ok());
+  if (!s.ok()) return s;
+  ++pass.merges;
+  pass.parts += parts.size();
+  pass.records += static_cast<uint64_t>(merged_records.records_size());
+  pass.bytes_in += bytes_in;
+  pass.bytes_out += bytes.size();
+  pass.uncompressed += uncompressed;
+  return Status::Ok();
+}
+
+}  // namespace logdex

@@ -1,0 +1,142 @@
+// The compactor: merges a stream's consecutive small stored chunks into
+// chunks of a target size, so that a stream that logs slowly ends up with
+// one row per few thousand records instead of one per second (issue 16).
+//
+// A pass (Pass()) looks at every stream (host, app, severity: the meta table's
+// stream rows) over [now - lookback, now - settle), reads its host index rows
+// in time order (index rows only: no main row is read to plan), and cuts them
+// into runs of consecutive chunks, each chunk below target_records:
+//   - a run grows while its records stay within target_records and its span
+//     (first record of its oldest chunk to last record of its newest) stays
+//     below max_span_ms;
+//   - a run is merged when it is closed: the next chunk did not fit, or no
+//     chunk yet to settle could join it (now - settle - its first record >=
+//     max_span_ms). An open run waits, so a record is rewritten about once,
+//     not at every pass; a merged chunk is closed, and no later pass rewrites
+//     it unless late records of its time arrive;
+//   - a run is cut further so that a merged chunk holds at most target_bytes
+//     uncompressed.
+// A merge reads the parts' main rows, decodes them, sorts their records by
+// (time, part id, index in part), packs them (codec, zstd_level) and writes,
+// in ONE atomic batch, the merged chunk's rows (Indexer::StageMerged) and the
+// deletes of every row of its parts (Indexer::StageRemoval). So:
+//   - a crash loses nothing and duplicates nothing: the batch landed or not;
+//   - the merged chunk's id derives from its parts' ids: a pass repeated over
+//     the same parts rewrites the same rows;
+//   - a query sees the parts or the merged chunk, never both, per index
+//     iterator; a query that found a part's main row gone mid-query (its
+//     index iterator predates the batch) is run again (QueryOptions::
+//     store_epoch, bumped around every batch), and a cursor from before a
+//     merge resumes without its saved positions.
+// Stores whose writes are not atomic (HBase) are refused: Create() fails.
+//
+// Replays: a part whose Kafka source is not yet committed could be written
+// again by a replay after the merge, and its records would then be stored
+// twice; options.replay_safe says whether a source is past its partition's
+// committed offset (serve asks the consumer), and a run with a part that is
+// not waits for a later pass. A part without a Kafka topic counts as safe.
+//
+// Cost: a pass stops after max_pass_bytes of parts (uncompressed) and
+// reports the closed runs it left (CompactionPass::runs_left, lag_ms); the
+// caller paces passes (serve: compaction.interval, compaction.max_rate).
+//
+// Query padding: a query's index ranges reach max_chunk_span_ms past its
+// end, so that a chunk that ends later but starts within the range is found.
+// That padding must cover the longest chunk ever written: serve keeps the
+// longest span of a store in its meta table (RecordLongestSpan) and pads by
+// it, so that lowering compaction.max_span, or turning compaction off, never
+// hides chunks merged before.
+//
+// Thread-safety: one thread at a time calls Pass().
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "common/chunk_codec.h"
+#include "common/result.h"
+#include "indexer/indexer.h"
+#include "store/table_store.h"
+
+namespace logdex {
+
+// The meta row holding the longest chunk span a store may hold (8 bytes, big-endian ms).
+inline constexpr std::string_view kLongestSpanRow = "\xff" "store.longest_chunk_span_ms";
+
+// Raises the store's longest span to `span_ms` when it is below, and returns
+// the store's (the larger of the two).
+Result<int64_t> RecordLongestSpan(TableStore& store, int64_t span_ms);
+
+struct CompactorOptions {
+  // A chunk is left alone until its last record is this old. Default 10 min.
+  int64_t settle_ms = 10 * 60'000;
+  // Longest span of a merged chunk. Queries look this far past a range's end
+  // (QueryOptions::max_chunk_span_ms must be at least this). Default 3 h.
+  int64_t max_span_ms = 3 * 3600'000;
+  // Records and uncompressed bytes of a merged chunk, at most. Chunks with
+  // target_records records or more are left as they are.
+  uint32_t target_records = 8192;
+  uint64_t target_bytes = 4ull << 20;
+  // How far back a pass looks for small chunks. Default 1 day.
+  int64_t lookback_ms = 24 * 3600'000;
+  // Uncompressed bytes of parts one pass merges at most; the rest waits.
+  uint64_t max_pass_bytes = 256ull << 20;
+  proto::Codec codec = proto::CODEC_ZSTD;
+  int zstd_level = 3;
+  // Whether a part's source can no longer be replayed (see above). Null: all.
+  std::function<bool(const proto::ChunkSource&)> replay_safe;
+  // Bumped (to odd) before and (to even) after every merge batch; queries
+  // read it (QueryOptions::store_epoch). May be null.
+  std::atomic<uint64_t>* store_epoch = nullptr;
+  // Salt buckets, tag rules and decode limits: the serving indexer's.
+  IndexerOptions indexer;
+};
+
+// What one pass did.
+struct CompactionPass {
+  uint64_t streams = 0;        // (host, app) index ranges read
+  uint64_t index_rows = 0;     // host index rows read
+  uint64_t merges = 0;         // merged chunks written
+  uint64_t parts = 0;          // chunks merged into them (and deleted)
+  uint64_t records = 0;        // records rewritten
+  uint64_t bytes_in = 0;       // parts' stored chunk bytes
+  uint64_t bytes_out = 0;      // merged chunks' stored bytes
+  uint64_t uncompressed = 0;   // parts' uncompressed bytes
+  uint64_t corrupt_parts = 0;  // parts that did not decode: left as they are
+  uint64_t unsafe_parts = 0;   // parts not yet replay-safe: their runs wait
+  uint64_t runs_left = 0;      // closed runs the pass had no budget for
+  int64_t lag_ms = 0;          // now - the last record of the oldest run left (0: none)
+  int64_t cpu_ns = 0;          // this thread's CPU time during the pass
+};
+
+class Compactor {
+ public:
+  // Fails (kFailedPrecondition) when the store's writes are not atomic.
+  static Result<std::unique_ptr<Compactor>> Create(TableStore& store, CompactorOptions options);
+
+  // One pass at `now_ms`. `keep_going` (may be null) is called after each
+  // merge with the pass's uncompressed bytes so far; false stops the pass
+  // (shutdown, pacing). Errors are the store's; what was merged stays merged.
+  Result<CompactionPass> Pass(int64_t now_ms, const std::function<bool(uint64_t)>& keep_going = nullptr);
+
+  const CompactorOptions& options() const { return options_; }
+
+ private:
+  Compactor(TableStore& store, CompactorOptions options);
+
+  struct Part;
+  Status PassOverHostApp(uint64_t host, uint64_t app, int64_t lo, int64_t cutoff, CompactionPass& pass,
+                         const std::function<bool(uint64_t)>& keep_going, bool& stop);
+  Status MergeRun(std::vector<Part>& run, CompactionPass& pass,
+                  const std::function<bool(uint64_t)>& keep_going, bool& stop);
+  Status WriteMerge(std::vector<Part>& parts, CompactionPass& pass);
+
+  TableStore& store_;
+  CompactorOptions options_;
+  Indexer indexer_;
+};
+
+}  // namespace logdex

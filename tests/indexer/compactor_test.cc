@@ -1,0 +1,399 @@
+// The compactor (indexer/compactor.h) on RocksDB: queries answer exactly the
+// same records in the same order before and after compaction (a randomized
+// workload, every access path, every page), with queries running while it
+// merges, cursors that straddle a merge, a failed batch, replays that are not
+// yet safe, a pass budget, and the refusal of stores whose writes are not atomic.
+#include "indexer/compactor.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <random>
+#include <thread>
+
+#include "indexer/indexer.h"
+#include "indexer/query.h"
+#include "indexer/tables.h"
+#include "store/rocksdb_store.h"
+#include "tests/failing_store.h"
+#include "tests/indexer/workload.h"
+#include "tests/test_util.h"
+
+namespace logdex {
+namespace {
+
+using testing::MakeWorkload;
+using testing::Workload;
+using testing::WorkloadSpec;
+
+#if defined(__SANITIZE_ADDRESS__)
+constexpr int kRecords = 8'000;
+constexpr int kQueries = 12;
+#else
+constexpr int kRecords = 60'000;
+constexpr int kQueries = 40;
+#endif
+
+constexpr int64_t kMaxSpanMs = 3'600'000;  // the compactor's, and the engine's padding
+
+struct Fixture {
+  TempDir dir;
+  std::unique_ptr<RocksDbStore> store;
+  std::atomic<uint64_t> epoch{0};
+  Workload w;
+
+  explicit Fixture(uint32_t seed, int records = kRecords) {
+    RocksDbOptions ro;
+    ro.path = dir.path();
+    store = std::move(*RocksDbStore::Open(ro));
+    EXPECT_TRUE(CreateTables(*store, TableLayout{}).ok());
+    WorkloadSpec spec;
+    spec.apps = 4;
+    spec.hosts = 6;
+    spec.records = records;
+    spec.seed = seed;
+    spec.max_records_per_chunk = 6;  // small chunks: what compaction is for
+    w = MakeWorkload(spec);
+    Indexer indexer(*store, IndexerOptions{});
+    for (size_t i = 0; i < w.chunks.size(); i += 500) {
+      std::vector<std::string> part(w.chunks.begin() + static_cast<long>(i),
+                                    w.chunks.begin() + static_cast<long>(std::min(i + 500, w.chunks.size())));
+      EXPECT_TRUE(indexer.IngestSerialized(part, proto::ChunkSource{}).ok());
+    }
+  }
+
+  CompactorOptions Options() {
+    CompactorOptions o;
+    o.max_span_ms = kMaxSpanMs;
+    o.target_records = 2000;
+    o.store_epoch = &epoch;
+    return o;
+  }
+  // A time at which every record has settled and every run is closed.
+  int64_t Settled(const CompactorOptions& o) const { return w.end_ms + o.settle_ms + o.max_span_ms + 1; }
+
+  QueryOptions EngineOptions() {
+    QueryOptions qo;
+    qo.max_chunk_span_ms = kMaxSpanMs;
+    qo.store_epoch = &epoch;
+    return qo;
+  }
+
+  uint64_t Rows(std::string_view table) {
+    uint64_t n = 0;
+    EXPECT_TRUE(store->Scan(ScanSpec{std::string(table), "", "", false, 0}, [&](auto, auto) { return ++n, true; }).ok());
+    return n;
+  }
+};
+
+std::string Describe(const ResultRecord& r) {
+  std::string s = std::to_string(r.ts_ms) + " " + r.app + " " + r.host + " " + std::string(SeverityName(r.severity)) + " " + r.message;
+  for (auto& [k, v] : r.tags) s += " " + k + "=" + v;
+  return s;
+}
+
+// Every page of a query, records described, in order.
+std::vector<std::string> AllPages(const QueryEngine& engine, Query q) {
+  std::vector<std::string> out;
+  for (int pages = 0; pages < 100'000; ++pages) {
+    auto a = engine.Run(q);
+    EXPECT_TRUE(a.ok()) << a.error().ToString();
+    if (!a.ok()) break;
+    for (const ResultRecord& r : a->records) out.push_back(Describe(r));
+    if (a->next_cursor.empty()) break;
+    q.cursor = a->next_cursor;
+  }
+  return out;
+}
+
+// Queries of every access path over random ranges, with small pages.
+std::vector<Query> RandomQueries(const Workload& w, uint32_t seed) {
+  std::mt19937_64 rng(seed);
+  std::vector<Query> out;
+  for (int i = 0; i < kQueries; ++i) {
+    Query q;
+    const int64_t span = 60'000 + static_cast<int64_t>(rng() % static_cast<uint64_t>(w.end_ms - w.start_ms));
+    q.from_ms = w.start_ms - 60'000 + static_cast<int64_t>(rng() % static_cast<uint64_t>(w.end_ms - w.start_ms));
+    q.to_ms = q.from_ms + span;
+    q.limit = 1 + static_cast<uint32_t>(rng() % 300);
+    switch (i % 6) {
+      case 0: q.app = "app" + std::to_string(rng() % 4); break;
+      case 1:
+        q.app = "app" + std::to_string(rng() % 4);
+        q.host = "host" + std::to_string(rng() % 6);
+        break;
+      case 2: q.host = "host" + std::to_string(rng() % 6); break;
+      case 3: q.tags = {{"k", "v" + std::to_string(rng() % 30)}}; break;
+      case 4:
+        q.app = "app" + std::to_string(rng() % 4);
+        q.severities = {Severity::kError, Severity::kWarn};
+        q.contains = testing::kWords[rng() % 16];
+        break;
+      case 5:
+        q.scan = true;
+        q.app = rng() % 2 ? "app1" : "";
+        q.to_ms = q.from_ms + 20 * 60'000;  // a scan sorts all it matches: keep it modest
+        break;
+    }
+    out.push_back(std::move(q));
+  }
+  return out;
+}
+
+TEST(Compactor, QueriesAnswerTheSameRecordsInTheSameOrderAfterCompaction) {
+  Fixture f(11);
+  QueryEngine engine(*f.store, f.EngineOptions());
+  const std::vector<Query> queries = RandomQueries(f.w, 5);
+  std::vector<std::vector<std::string>> before;
+  uint64_t nonempty = 0;
+  for (const Query& q : queries) {
+    before.push_back(AllPages(engine, q));
+    nonempty += !before.back().empty();
+  }
+  ASSERT_GT(nonempty, queries.size() / 2) << "the queries must find records for the comparison to mean anything";
+  const uint64_t main_before = f.Rows(kMainTable), tag_before = f.Rows(kTagIndexTable);
+
+  auto compactor = Compactor::Create(*f.store, f.Options());
+  ASSERT_TRUE(compactor.ok()) << compactor.error().ToString();
+  auto pass = (*compactor)->Pass(f.Settled((*compactor)->options()));
+  ASSERT_TRUE(pass.ok()) << pass.error().ToString();
+  EXPECT_GT(pass->merges, 0u);
+  EXPECT_EQ(pass->corrupt_parts, 0u);
+  EXPECT_EQ(pass->runs_left, 0u);
+  const uint64_t main_after = f.Rows(kMainTable);
+  EXPECT_EQ(main_after, main_before - pass->parts + pass->merges);
+  EXPECT_LT(main_after * 10, main_before) << "a 6 h workload of chunks of 1-6 records over 72 streams";
+  EXPECT_LT(f.Rows(kTagIndexTable), tag_before);
+  EXPECT_GT(pass->records, 0u);
+  EXPECT_LE(pass->records, static_cast<uint64_t>(kRecords));
+  EXPECT_GT(pass->bytes_in, pass->bytes_out) << "zstd-3 over many records beats each part on its own";
+
+  for (size_t i = 0; i < queries.size(); ++i) {
+    EXPECT_EQ(AllPages(engine, queries[i]), before[i]) << "query " << i << " (" << queries[i].app << "/"
+                                                       << queries[i].host << ", limit " << queries[i].limit << ")";
+  }
+  // Volume by reading records: the same counts.
+  VolumeQuery vq;
+  vq.filter.app = "app2";
+  vq.filter.from_ms = f.w.start_ms;
+  vq.filter.to_ms = f.w.end_ms;
+  vq.read_records = true;
+  vq.step_ms = 600'000;
+  uint64_t expect = 0;
+  for (const auto& r : f.w.records) expect += r.app == "app2";
+  auto vol = engine.Volume(vq);
+  ASSERT_TRUE(vol.ok()) << vol.error().ToString();
+  EXPECT_EQ(vol->totals.total, expect);
+
+  // A second pass finds nothing to do: merged chunks are closed.
+  auto again = (*compactor)->Pass(f.Settled((*compactor)->options()));
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again->merges, 0u);
+  EXPECT_EQ(f.Rows(kMainTable), main_after);
+}
+
+TEST(Compactor, QueriesWhileItMergesAnswerExactly) {
+  Fixture f(12);
+  QueryEngine engine(*f.store, f.EngineOptions());
+  std::vector<Query> queries = RandomQueries(f.w, 6);
+  queries.resize(8);
+  std::vector<std::vector<std::string>> before;
+  for (const Query& q : queries) before.push_back(AllPages(engine, q));
+
+  auto compactor = Compactor::Create(*f.store, f.Options());
+  ASSERT_TRUE(compactor.ok());
+  std::atomic<bool> done{false};
+  std::atomic<uint64_t> rounds{0}, mismatches{0};
+  std::string first_mismatch;  // the reader's; read after join
+  std::thread reader([&] {
+    while (!done.load()) {
+      for (size_t i = 0; i < queries.size(); ++i) {
+        std::vector<std::string> got;
+        std::string trace;
+        Query q = queries[i];
+        for (int pages = 0; pages < 100'000; ++pages) {
+          const uint64_t e0 = f.epoch.load();
+          auto a = engine.Run(q);
+          const uint64_t e1 = f.epoch.load();
+          if (!a.ok()) break;
+          trace += "[" + std::to_string(got.size()) + "+" + std::to_string(a->records.size()) + " e" + std::to_string(e0) + "-" + std::to_string(e1) + " wm" + std::to_string(a->stats.index_rows_without_main) + "]";
+          for (const ResultRecord& r : a->records) got.push_back(Describe(r));
+          if (a->next_cursor.empty()) break;
+          q.cursor = a->next_cursor;
+        }
+        if (got == before[i]) continue;
+        if (++mismatches == 1) {
+          size_t same = 0;
+          while (same < got.size() && same < before[i].size() && got[same] == before[i][same]) ++same;
+          first_mismatch = "query " + std::to_string(i) + ": " + std::to_string(got.size()) + " records, want " +
+                           std::to_string(before[i].size()) + "; first difference at " + std::to_string(same) +
+                           ": got " + (same < got.size() ? got[same] : "(end)") + ", want " +
+                           (same < before[i].size() ? before[i][same] : "(end)") + " " + trace;
+        }
+      }
+      ++rounds;
+    }
+  });
+  // Each merge waits until the reader has started another round, so that
+  // queries overlap the merges instead of finishing before them.
+  auto pass = (*compactor)->Pass(f.Settled((*compactor)->options()), [&](uint64_t) {
+    const uint64_t r = rounds.load();
+    testing::WaitFor([&] { return rounds.load() > r || done.load(); }, 2'000);
+    return rounds.load() < 12;  // enough overlap; the rest merges below
+  });
+  ASSERT_TRUE(pass.ok()) << pass.error().ToString();
+  auto rest = (*compactor)->Pass(f.Settled((*compactor)->options()));
+  done = true;
+  reader.join();
+  ASSERT_TRUE(rest.ok());
+  EXPECT_GT(pass->merges, 0u);
+  EXPECT_GE(rounds.load(), 2u);
+  EXPECT_EQ(mismatches.load(), 0u) << "of " << rounds.load() << " rounds of " << queries.size()
+                                    << " queries; the first: " << first_mismatch;
+  for (size_t i = 0; i < queries.size(); ++i) EXPECT_EQ(AllPages(engine, queries[i]), before[i]) << "query " << i;
+}
+
+TEST(Compactor, ACursorFromBeforeAMergeResumesWithoutLossOrRepeat) {
+  Fixture f(13);
+  QueryEngine engine(*f.store, f.EngineOptions());
+  Query q;
+  q.app = "app1";
+  q.from_ms = f.w.start_ms;
+  q.to_ms = f.w.end_ms;
+  q.limit = 500;
+  const std::vector<std::string> all = AllPages(engine, q);
+  ASSERT_GT(all.size(), 2000u);
+  // Two pages before the merge, the rest after it.
+  std::vector<std::string> got;
+  for (int page = 0; page < 2; ++page) {
+    auto a = engine.Run(q);
+    ASSERT_TRUE(a.ok());
+    for (const ResultRecord& r : a->records) got.push_back(Describe(r));
+    q.cursor = a->next_cursor;
+  }
+  auto compactor = Compactor::Create(*f.store, f.Options());
+  ASSERT_TRUE(compactor.ok());
+  auto pass = (*compactor)->Pass(f.Settled((*compactor)->options()));
+  ASSERT_TRUE(pass.ok());
+  ASSERT_GT(pass->merges, 0u);
+  for (const std::string& r : AllPages(engine, q)) got.push_back(r);
+  size_t same = 0;
+  while (same < got.size() && same < all.size() && got[same] == all[same]) ++same;
+  EXPECT_EQ(got.size(), all.size());
+  EXPECT_EQ(same, all.size()) << "first difference at " << same << ": got "
+                              << (same < got.size() ? got[same] : "(end)") << ", want "
+                              << (same < all.size() ? all[same] : "(end)") << " (at "
+                              << (same < got.size() ? std::find(all.begin(), all.end(), got[same]) - all.begin() : -1)
+                              << " in the whole answer)";
+}
+
+TEST(Compactor, AFailedBatchChangesNothingAndTheNextPassMerges) {
+  Fixture f(14, kRecords / 4);
+  QueryEngine engine(*f.store, f.EngineOptions());
+  const std::vector<Query> queries = RandomQueries(f.w, 7);
+  std::vector<std::vector<std::string>> before;
+  for (const Query& q : queries) before.push_back(AllPages(engine, q));
+  const uint64_t rows = f.Rows(kMainTable) + f.Rows(kHostIndexTable) + f.Rows(kTagIndexTable);
+  // Fail every batch part way through its entries: RocksDB applies none of it.
+  f.store->SetWriteFaultHook([](const WriteBatch::Entry&, size_t index) {
+    return index == 3 ? Status(Errc::kUnavailable, "injected") : Status::Ok();
+  });
+  auto compactor = Compactor::Create(*f.store, f.Options());
+  ASSERT_TRUE(compactor.ok());
+  auto failed = (*compactor)->Pass(f.Settled((*compactor)->options()));
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(f.Rows(kMainTable) + f.Rows(kHostIndexTable) + f.Rows(kTagIndexTable), rows);
+  for (size_t i = 0; i < queries.size(); ++i) EXPECT_EQ(AllPages(engine, queries[i]), before[i]);
+  f.store->SetWriteFaultHook(nullptr);
+  auto pass = (*compactor)->Pass(f.Settled((*compactor)->options()));
+  ASSERT_TRUE(pass.ok());
+  EXPECT_GT(pass->merges, 0u);
+  for (size_t i = 0; i < queries.size(); ++i) EXPECT_EQ(AllPages(engine, queries[i]), before[i]);
+}
+
+TEST(Compactor, PartsAReplayCouldWriteAgainWait) {
+  Fixture f(15, kRecords / 4);
+  // Re-ingest the workload as if from Kafka: offsets 0.. of logs[0].
+  // (The chunks keep their producer ids, so these are the same rows.)
+  Indexer indexer(*f.store, IndexerOptions{});
+  for (size_t i = 0; i < f.w.chunks.size(); ++i) {
+    proto::ChunkSource src;
+    src.set_topic("logs");
+    src.set_partition(0);
+    src.set_offset(static_cast<int64_t>(i));
+    ASSERT_TRUE(indexer.IngestSerialized({f.w.chunks[i]}, src).ok());
+  }
+  CompactorOptions o = f.Options();
+  int64_t committed = 0;  // nothing committed yet
+  o.replay_safe = [&](const proto::ChunkSource& s) { return s.topic() == "logs" && s.offset() < committed; };
+  auto compactor = Compactor::Create(*f.store, o);
+  ASSERT_TRUE(compactor.ok());
+  auto pass = (*compactor)->Pass(f.Settled(o));
+  ASSERT_TRUE(pass.ok());
+  EXPECT_EQ(pass->merges, 0u);
+  EXPECT_GT(pass->unsafe_parts, 0u);
+  committed = static_cast<int64_t>(f.w.chunks.size());  // all committed now
+  pass = (*compactor)->Pass(f.Settled(o));
+  ASSERT_TRUE(pass.ok());
+  EXPECT_GT(pass->merges, 0u);
+  EXPECT_EQ(pass->unsafe_parts, 0u);
+}
+
+TEST(Compactor, APassStopsAtItsBudgetReportsWhatIsLeftAndLaterPassesFinish) {
+  Fixture f(16, kRecords / 4);
+  QueryEngine engine(*f.store, f.EngineOptions());
+  const std::vector<Query> queries = RandomQueries(f.w, 8);
+  std::vector<std::vector<std::string>> before;
+  for (const Query& q : queries) before.push_back(AllPages(engine, q));
+  CompactorOptions o = f.Options();
+  o.max_pass_bytes = 64 << 10;
+  auto compactor = Compactor::Create(*f.store, o);
+  ASSERT_TRUE(compactor.ok());
+  const int64_t now = f.Settled(o);
+  auto first = (*compactor)->Pass(now);
+  ASSERT_TRUE(first.ok());
+  EXPECT_GT(first->merges, 0u);
+  EXPECT_GT(first->runs_left, 0u);
+  EXPECT_GE(first->lag_ms, now - f.w.end_ms) << "the age of the oldest run left";
+  int passes = 1;
+  for (auto p = first; p->runs_left > 0 && passes < 1000; ++passes) {
+    p = (*compactor)->Pass(now);
+    ASSERT_TRUE(p.ok());
+    ASSERT_GT(p->merges, 0u) << "a pass with runs left merges at least one";
+  }
+  EXPECT_GT(passes, 2);
+  for (size_t i = 0; i < queries.size(); ++i) EXPECT_EQ(AllPages(engine, queries[i]), before[i]);
+}
+
+TEST(Compactor, NothingYoungerThanTheSettleTimeOrInAnOpenRunIsMerged) {
+  Fixture f(17, kRecords / 4);
+  CompactorOptions o = f.Options();
+  auto compactor = Compactor::Create(*f.store, o);
+  ASSERT_TRUE(compactor.ok());
+  // At the workload's end nothing has settled.
+  auto none = (*compactor)->Pass(f.w.start_ms + o.settle_ms);
+  ASSERT_TRUE(none.ok());
+  EXPECT_EQ(none->merges, 0u);
+  // Half way: runs close only where the span or the target closed them.
+  const uint64_t main_before = f.Rows(kMainTable);
+  auto half = (*compactor)->Pass(f.w.start_ms + (f.w.end_ms - f.w.start_ms) / 2);
+  ASSERT_TRUE(half.ok());
+  EXPECT_GT(half->merges, 0u);
+  EXPECT_LT(half->parts, main_before);
+}
+
+TEST(Compactor, IsRefusedOnAStoreWhoseWritesAreNotAtomic) {
+  TempDir dir;
+  RocksDbOptions ro;
+  ro.path = dir.path();
+  auto store = RocksDbStore::Open(ro);
+  ASSERT_TRUE(store.ok());
+  testing::FailingReads not_atomic(**store);  // forwards everything but atomic_writes()
+  auto c = Compactor::Create(not_atomic, CompactorOptions{});
+  ASSERT_FALSE(c.ok());
+  EXPECT_EQ(c.error().code, Errc::kFailedPrecondition);
+  EXPECT_NE(c.error().message.find("atomic"), std::string::npos) << c.error().message;
+}
+
+}  // namespace
+}  // namespace logdex
