@@ -260,6 +260,7 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
       int64_t next = -1;
       if (!e && p->err() == RdKafka::ERR_NO_ERROR && p->offset() >= 0) {
         next = p->offset();
+        NoteCommitted(p->topic(), p->partition(), next);
       } else if (!e && o_.topics_start_empty) {
         next = 0;
       }
@@ -705,9 +706,33 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     if (e) {
       metrics_.commit_failures.Increment();
       spdlog::warn("consumer: commit failed ({}); the batch will be replayed, idempotently", RdKafka::err2str(e));
+    } else {
+      for (auto* p : offsets) {
+        if (p->err() == RdKafka::ERR_NO_ERROR) NoteCommitted(p->topic(), p->partition(), p->offset());
+      }
     }
     RdKafka::TopicPartition::destroy(offsets);
   }
+
+  void NoteCommitted(const std::string& topic, int32_t partition, int64_t next) {
+    std::lock_guard lock(committed_mu_);
+    int64_t& at = committed_[{topic, partition}];
+    at = std::max(at, next);
+  }
+
+ public:
+  std::optional<int64_t> CommittedOffset(const std::string& topic, int32_t partition) const {
+    std::lock_guard lock(committed_mu_);
+    auto it = committed_.find({topic, partition});
+    if (it == committed_.end()) return std::nullopt;
+    return it->second;
+  }
+
+ private:
+  // The highest offset this member saw committed per partition (commits and
+  // assignments), for CommittedOffset().
+  mutable std::mutex committed_mu_;
+  std::map<std::pair<std::string, int32_t>, int64_t> committed_;
 
   // Lag per assigned partition (metrics and readiness), at most every
   // 200 ms: asking the client for positions and watermarks of every
@@ -765,5 +790,8 @@ GroupConsumer::~GroupConsumer() = default;
 Status GroupConsumer::Start() { return impl_->Start(); }
 Status GroupConsumer::Run(const std::atomic<bool>& stop) { return impl_->Run(stop); }
 ConsumerState GroupConsumer::State(int64_t max_lag) const { return impl_->State(max_lag); }
+std::optional<int64_t> GroupConsumer::CommittedOffset(const std::string& topic, int32_t partition) const {
+  return impl_->CommittedOffset(topic, partition);
+}
 
 }  // namespace logdex

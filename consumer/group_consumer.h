@@ -39,6 +39,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <mutex>
 #include <set>
 #include <string>
@@ -116,6 +117,12 @@ class GroupConsumer {
 
   // Ready when partitions are assigned and each is within `max_lag` messages.
   ConsumerState State(int64_t max_lag) const;
+
+  // The next offset of the partition this member has seen committed (by its
+  // own commits, or read at an assignment); nullopt before any. A message
+  // below it is never replayed to the group (unless its offsets are reset).
+  // Thread-safe.
+  std::optional<int64_t> CommittedOffset(const std::string& topic, int32_t partition) const;
 
   class Impl;
 

@@ -181,6 +181,20 @@ Status Validate(const ServeConfig& c) {
   if (c.store.max_wal_bytes != 0 && c.store.max_wal_bytes < (1ull << 20)) {
     return Status(Errc::kInvalidArgument, "store.max_wal: must be 0 (the memtable budget) or at least 1MiB");
   }
+  if (c.compaction.enabled) {
+    if (c.compaction.target_bytes < (64u << 10) || c.compaction.target_bytes > c.indexer.max_uncompressed_bytes) {
+      return Status(Errc::kInvalidArgument, "compaction.target_bytes: must be at least 64KiB and at most "
+                                            "indexer.max_uncompressed (a merged chunk must still be readable)");
+    }
+    if (c.compaction.max_rate_bytes < (1u << 20) || c.compaction.max_pass_bytes < (1u << 20)) {
+      return Status(Errc::kInvalidArgument, "compaction.max_rate and compaction.max_pass_bytes: must be at least 1MiB");
+    }
+    if (c.compaction.lookback_ms <= c.compaction.settle_ms + c.compaction.max_span_ms) {
+      return Status(Errc::kInvalidArgument,
+                    "compaction.lookback: must be longer than compaction.settle + compaction.max_span, or closed runs "
+                    "fall out of its window before they can be merged");
+    }
+  }
   if (c.http.listen.find(':') == std::string::npos) {
     return Status(Errc::kInvalidArgument, "http.listen: must be host:port");
   }
@@ -329,6 +343,20 @@ Result<ServeConfig> ParseConfig(const std::string& yaml, const std::string& name
                                   {"max_keys_per_hour", w.Number<uint32_t>(x.tags.max_keys_per_hour, 1, 1'000'000)}});
                          })}});
                })},
+              {"compaction", F([&](const YAML::Node& n, const std::string& p) {
+                 auto& x = c.compaction;
+                 w.Map(n, p,
+                       {{"enabled", w.Bool(x.enabled)},
+                        {"settle", w.Duration(x.settle_ms, 0)},
+                        {"max_span", w.Duration(x.max_span_ms, 1000)},
+                        {"target_records", w.Number<uint32_t>(x.target_records, 2, 10'000'000)},
+                        {"target_bytes", w.Bytes(x.target_bytes)},
+                        {"lookback", w.Duration(x.lookback_ms, 60'000)},
+                        {"interval", w.Duration(x.interval_ms, 100)},
+                        {"max_rate", w.Bytes(x.max_rate_bytes)},
+                        {"max_pass_bytes", w.Bytes(x.max_pass_bytes)},
+                        {"zstd_level", w.Number<int>(x.zstd_level, 1, 19)}});
+               })},
               {"query", F([&](const YAML::Node& n, const std::string& p) {
                  w.Map(n, p,
                        {{"max_range", w.Duration(c.query.max_range_ms, 1000)},
@@ -409,6 +437,13 @@ Status ApplyEnvOverrides(ServeConfig& c, char** env) {
       {"STORE_DIR", [&](const std::string& v) { c.store.dir = v; return Status::Ok(); }},
       {"STORE_BACKEND", [&](const std::string& v) { c.store.backend = v; return Status::Ok(); }},
       {"STORE_HBASE_HOST", [&](const std::string& v) { c.store.hbase.host = v; return Status::Ok(); }},
+      {"COMPACTION_ENABLED", [&](const std::string& v) {
+         if (v != "true" && v != "1" && v != "false" && v != "0") {
+           return Status(Errc::kInvalidArgument, "LOGDEX_COMPACTION_ENABLED: must be true or false");
+         }
+         c.compaction.enabled = v == "true" || v == "1";
+         return Status::Ok();
+       }},
       {"CONSUMER_GROUP_ID", [&](const std::string& v) { c.consumer.group_id = v; return Status::Ok(); }},
       {"HTTP_LISTEN", [&](const std::string& v) { c.http.listen = v; return Status::Ok(); }},
       {"HTTP_AUTH_TOKEN", [&](const std::string& v) { c.http.auth_token = v; return Status::Ok(); }},

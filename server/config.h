@@ -95,6 +95,21 @@ struct IndexerConfig {
   TagGuardOptions tags;
 };
 
+// The compactor (indexer/compactor.h): merges a stream's small settled
+// chunks. Runs on rocksdb only (HBase writes are not atomic).
+struct CompactionConfig {
+  bool enabled = true;
+  int64_t settle_ms = 10 * 60'000;           // chunks younger than this are left alone
+  int64_t max_span_ms = 3 * 3600'000;        // longest span of a merged chunk (queries look this far past a range)
+  uint32_t target_records = 8192;            // records of a merged chunk, at most
+  uint64_t target_bytes = 4ull << 20;        // its uncompressed bytes, at most
+  int64_t lookback_ms = 24 * 3600'000;       // how far back a pass looks
+  int64_t interval_ms = 60'000;              // between passes
+  uint64_t max_rate_bytes = 32ull << 20;     // uncompressed bytes merged per second, at most
+  uint64_t max_pass_bytes = 256ull << 20;    // per pass; the rest waits (logdex_compaction_runs_left)
+  int zstd_level = 3;                        // merged chunks are zstd at this level
+};
+
 struct QueryConfig {
   int64_t max_range_ms = 31ll * 24 * 3600 * 1000;
   uint32_t max_limit = 10'000;
@@ -121,6 +136,7 @@ struct ServeConfig {
   ConsumerConfig consumer;
   StoreConfig store;
   IndexerConfig indexer;
+  CompactionConfig compaction;
   QueryConfig query;
   HttpConfig http;
   YAML::Node alerting;  // the alerting section, parsed by the alerting module

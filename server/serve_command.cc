@@ -26,10 +26,12 @@
 #include "consumer/embedded_kafka.h"
 #include "consumer/kafka_properties.h"
 #include "consumer/group_consumer.h"
+#include "indexer/compactor.h"
 #include "indexer/indexer.h"
 #include "indexer/query.h"
 #include "indexer/tables.h"
 #include "server/commands.h"
+#include "server/compaction_runner.h"
 #include "server/config.h"
 #include "server/http_server.h"
 #include "server/ingest_adapters.h"
@@ -360,9 +362,59 @@ int Serve(const ServeFlags& flags) {
   }
   GroupConsumer consumer(go, **store, processor, metrics, clock);
 
+  // Compaction (indexer/compactor.h; rocksdb only): merges the small settled
+  // chunks of each stream. Queries pad their ranges by the longest chunk span
+  // the store may hold, kept in its meta table across restarts and config changes.
+  // The epoch starts at a value of this process, so that no cursor of an
+  // earlier process counts as made after the latest merge.
+  std::atomic<uint64_t> store_epoch{static_cast<uint64_t>(clock.NowMs()) * 2};
+  const bool compacting = config.compaction.enabled && (*store)->atomic_writes();
+  if (config.compaction.enabled && !compacting) {
+    spdlog::info("compaction: off: the {} store's writes are not atomic (compaction.enabled is ignored)",
+                 config.store.backend);
+  }
+  auto longest_span = RecordLongestSpan(
+      **store, std::max(config.indexer.max_chunk_span_ms, compacting ? config.compaction.max_span_ms : int64_t{0}));
+  if (!longest_span.ok()) {
+    std::fprintf(stderr, "logdex serve: store: %s\n", longest_span.error().ToString().c_str());
+    return 1;
+  }
+  std::unique_ptr<Compactor> compactor;
+  std::unique_ptr<CompactionRunner> compaction;
+  if (compacting) {
+    CompactorOptions co;
+    co.settle_ms = config.compaction.settle_ms;
+    co.max_span_ms = config.compaction.max_span_ms;
+    co.target_records = config.compaction.target_records;
+    co.target_bytes = config.compaction.target_bytes;
+    co.lookback_ms = config.compaction.lookback_ms;
+    co.max_pass_bytes = config.compaction.max_pass_bytes;
+    co.zstd_level = config.compaction.zstd_level;
+    co.store_epoch = &store_epoch;
+    co.indexer = io;
+    // A part is merged only once its offset is committed: a replay can no
+    // longer write it again beside the merged chunk.
+    co.replay_safe = [&consumer](const proto::ChunkSource& src) {
+      std::optional<int64_t> next = consumer.CommittedOffset(src.topic(), src.partition());
+      return next && src.offset() < *next;
+    };
+    auto made = Compactor::Create(**store, std::move(co));
+    if (!made.ok()) {
+      std::fprintf(stderr, "logdex serve: compaction: %s\n", made.error().ToString().c_str());
+      return 1;
+    }
+    compactor = std::move(*made);
+    compaction = std::make_unique<CompactionRunner>(registry, *compactor, clock, config.compaction.interval_ms,
+                                                    config.compaction.max_rate_bytes);
+    spdlog::info("compaction: on: chunks settled for {} s merge up to {} records or {} bytes, spans up to {} s",
+                 config.compaction.settle_ms / 1000, config.compaction.target_records, config.compaction.target_bytes,
+                 config.compaction.max_span_ms / 1000);
+  }
+
   QueryOptions qo;
   qo.salt_buckets = config.store.salt_buckets;
-  qo.max_chunk_span_ms = config.indexer.max_chunk_span_ms;
+  qo.max_chunk_span_ms = *longest_span;
+  qo.store_epoch = &store_epoch;
   qo.max_range_ms = config.query.max_range_ms;
   qo.max_limit = config.query.max_limit;
   qo.max_time_ms = config.query.max_time_ms;
@@ -426,9 +478,12 @@ int Serve(const ServeFlags& flags) {
     std::fflush(stdout);
   }
 
+  if (compaction) compaction->Start();
+
   std::atomic<bool> stop{false};
   signals.Watch(stop, config.consumer.shutdown_deadline_ms);
   Status run = consumer.Run(stop);
+  compaction.reset();  // a pass under way stops after its current merge
   http.Stop();
   dispatcher.Stop();
   signals.Finish();

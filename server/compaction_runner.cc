@@ -1,0 +1,120 @@
+#include "server/compaction_runner.h"
+
+#include <spdlog/spdlog.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <chrono>
+
+namespace logdex {
+namespace {
+
+prometheus::Counter* Counter(prometheus::Registry& r, const std::string& name, const std::string& help,
+                             const prometheus::Labels& labels = {}) {
+  return &prometheus::BuildCounter().Name(name).Help(help).Register(r).Add(labels);
+}
+prometheus::Gauge* Gauge(prometheus::Registry& r, const std::string& name, const std::string& help) {
+  return &prometheus::BuildGauge().Name(name).Help(help).Register(r).Add({});
+}
+
+}  // namespace
+
+CompactionRunner::CompactionRunner(prometheus::Registry& registry, Compactor& compactor, const Clock& clock,
+                                   int64_t interval_ms, uint64_t max_rate_bytes)
+    : compactor_(compactor), clock_(clock), interval_ms_(interval_ms), max_rate_bytes_(max_rate_bytes) {
+  merges_ = Counter(registry, "logdex_compaction_merges_total", "Merged chunks the compactor wrote");
+  parts_ = Counter(registry, "logdex_compaction_parts_total", "Small stored chunks merged into them (and deleted)");
+  records_ = Counter(registry, "logdex_compaction_records_total", "Records the compactor rewrote");
+  auto& bytes = prometheus::BuildCounter()
+                    .Name("logdex_compaction_bytes_total")
+                    .Help("Stored chunk bytes the compactor read (dir=in: the parts) and wrote (dir=out: the merged chunks)")
+                    .Register(registry);
+  bytes_in_ = &bytes.Add({{"dir", "in"}});
+  bytes_out_ = &bytes.Add({{"dir", "out"}});
+  cpu_ = Counter(registry, "logdex_compaction_cpu_seconds_total", "CPU time of compaction passes");
+  passes_ = Counter(registry, "logdex_compaction_passes_total", "Compaction passes run");
+  failures_ = Counter(registry, "logdex_compaction_failures_total",
+                      "Compaction passes a store error stopped (what was merged stays merged; the next pass retries)");
+  corrupt_ = Counter(registry, "logdex_compaction_corrupt_parts_total",
+                     "Stored chunks the compactor could not decode: left as they are");
+  waiting_ = Gauge(registry, "logdex_compaction_waiting_parts",
+                   "Parts the last pass left because their Kafka offsets are not committed yet");
+  runs_left_ = Gauge(registry, "logdex_compaction_runs_left",
+                     "Closed runs of small chunks the last pass had no budget for (compaction.max_pass_bytes)");
+  lag_ = Gauge(registry, "logdex_compaction_lag_seconds",
+               "Age of the newest record of the oldest run the last pass left unmerged (0: none left)");
+}
+
+CompactionRunner::~CompactionRunner() {
+  {
+    std::lock_guard lock(mu_);
+    stop_ = true;
+  }
+  cv_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+Result<CompactionPass> CompactionRunner::RunOnce() {
+  const int64_t start_ns = clock_.MonotonicNs();
+  // Pacing: after each merge, wait until the bytes merged so far fit max_rate.
+  auto pace = [&](uint64_t bytes) {
+    const int64_t due_ns = start_ns + static_cast<int64_t>(static_cast<double>(bytes) / max_rate_bytes_ * 1e9);
+    std::unique_lock lock(mu_);
+    const int64_t wait_ns = due_ns - clock_.MonotonicNs();
+    if (wait_ns > 0) cv_.wait_for(lock, std::chrono::nanoseconds(wait_ns), [this] { return stop_; });
+    return !stop_;
+  };
+  auto pass = compactor_.Pass(clock_.NowMs(), pace);
+  passes_->Increment();
+  if (!pass.ok()) {
+    failures_->Increment();
+    spdlog::warn("compaction: the pass stopped on a store error ({}); the next pass retries", pass.error().ToString());
+    return pass;
+  }
+  merges_->Increment(static_cast<double>(pass->merges));
+  parts_->Increment(static_cast<double>(pass->parts));
+  records_->Increment(static_cast<double>(pass->records));
+  bytes_in_->Increment(static_cast<double>(pass->bytes_in));
+  bytes_out_->Increment(static_cast<double>(pass->bytes_out));
+  cpu_->Increment(static_cast<double>(pass->cpu_ns) / 1e9);
+  corrupt_->Increment(static_cast<double>(pass->corrupt_parts));
+  waiting_->Set(static_cast<double>(pass->unsafe_parts));
+  runs_left_->Set(static_cast<double>(pass->runs_left));
+  lag_->Set(static_cast<double>(pass->lag_ms) / 1000.0);
+  if (pass->merges > 0) {
+    spdlog::info("compaction: merged {} chunks into {} ({} records; {} -> {} bytes) in {:.1f} ms of CPU", pass->parts,
+                 pass->merges, pass->records, pass->bytes_in, pass->bytes_out, pass->cpu_ns / 1e6);
+  }
+  if (pass->corrupt_parts > 0) {
+    spdlog::warn("compaction: {} stored chunks did not decode and were left as they are", pass->corrupt_parts);
+  }
+  const int64_t now = clock_.NowMs();
+  if (pass->runs_left > 0 && now - warned_ms_ >= 60'000) {
+    warned_ms_ = now;
+    spdlog::warn("compaction: behind: {} closed runs left, the oldest ending {} s ago (compaction.max_pass_bytes, "
+                 "compaction.max_rate)",
+                 pass->runs_left, pass->lag_ms / 1000);
+  }
+  return pass;
+}
+
+void CompactionRunner::Start() {
+  if (thread_.joinable()) return;
+  thread_ = std::thread([this] {
+    // The lowest priority: compaction takes only CPU that ingest, queries and
+    // alerting leave (Linux: per-thread nice through the thread id).
+    if (setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19) != 0) {
+      spdlog::info("compaction: could not lower the thread's priority; it runs at the process's");
+    }
+    std::unique_lock lock(mu_);
+    while (!stop_) {
+      lock.unlock();
+      (void)RunOnce();
+      lock.lock();
+      cv_.wait_for(lock, std::chrono::milliseconds(interval_ms_), [this] { return stop_; });
+    }
+  });
+}
+
+}  // namespace logdex

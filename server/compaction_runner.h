@@ -1,0 +1,58 @@
+// serve's compaction thread: runs a Compactor (indexer/compactor.h) pass
+// every `interval_ms`, paced to at most `max_rate_bytes` of parts
+// (uncompressed) per second, at the lowest CPU priority of its process
+// (nice 19), so that ingest and alerting keep theirs. Metrics:
+//   logdex_compaction_merges_total, logdex_compaction_parts_total,
+//   logdex_compaction_records_total, logdex_compaction_bytes_total{dir="in"|"out"}
+//   (stored chunk bytes of parts and of merged chunks),
+//   logdex_compaction_cpu_seconds_total, logdex_compaction_passes_total,
+//   logdex_compaction_failures_total (a pass the store failed: retried next pass),
+//   logdex_compaction_corrupt_parts_total, logdex_compaction_waiting_parts
+//   (parts not yet replay-safe at the last pass), logdex_compaction_runs_left and
+//   logdex_compaction_lag_seconds (closed runs the last pass had no budget
+//   for, and the age of the oldest: the compactor is behind; a warn line says
+//   so at most once a minute).
+#pragma once
+
+#include <prometheus/counter.h>
+#include <prometheus/gauge.h>
+#include <prometheus/registry.h>
+
+#include <condition_variable>
+#include <cstdint>
+#include <mutex>
+#include <optional>
+#include <thread>
+
+#include "common/clock.h"
+#include "indexer/compactor.h"
+
+namespace logdex {
+
+class CompactionRunner {
+ public:
+  // `compactor` and `clock` must outlive the runner.
+  CompactionRunner(prometheus::Registry& registry, Compactor& compactor, const Clock& clock, int64_t interval_ms,
+                   uint64_t max_rate_bytes);
+  ~CompactionRunner();  // stops the thread (a pass under way stops after its current merge)
+
+  // One pass now, paced, on the calling thread (the thread's loop; tests).
+  Result<CompactionPass> RunOnce();
+
+  void Start();
+
+ private:
+  Compactor& compactor_;
+  const Clock& clock_;
+  const int64_t interval_ms_;
+  const uint64_t max_rate_bytes_;
+  prometheus::Counter *merges_, *parts_, *records_, *bytes_in_, *bytes_out_, *cpu_, *passes_, *failures_, *corrupt_;
+  prometheus::Gauge *waiting_, *runs_left_, *lag_;
+  int64_t warned_ms_ = INT64_MIN / 2;
+  std::mutex mu_;
+  std::condition_variable cv_;
+  bool stop_ = false;
+  std::thread thread_;
+};
+
+}  // namespace logdex
