@@ -72,6 +72,15 @@ Compactor::Compactor(TableStore& store, CompactorOptions options)
         IndexerOptions io = options_.indexer;
         io.decode_alert_levels = false;  // merged records were alerted on when they arrived
         io.retention_ms = 0;
+        // The guard counts a chunk's tags in the hour of its first record: a
+        // merged chunk brings up to max_span's hours of values into one hour,
+        // so its caps grow by as many hours; what was indexed stays indexed.
+        const uint64_t hours = static_cast<uint64_t>(options_.max_span_ms / 3'600'000) + 2;
+        auto scale = [hours](auto cap) {
+          return static_cast<decltype(cap)>(std::min<uint64_t>(uint64_t{cap} * hours, UINT32_MAX));
+        };
+        io.tags.max_values_per_hour = scale(io.tags.max_values_per_hour);
+        io.tags.max_keys_per_hour = scale(io.tags.max_keys_per_hour);
         return io;
       }()) {}
 
