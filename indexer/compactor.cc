@@ -200,9 +200,12 @@ Status Compactor::MergeRun(std::vector<Part>& run, CompactionPass& pass,
       continue;
     }
     p.decoded = std::move(*records);
+    // Sizes of the decoded records, not the headers' uncompressed_size: the
+    // reader tolerates a wrong one in old stores, and the merged chunk must
+    // stay under the decode limit.
     uint64_t bytes = 0;
-    for (const Part& q : loaded) bytes += q.row.chunk().uncompressed_size();
-    if (!loaded.empty() && bytes + p.row.chunk().uncompressed_size() > options_.target_bytes) {
+    for (const Part& q : loaded) bytes += q.decoded.ByteSizeLong();
+    if (!loaded.empty() && bytes + p.decoded.ByteSizeLong() > options_.target_bytes) {
       if (Status s = WriteMerge(loaded, pass); !s.ok()) return s;
       loaded.clear();
     }

@@ -226,7 +226,7 @@ void Indexer::Settle(bool written) {
 
 Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view bytes,
                               const proto::ChunkSource& source, ChunkId id, const proto::RecordBatch* records,
-                              WriteBatch& batch, bool index_only, bool bytes_outlive_batch) {
+                              WriteBatch& batch, bool index_only, bool bytes_outlive_batch, bool merged) {
   StreamChunk c;
   c.chunk = &chunk;
   c.chunk_bytes = bytes;
@@ -261,6 +261,9 @@ Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view byt
   }
   ++counters_.stored_chunks;
   for (size_t i = index_only ? 1 : 0; i < observers_.size(); ++i) {
+    // A merged chunk holds records its stream's extent already covers, and
+    // this indexer's cached extents would be stale beside serve's: no meta rows.
+    if (merged && dynamic_cast<MetaObserver*>(observers_[i].get())) continue;
     if (Status s = observers_[i]->Observe(c, batch); !s.ok()) {
       ++counters_.store_read_failures;
       return s;
@@ -358,7 +361,8 @@ Status Indexer::StageMerged(const proto::LogChunk& merged, std::string_view byte
   }
   ++counters_.chunks;
   counters_.records += merged.record_count();
-  return ObserveStream(merged, bytes, source, id, &records, batch, /*index_only=*/false);
+  return ObserveStream(merged, bytes, source, id, &records, batch, /*index_only=*/false,
+                       /*bytes_outlive_batch=*/false, /*merged=*/true);
 }
 
 void Indexer::StageRemoval(const proto::LogChunk& part, const MainKey& key, const proto::RecordBatch& records,

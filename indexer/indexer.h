@@ -158,7 +158,8 @@ class Indexer {
   void Settle(bool written);
 
   // The compactor's (indexer/compactor.h): every row of a merged chunk, with
-  // its given id, never split, whatever its span. `records` are its records.
+  // its given id, never split, whatever its span; no meta rows (its records
+  // are within its stream's extent already). `records` are its records.
   Status StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,
                      const proto::RecordBatch& records, const proto::ChunkSource& source, WriteBatch& batch);
 
@@ -186,7 +187,7 @@ class Indexer {
  private:
   Status ObserveStream(const proto::LogChunk& chunk, std::string_view bytes, const proto::ChunkSource& source,
                        ChunkId id, const proto::RecordBatch* records, WriteBatch& batch, bool index_only,
-                       bool bytes_outlive_batch = false);
+                       bool bytes_outlive_batch = false, bool merged = false);
 
   TableStore& store_;
   IndexerOptions options_;

@@ -219,7 +219,8 @@ Result<Cursor> DecodeCursor(const std::string& text, uint64_t fingerprint, uint6
     for (uint16_t n = r->U16(); n > 0 && r->ok(); --n) c.pending_chunks.push_back(r->Bytes());
   }
   if (!r->ok() || !r->done()) return bad("not a cursor from this server");
-  if (c.epoch != epoch) {
+  // An odd epoch: a merge was landing when the page was made, or is now.
+  if (c.epoch != epoch || epoch % 2 == 1) {
     c.merged_since = true;
     c.stateful = false;
     c.ranges.clear();

@@ -181,7 +181,11 @@ Status Validate(const ServeConfig& c) {
   if (c.store.max_wal_bytes != 0 && c.store.max_wal_bytes < (1ull << 20)) {
     return Status(Errc::kInvalidArgument, "store.max_wal: must be 0 (the memtable budget) or at least 1MiB");
   }
-  if (c.compaction.enabled) {
+  if (c.compaction.enabled && c.store.backend == "rocksdb") {
+    constexpr int64_t kWeek = 7ll * 24 * 3600 * 1000;
+    if (c.compaction.settle_ms > kWeek || c.compaction.max_span_ms > kWeek || c.compaction.interval_ms > kWeek) {
+      return Status(Errc::kInvalidArgument, "compaction.settle, compaction.max_span, compaction.interval: at most 7d");
+    }
     if (c.compaction.target_bytes < (64u << 10) || c.compaction.target_bytes > c.indexer.max_uncompressed_bytes) {
       return Status(Errc::kInvalidArgument, "compaction.target_bytes: must be at least 64KiB and at most "
                                             "indexer.max_uncompressed (a merged chunk must still be readable)");

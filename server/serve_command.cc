@@ -368,10 +368,14 @@ int Serve(const ServeFlags& flags) {
   // The epoch starts at a value of this process, so that no cursor of an
   // earlier process counts as made after the latest merge.
   std::atomic<uint64_t> store_epoch{static_cast<uint64_t>(clock.NowMs()) * 2};
-  const bool compacting = config.compaction.enabled && (*store)->atomic_writes();
+  // skip_wal: RocksDB flushes each table's memtable on its own, so a crash
+  // could keep a merge's deletes and lose its merged rows (no WAL to replay
+  // them, and Kafka no longer has the parts' offsets to replay).
+  const bool compacting = config.compaction.enabled && (*store)->atomic_writes() &&
+                          config.store.durability != Durability::kSkipWal;
   if (config.compaction.enabled && !compacting) {
-    spdlog::info("compaction: off: the {} store's writes are not atomic (compaction.enabled is ignored)",
-                 config.store.backend);
+    spdlog::info("compaction: off: it needs a store whose writes are atomic and logged (rocksdb, durability async or "
+                 "sync); compaction.enabled is ignored");
   }
   auto longest_span = RecordLongestSpan(
       **store, std::max(config.indexer.max_chunk_span_ms, compacting ? config.compaction.max_span_ms : int64_t{0}));
@@ -414,7 +418,7 @@ int Serve(const ServeFlags& flags) {
   QueryOptions qo;
   qo.salt_buckets = config.store.salt_buckets;
   qo.max_chunk_span_ms = *longest_span;
-  qo.store_epoch = &store_epoch;
+  qo.store_epoch = compacting ? &store_epoch : nullptr;
   qo.max_range_ms = config.query.max_range_ms;
   qo.max_limit = config.query.max_limit;
   qo.max_time_ms = config.query.max_time_ms;

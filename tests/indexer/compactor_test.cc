@@ -152,6 +152,15 @@ TEST(Compactor, QueriesAnswerTheSameRecordsInTheSameOrderAfterCompaction) {
   }
   ASSERT_GT(nonempty, queries.size() / 2) << "the queries must find records for the comparison to mean anything";
   const uint64_t main_before = f.Rows(kMainTable), tag_before = f.Rows(kTagIndexTable);
+  auto meta_rows = [&] {
+    std::vector<std::pair<std::string, std::string>> rows;
+    EXPECT_TRUE(f.store->Scan(ScanSpec{std::string(kMetaTable), "", "", false, 0}, [&](auto k, auto v) {
+      rows.emplace_back(std::string(k), std::string(v));
+      return true;
+    }).ok());
+    return rows;
+  };
+  const auto meta_before = meta_rows();
 
   auto compactor = Compactor::Create(*f.store, f.Options());
   ASSERT_TRUE(compactor.ok()) << compactor.error().ToString();
@@ -164,6 +173,7 @@ TEST(Compactor, QueriesAnswerTheSameRecordsInTheSameOrderAfterCompaction) {
   EXPECT_EQ(main_after, main_before - pass->parts + pass->merges);
   EXPECT_LT(main_after * 10, main_before) << "a 6 h workload of chunks of 1-6 records over 72 streams";
   EXPECT_LT(f.Rows(kTagIndexTable), tag_before);
+  EXPECT_EQ(meta_rows(), meta_before) << "a merge writes no meta rows (stream extents, names)";
   EXPECT_GT(pass->records, 0u);
   EXPECT_LE(pass->records, static_cast<uint64_t>(kRecords));
   EXPECT_GT(pass->bytes_in, pass->bytes_out) << "zstd-3 over many records beats each part on its own";
