@@ -128,7 +128,7 @@ Status Compactor::PassOverHostApp(uint64_t host, uint64_t app, int64_t lo, int64
   auto close = [&](Run& run) -> Status {
     Status st;
     if (run.parts.size() >= 2) {
-      if (stop || pass.uncompressed >= options_.max_pass_bytes) {
+      if (stop || pass.bytes_read >= options_.max_pass_bytes) {
         ++pass.runs_left;
         // lag_ms holds the oldest last-record time left until Pass() turns it into an age.
         pass.lag_ms = pass.lag_ms == 0 ? run.last : std::min(pass.lag_ms, run.last);
@@ -148,7 +148,7 @@ Status Compactor::PassOverHostApp(uint64_t host, uint64_t app, int64_t lo, int64
     auto value = IndexValue::Decode(it->value());
     if (!key || !value) continue;  // not a row of ours: left alone
     Run& run = runs[SeverityCode(key->severity)];
-    if (value->record_count >= options_.target_records) {
+    if (value->record_count >= options_.target_records || big_.count(value->main_key.chunk)) {
       if (Status st = close(run); !st.ok()) return st;
       continue;
     }
@@ -200,6 +200,8 @@ Status Compactor::MergeRun(std::vector<Part>& run, CompactionPass& pass,
       continue;
     }
     p.decoded = std::move(*records);
+    pass.bytes_read += p.decoded.ByteSizeLong();
+    NoteBig(p.key.chunk, p.decoded.ByteSizeLong());
     // Sizes of the decoded records, not the headers' uncompressed_size: the
     // reader tolerates a wrong one in old stores, and the merged chunk must
     // stay under the decode limit.
@@ -212,8 +214,14 @@ Status Compactor::MergeRun(std::vector<Part>& run, CompactionPass& pass,
     loaded.push_back(std::move(p));
   }
   if (Status s = WriteMerge(loaded, pass); !s.ok()) return s;
-  if (keep_going && !keep_going(pass.uncompressed)) stop = true;
+  if (keep_going && !keep_going(pass.bytes_read)) stop = true;
   return Status::Ok();
+}
+
+void Compactor::NoteBig(ChunkId id, uint64_t bytes) {
+  if (bytes < options_.target_bytes / 2) return;
+  if (big_.size() >= 1'000'000) big_.clear();  // bounded; the next passes re-learn
+  big_.insert(id);
 }
 
 Status Compactor::WriteMerge(std::vector<Part>& parts, CompactionPass& pass) {
@@ -249,6 +257,7 @@ Status Compactor::WriteMerge(std::vector<Part>& parts, CompactionPass& pass) {
   const proto::LogChunk merged = PackChunk(head.app(), head.host(), merged_records, po);
   const std::string bytes = merged.SerializeAsString();
 
+  const ChunkId merged_id = id;
   WriteBatch batch;
   if (Status s = indexer_.StageMerged(merged, bytes, id, merged_records, parts.front().row.source(), batch); !s.ok()) {
     indexer_.Settle(false);
@@ -267,6 +276,7 @@ Status Compactor::WriteMerge(std::vector<Part>& parts, CompactionPass& pass) {
   if (options_.store_epoch) options_.store_epoch->fetch_add(1);
   indexer_.Settle(s.ok());
   if (!s.ok()) return s;
+  NoteBig(merged_id, merged_records.ByteSizeLong());
   ++pass.merges;
   pass.parts += parts.size();
   pass.records += static_cast<uint64_t>(merged_records.records_size());

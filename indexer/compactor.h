@@ -36,7 +36,12 @@
 // committed offset (serve asks the consumer), and a run with a part that is
 // not waits for a later pass. A part without a Kafka topic counts as safe.
 //
-// Cost: a pass stops after max_pass_bytes of parts (uncompressed) and
+// A chunk found to hold target_bytes / 2 or more (a part read, or a merged
+// chunk written) is remembered (in memory, up to 1 M ids) and planned like
+// one of target_records: a run it would end no longer makes every pass read
+// it again to find that nothing fits.
+//
+// Cost: a pass stops after max_pass_bytes of parts read (uncompressed) and
 // reports the closed runs it left (CompactionPass::runs_left, lag_ms); the
 // caller paces passes (serve: compaction.interval, compaction.max_rate).
 //
@@ -55,6 +60,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_set>
 
 #include "common/chunk_codec.h"
 #include "common/result.h"
@@ -104,7 +110,8 @@ struct CompactionPass {
   uint64_t records = 0;        // records rewritten
   uint64_t bytes_in = 0;       // parts' stored chunk bytes
   uint64_t bytes_out = 0;      // merged chunks' stored bytes
-  uint64_t uncompressed = 0;   // parts' uncompressed bytes
+  uint64_t uncompressed = 0;   // merged parts' uncompressed bytes
+  uint64_t bytes_read = 0;     // uncompressed bytes of every part read, merged or not (budget, pacing)
   uint64_t corrupt_parts = 0;  // parts that did not decode: left as they are
   uint64_t unsafe_parts = 0;   // parts not yet replay-safe: their runs wait
   uint64_t runs_left = 0;      // closed runs the pass had no budget for
@@ -118,7 +125,7 @@ class Compactor {
   static Result<std::unique_ptr<Compactor>> Create(TableStore& store, CompactorOptions options);
 
   // One pass at `now_ms`. `keep_going` (may be null) is called after each
-  // merge with the pass's uncompressed bytes so far; false stops the pass
+  // run read with the pass's bytes_read so far; false stops the pass
   // (shutdown, pacing). Errors are the store's; what was merged stays merged.
   Result<CompactionPass> Pass(int64_t now_ms, const std::function<bool(uint64_t)>& keep_going = nullptr);
 
@@ -134,9 +141,12 @@ class Compactor {
                   const std::function<bool(uint64_t)>& keep_going, bool& stop);
   Status WriteMerge(std::vector<Part>& parts, CompactionPass& pass);
 
+  void NoteBig(ChunkId id, uint64_t bytes);
+
   TableStore& store_;
   CompactorOptions options_;
   Indexer indexer_;
+  std::unordered_set<ChunkId> big_;  // chunks of target_bytes / 2 or more (see above)
 };
 
 }  // namespace logdex

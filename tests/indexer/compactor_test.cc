@@ -392,6 +392,32 @@ TEST(Compactor, NothingYoungerThanTheSettleTimeOrInAnOpenRunIsMerged) {
   EXPECT_LT(half->parts, main_before);
 }
 
+TEST(Compactor, RunsCutByTheByteTargetAreNotReadAgainByLaterPasses) {
+  Fixture f(18, kRecords / 4);
+  // Spans as long as the workload: the byte target alone cuts the runs.
+  QueryOptions qo = f.EngineOptions();
+  qo.max_chunk_span_ms = 7 * 3'600'000;
+  QueryEngine engine(*f.store, qo);
+  const std::vector<Query> queries = RandomQueries(f.w, 9);
+  std::vector<std::vector<std::string>> before;
+  for (const Query& q : queries) before.push_back(AllPages(engine, q));
+  CompactorOptions o = f.Options();
+  o.max_span_ms = qo.max_chunk_span_ms;
+  o.lookback_ms = 2 * o.max_span_ms;
+  o.target_bytes = 2 << 10;  // a few dozen records
+  auto compactor = Compactor::Create(*f.store, o);
+  ASSERT_TRUE(compactor.ok());
+  auto first = (*compactor)->Pass(f.Settled(o));
+  ASSERT_TRUE(first.ok());
+  EXPECT_GT(first->merges, 0u);
+  EXPECT_GT(first->bytes_read, 0u);
+  auto second = (*compactor)->Pass(f.Settled(o));
+  ASSERT_TRUE(second.ok());
+  EXPECT_LT(second->bytes_read, first->bytes_read / 10)
+      << "the second pass read again what the first found full (" << second->merges << " merges)";
+  for (size_t i = 0; i < queries.size(); ++i) EXPECT_EQ(AllPages(engine, queries[i]), before[i]);
+}
+
 TEST(Compactor, IsRefusedOnAStoreWhoseWritesAreNotAtomic) {
   TempDir dir;
   RocksDbOptions ro;
