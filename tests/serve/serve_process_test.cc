@@ -1055,9 +1055,9 @@ TEST_F(ServeProcess, ShipNeverEchoesARejectedSecretSetting) {
 // (300 chunks of 1-5 records, 1-3 h old: settled, their runs closed, their
 // offsets committed) into a few, and the query API then answers exactly the
 // records sent: each once, newest first, page after page. (With
-// compaction.enabled false, the wait for merges times out.)
+// compaction.enabled false, the default, the wait for merges times out.)
 TEST_F(ServeProcess, CompactionMergesSmallChunksAndQueriesReturnTheSameRecords) {
-  // Settled after 1 s, runs of less than 10 min, a pass every 200 ms.
+  // On (off by default); settled after 1 s, runs of less than 10 min, a pass every 200 ms.
   store_yaml_ = "compaction: {enabled: true, settle: 1s, max_span: 10m, interval: 200ms, lookback: 2d}\n";
   int port = 0;
   std::string bootstrap;
