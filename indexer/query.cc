@@ -93,8 +93,13 @@ struct Cursor {
   // QueryOptions::store_epoch when the page was made: saved positions hold
   // only while no merge has changed the index since (compactor.h).
   uint64_t epoch = 0;
+  // Records returned so far, on this page and the ones before, whose
+  // Pos::Stable() equals last's (last included): identical records (same
+  // time, stream, message and tags) in different places.
+  uint32_t same = 1;
   // A merge landed since the page was made (decoded only): the last record
-  // may now sit in another chunk, so records are compared by Pos::Stable().
+  // may now sit in another chunk, so records are compared by Pos::Stable(),
+  // and the first `same` records equal to last by it are the ones returned.
   bool merged_since = false;
   std::vector<Range> ranges;
   std::vector<std::string> pending_chunks;  // main keys
@@ -178,6 +183,7 @@ std::string EncodeCursor(uint64_t fingerprint, const Cursor& c) {
   w.U64(c.last.index);
   w.U8(c.stateful);
   w.U64(c.epoch);
+  w.U64(c.same);
   if (c.stateful) {
     w.U16(static_cast<uint16_t>(c.ranges.size()));
     for (const auto& r : c.ranges) {
@@ -208,6 +214,7 @@ Result<Cursor> DecodeCursor(const std::string& text, uint64_t fingerprint, uint6
   c.last.index = static_cast<uint32_t>(r->U64());
   c.stateful = r->U8() != 0;
   c.epoch = r->U64();
+  c.same = static_cast<uint32_t>(r->U64());
   if (c.stateful) {
     for (uint16_t n = r->U16(); n > 0 && r->ok(); --n) {
       Cursor::Range range;
@@ -291,6 +298,10 @@ class Execution {
       auto c = DecodeCursor(q_.cursor, QueryFingerprint(q_), epoch_);
       if (!c.ok()) return Status(c.error());
       cursor_ = *c;
+      last_ = cursor_->last;
+      same_ = cursor_->same;
+      have_last_ = true;
+      if (cursor_->merged_since) skip_same_ = cursor_->same;
     }
     return Status::Ok();
   }
@@ -371,10 +382,19 @@ class Execution {
     return Status::Ok();
   }
 
+  // Volume from the index: whether chunks spanning index_count_span_ms or
+  // more may exist (then they are read, not counted from their index row).
+  bool LongChunksRead() const {
+    return options_.index_count_span_ms > 0 && options_.index_count_span_ms < options_.max_chunk_span_ms;
+  }
+  bool IsLong(const Candidate& c) const {
+    return LongChunksRead() && c.last_ts - c.value.main_key.first_ts_ms >= options_.index_count_span_ms;
+  }
+
   // Index ts range [from, upper): chunks ending there may hold records in range.
   // Counting from the index: [from, to), by the attribution rule (query.h).
   int64_t Upper() const {
-    if (index_counts_) return q_.to_ms;
+    if (index_counts_) return LongChunksRead() ? SaturatingAdd(q_.to_ms, options_.max_chunk_span_ms) : q_.to_ms;
     int64_t top = q_.to_ms;
     if (cursor_) top = std::min(top, SaturatingAdd(cursor_->last.ts, 1));
     return SaturatingAdd(top, options_.max_chunk_span_ms);
@@ -514,8 +534,8 @@ class Execution {
         if (Status s = CheckBudget(); !s.ok()) return s;
         auto c = src.decode(src.it->key(), src.it->value());
         if (!c || !KeyMatches(*c)) continue;
-        if (index_counts_) {
-          if (c->last_ts < q_.from_ms || c->last_ts >= q_.to_ms) continue;  // the source's range: never
+        if (index_counts_ && !IsLong(*c)) {
+          if (c->last_ts < q_.from_ms || c->last_ts >= q_.to_ms) continue;  // past `to`: a later range's
           Count(c->last_ts, c->severity, c->value.record_count);
           ++stats_.chunks_returned;
           const int64_t bucket_start = origin_ + (c->last_ts - origin_) / step_ * step_;
@@ -571,7 +591,7 @@ class Execution {
       if (!RecordMatches(r)) continue;
       Pos p{r.ts_ms(), key.app, key.host, static_cast<uint8_t>(r.severity()), ContentHash(r), key.chunk,
             static_cast<uint32_t>(i)};
-      if (cursor_ && (cursor_->merged_since ? !(p.Stable() < cursor_->last.Stable()) : !(p < cursor_->last))) continue;
+      if (cursor_ && (cursor_->merged_since ? cursor_->last.Stable() < p.Stable() : !(p < cursor_->last))) continue;
       ResultRecord out;
       out.ts_ms = r.ts_ms();
       out.severity = static_cast<Severity>(r.severity());
@@ -590,6 +610,13 @@ class Execution {
     while (!pending_.empty() && pending_.front().pos.ts > bound && answer_.records.size() < q_.limit) {
       std::pop_heap(pending_.begin(), pending_.end());
       Pending& top = pending_.back();
+      if (skip_same_ > 0 && top.pos.Stable() == cursor_->last.Stable()) {
+        --skip_same_;  // returned on an earlier page, before a merge moved it
+        pending_.pop_back();
+        continue;
+      }
+      same_ = have_last_ && top.pos.Stable() == last_.Stable() ? same_ + 1 : 1;
+      have_last_ = true;
       last_ = top.pos;
       if (returned_.insert(last_.chunk).second) ++stats_.chunks_returned;
       answer_.records.push_back(std::move(top.record));
@@ -657,6 +684,7 @@ class Execution {
     if (answer_.records.size() >= q_.limit && (!pending_.empty() || !heap.empty())) {
       Cursor next;
       next.last = last_;
+      next.same = same_;
       next.epoch = epoch_;
       std::set<std::string> chunks;
       for (const Pending& p : pending_) chunks.insert(p.key.Encode());
@@ -721,6 +749,7 @@ class Execution {
     if (answer_.records.size() >= q_.limit && !pending_.empty()) {
       Cursor next;
       next.last = last_;
+      next.same = same_;
       next.epoch = epoch_;
       answer_.next_cursor = EncodeCursor(QueryFingerprint(q_), next);
     }
@@ -752,6 +781,12 @@ class Execution {
   std::vector<std::string> head_keys_;  // raw key of each source's head; empty when exhausted
   std::vector<Pending> pending_;  // a max-heap by pos
   Pos last_;
+  // Records returned with last_'s Pos::Stable() (Cursor::same), whether
+  // last_ is set (this page's, or the cursor's), and how many records equal
+  // to the cursor's last are still to skip (Cursor::merged_since).
+  uint32_t same_ = 0;
+  bool have_last_ = false;
+  uint32_t skip_same_ = 0;
   std::set<ChunkId> returned_;
   std::string scratch_;
   // Volume(): where counts go (null for Run()), the bucket grid, and whether

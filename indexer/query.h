@@ -60,6 +60,10 @@
 //       filter counts every record of the chunks holding the tag in any
 //       record (the tag index is per chunk: an upper bound on the records
 //       carrying it), and takes one tag (more need read_records);
+//     * a chunk spanning index_count_span_ms or more (a merged one) is read
+//       instead, and each of its records in [from, to) counted in its own
+//       bucket: exact (chunks_read counts them); so the index ranges then
+//       reach max_chunk_span_ms past `to`, for such chunks only;
 //     * like Run(), tags the tag index capped are not seen, and on HBase an
 //       index row whose main row is missing (a write under way or failed
 //       before its main row) is counted: index mode cannot tell.
@@ -122,6 +126,12 @@ struct QueryOptions {
   int64_t max_time_ms = 0;
   uint64_t max_rows_scanned = 0;
   uint64_t max_bytes_decompressed = 0;
+  // Volume() from the index counts a chunk by its index row alone when it
+  // spans less than this (the chunks ingest makes: indexer.max_chunk_span);
+  // a longer one (a merged chunk, indexer/compactor.h) is read, and each of
+  // its records in [from, to) counts in its own bucket, exactly. 0: every
+  // chunk from its index row.
+  int64_t index_count_span_ms = 0;
   // Most buckets of a Volume() answer. Default 11,000.
   uint64_t max_volume_buckets = 11'000;
   // The compactor's epoch (indexer/compactor.h), when one writes to the

@@ -418,6 +418,7 @@ int Serve(const ServeFlags& flags) {
   QueryOptions qo;
   qo.salt_buckets = config.store.salt_buckets;
   qo.max_chunk_span_ms = *longest_span;
+  qo.index_count_span_ms = config.indexer.max_chunk_span_ms;  // merged chunks are counted by reading them
   qo.store_epoch = compacting ? &store_epoch : nullptr;
   qo.max_range_ms = config.query.max_range_ms;
   qo.max_limit = config.query.max_limit;

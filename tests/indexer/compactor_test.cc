@@ -418,6 +418,114 @@ TEST(Compactor, RunsCutByTheByteTargetAreNotReadAgainByLaterPasses) {
   for (size_t i = 0; i < queries.size(); ++i) EXPECT_EQ(AllPages(engine, queries[i]), before[i]);
 }
 
+// Identical records (same time, stream, message, tags) in several chunks,
+// paged two at a time while a merge moves them into one chunk: each is
+// returned once, none lost, none twice.
+TEST(Compactor, IdenticalRecordsAcrossAMergeAreEachReturnedOnce) {
+  Fixture f(20, 200);
+  Indexer indexer(*f.store, IndexerOptions{});
+  const int64_t t = f.w.start_ms + 600'000;
+  std::vector<std::string> chunks;
+  for (int c = 0; c < 6; ++c) {
+    proto::RecordBatch b;
+    for (int i = 0; i < 4; ++i) {
+      proto::LogRecord* r = b.add_records();
+      r->set_ts_ms(i < 3 ? t : t - 1000 * (c + 1));  // three identical records per chunk, one of its own
+      r->set_severity(SeverityCode(Severity::kInfo));
+      r->set_message(i < 3 ? "the same line" : "line " + std::to_string(c));
+    }
+    PackOptions po;
+    po.producer_id = 99;
+    po.sequence = static_cast<uint64_t>(c + 1);
+    chunks.push_back(PackChunk("dupapp", "duphost", b, po).SerializeAsString());
+  }
+  ASSERT_TRUE(indexer.IngestSerialized(chunks, proto::ChunkSource{}).ok());
+  QueryEngine engine(*f.store, f.EngineOptions());
+  Query q;
+  q.app = "dupapp";
+  q.from_ms = f.w.start_ms;
+  q.to_ms = f.w.end_ms;
+  q.limit = 2;
+  const std::vector<std::string> all = AllPages(engine, q);
+  ASSERT_EQ(all.size(), 24u);
+  for (int pages_before = 1; pages_before <= 9; pages_before += 4) {
+    SCOPED_TRACE(pages_before);
+    Fixture g(20, 200);
+    Indexer gi(*g.store, IndexerOptions{});
+    ASSERT_TRUE(gi.IngestSerialized(chunks, proto::ChunkSource{}).ok());
+    QueryEngine ge(*g.store, g.EngineOptions());
+    Query gq = q;
+    std::vector<std::string> got;
+    for (int page = 0; page < pages_before; ++page) {
+      auto a = ge.Run(gq);
+      ASSERT_TRUE(a.ok());
+      for (const ResultRecord& r : a->records) got.push_back(Describe(r));
+      gq.cursor = a->next_cursor;
+    }
+    auto compactor = Compactor::Create(*g.store, g.Options());
+    ASSERT_TRUE(compactor.ok());
+    auto pass = (*compactor)->Pass(g.Settled((*compactor)->options()));
+    ASSERT_TRUE(pass.ok());
+    ASSERT_GT(pass->merges, 0u);
+    for (const std::string& r : AllPages(ge, gq)) got.push_back(r);
+    EXPECT_EQ(got, all);
+  }
+}
+
+// Volume from the index counts ingest's chunks by their index rows and reads
+// merged ones: ranges still tile (every record once), and the histogram is
+// no coarser after compaction than before (merged chunks span up to an hour).
+TEST(Compactor, VolumeFromTheIndexStillTilesAndIsNoCoarserAfterCompaction) {
+  Fixture f(19, kRecords / 2);
+  QueryOptions qo = f.EngineOptions();
+  qo.index_count_span_ms = 60'000;  // the workload's chunks span at most 30 s
+  QueryEngine engine(*f.store, qo);
+  auto volume = [&](int64_t from, int64_t to, bool exact) {
+    VolumeQuery vq;
+    vq.filter.app = "app1";
+    vq.filter.from_ms = from;
+    vq.filter.to_ms = to;
+    vq.step_ms = 600'000;
+    vq.read_records = exact;
+    auto v = engine.Volume(vq);
+    EXPECT_TRUE(v.ok()) << v.error().ToString();
+    return v.ok() ? *v : VolumeAnswer{};
+  };
+  const int64_t from = f.w.start_ms - 3'600'000, to = f.w.end_ms + 3'600'000;
+  uint64_t all = 0;
+  for (const auto& r : f.w.records) all += r.app == "app1";
+  // Sum of |index - exact| over the buckets of the whole range.
+  auto deviation = [&] {
+    const VolumeAnswer index = volume(from, to, false), exact = volume(from, to, true);
+    EXPECT_EQ(index.totals.total, all);
+    EXPECT_EQ(exact.totals.total, all);
+    EXPECT_EQ(index.buckets.size(), exact.buckets.size());
+    uint64_t d = 0;
+    for (size_t i = 0; i < std::min(index.buckets.size(), exact.buckets.size()); ++i) {
+      const uint64_t a = index.buckets[i].counts.total, b = exact.buckets[i].counts.total;
+      d += a > b ? a - b : b - a;
+    }
+    return d;
+  };
+  auto tiles = [&] {
+    std::mt19937_64 rng(3);
+    for (int i = 0; i < 10; ++i) {
+      const int64_t mid = f.w.start_ms + static_cast<int64_t>(rng() % static_cast<uint64_t>(f.w.end_ms - f.w.start_ms));
+      EXPECT_EQ(volume(from, mid, false).totals.total + volume(mid, to, false).totals.total, all) << "split at " << mid;
+    }
+  };
+  const uint64_t before = deviation();
+  tiles();
+  auto compactor = Compactor::Create(*f.store, f.Options());
+  ASSERT_TRUE(compactor.ok());
+  auto pass = (*compactor)->Pass(f.Settled((*compactor)->options()));
+  ASSERT_TRUE(pass.ok());
+  ASSERT_GT(pass->merges, 0u);
+  const uint64_t after = deviation();
+  EXPECT_LE(after, before) << "merged chunks (spans up to 1 h) must not be counted in their last record's bucket";
+  tiles();
+}
+
 TEST(Compactor, IsRefusedOnAStoreWhoseWritesAreNotAtomic) {
   TempDir dir;
   RocksDbOptions ro;
