@@ -106,6 +106,22 @@ std::optional<HostIndexKey> HostIndexKey::Decode(std::string_view key) {
   return Finish(r, k);
 }
 
+std::string MergedKey::Encode() const {
+  return KeyWriter(kSize).U64(host).U64(app).Sev(severity).Ts(last_ts_ms).U64(chunk).Done();
+}
+
+std::optional<MergedKey> MergedKey::Decode(std::string_view key) {
+  if (key.size() != kSize) return std::nullopt;
+  KeyReader r(key);
+  MergedKey k;
+  k.host = r.U64();
+  k.app = r.U64();
+  k.severity = r.Sev();
+  k.last_ts_ms = r.Ts();
+  k.chunk = r.U64();
+  return Finish(r, k);
+}
+
 std::string TagIndexKey::Encode() const {
   return KeyWriter(kSize).U64(tag).Ts(ts_ms).U64(app).U64(host).Sev(severity).U64(chunk).Done();
 }

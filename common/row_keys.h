@@ -24,6 +24,7 @@ inline constexpr std::string_view kHostIndexTable = "idx_host";
 inline constexpr std::string_view kTagIndexTable = "idx_tag";
 inline constexpr std::string_view kMetaTable = "meta";
 inline constexpr std::string_view kOutboxTable = "alert_outbox";
+inline constexpr std::string_view kMergedTable = "merged";
 // "idx_<level>", e.g. idx_error.
 std::string LevelIndexTable(Severity s);
 
@@ -104,6 +105,22 @@ struct MetaKey {
   std::string Encode() const;
   static std::optional<MetaKey> Decode(std::string_view key);
   bool operator==(const MetaKey&) const = default;
+};
+
+// `merged` (the compactor's ledger, indexer/compactor.h): host u64 · app u64 ·
+// severity u8 · last_ts_ms u64 · chunk u64 of a merged chunk; the value is
+// the sorted ids of the chunks merged into it (8 bytes each, big-endian).
+struct MergedKey {
+  static constexpr size_t kSize = 33;
+  HostId host = 0;
+  AppId app = 0;
+  Severity severity = Severity::kInfo;
+  int64_t last_ts_ms = 0;
+  ChunkId chunk = 0;
+
+  std::string Encode() const;
+  static std::optional<MergedKey> Decode(std::string_view key);
+  bool operator==(const MergedKey&) const = default;
 };
 
 // `alert_outbox`: due_ms u64 · alert id u64.

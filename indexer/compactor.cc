@@ -259,6 +259,11 @@ Status Compactor::WriteMerge(std::vector<Part>& parts, CompactionPass& pass) {
 
   const ChunkId merged_id = id;
   WriteBatch batch;
+  // The ledger: a re-send of a part, later, is recognised (IndexerOptions::merged_check_ms).
+  batch.Put(kMergedTable,
+            MergedKey{HostIdOf(head.host()), AppIdOf(head.app()), parts.front().key.severity, merged.last_ts_ms(), id}
+                .Encode(),
+            id_bytes);
   if (Status s = indexer_.StageMerged(merged, bytes, id, merged_records, parts.front().row.source(), batch); !s.ok()) {
     indexer_.Settle(false);
     return s;

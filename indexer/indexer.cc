@@ -259,6 +259,18 @@ Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view byt
       case TagGuard::Verdict::kKeyOverCap: ++counters_.tag_keys_over_cap; break;
     }
   }
+  if (!index_only && !merged && options_.merged_check_ms > 0 &&
+      chunk.last_ts_ms() < options_.decode.clock->NowMs() - options_.merged_check_ms) {
+    auto was = WasMerged(c.host, c.app, c.severity, chunk.last_ts_ms(), id);
+    if (!was.ok()) {
+      ++counters_.store_read_failures;
+      return Status(was.error());
+    }
+    if (*was) {
+      ++counters_.merged_resends;
+      return Status::Ok();
+    }
+  }
   ++counters_.stored_chunks;
   for (size_t i = index_only ? 1 : 0; i < observers_.size(); ++i) {
     // A merged chunk holds records its stream's extent already covers, and
@@ -352,6 +364,31 @@ ChunkResult<StagedChunk> Indexer::Stage(const proto::LogChunk& chunk, std::strin
     }
   }
   return staged;
+}
+
+Result<bool> Indexer::WasMerged(HostId host, AppId app, Severity severity, int64_t last_ts_ms, ChunkId id) {
+  // The chunk merged into M holds M's records: M ends at or after it, and
+  // less than max_span after M's first record, so before last + max_span.
+  int64_t stop_ts = 0;
+  if (__builtin_add_overflow(last_ts_ms, options_.merged_max_span_ms, &stop_ts)) stop_ts = INT64_MAX;
+  bool found = false;
+  Status s = store_.Scan(ScanSpec{std::string(kMergedTable), MergedKey{host, app, severity, last_ts_ms, 0}.Encode(),
+                                  MergedKey{host, app, severity, stop_ts, 0}.Encode(), false, 0},
+                         [&](std::string_view, std::string_view parts) {
+                           size_t lo = 0, hi = parts.size() / 8;
+                           while (lo < hi) {  // the ids are sorted
+                             const size_t mid = (lo + hi) / 2;
+                             const uint64_t v = GetBigEndian64(parts.data() + mid * 8);
+                             if (v == id) {
+                               found = true;
+                               return false;
+                             }
+                             if (v < id) lo = mid + 1; else hi = mid;
+                           }
+                           return true;
+                         });
+  if (!s.ok()) return s.error();
+  return found;
 }
 
 Status Indexer::StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,

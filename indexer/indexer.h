@@ -62,6 +62,14 @@ struct IndexerOptions {
   Severity alert_min_severity = Severity::kError;
   TagGuardOptions tags;
   DecodeOptions decode;
+  // With compaction (indexer/compactor.h): a stored chunk whose last record
+  // is older than this (the compactor's settle time) may have been merged;
+  // if the `merged` ledger lists it, it is a re-send (ship's journal or
+  // backlog, a producer's retry) of records the store holds in a merged
+  // chunk, and it is not stored again (counted in merged_resends).
+  // 0: not checked. merged_max_span_ms: the compactor's max_span.
+  int64_t merged_check_ms = 0;
+  int64_t merged_max_span_ms = 0;
 };
 
 // One stored chunk (one stream: app, host, severity) as the observers see it.
@@ -132,6 +140,7 @@ struct IndexerCounters {
   uint64_t tags_over_record_cap = 0;  // past a record's first kMaxIndexedTagsPerRecord
   uint64_t store_read_failures = 0;   // stagings failed by a store read (retried)
   uint64_t past_retention_records = 0;  // records of chunks wholly older than retention_ms
+  uint64_t merged_resends = 0;  // stored chunks not written again: merged already (merged_check_ms)
 };
 
 class Indexer {
@@ -185,6 +194,8 @@ class Indexer {
   static Status RebuildIndexes(TableStore& store, const IndexerOptions& options, uint64_t batch_rows = 1000);
 
  private:
+  // Whether the `merged` ledger lists stored chunk `id` of the stream.
+  Result<bool> WasMerged(HostId host, AppId app, Severity severity, int64_t last_ts_ms, ChunkId id);
   Status ObserveStream(const proto::LogChunk& chunk, std::string_view bytes, const proto::ChunkSource& source,
                        ChunkId id, const proto::RecordBatch* records, WriteBatch& batch, bool index_only,
                        bool bytes_outlive_batch = false, bool merged = false);

@@ -40,6 +40,11 @@ Status CreateTables(TableStore& store, const TableLayout& layout) {
     if (Status s = store.CreateTable(name, o); !s.ok()) return s;
   }
 
+  // The compactor's ledger: one row per merged chunk, as long as the data.
+  TableOptions merged = index;
+  merged.ordered_prefix = 17;  // host · app · severity
+  if (Status s = store.CreateTable(kMergedTable, merged); !s.ok()) return s;
+
   TableOptions outbox;  // pending notifications: small, hot, kept until delivered
   outbox.bloom_filter = true;
   return store.CreateTable(kOutboxTable, outbox);

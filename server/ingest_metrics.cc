@@ -40,10 +40,14 @@ IngestMetrics::IngestMetrics(prometheus::Registry& r, const Clock& clock)
       past_retention_(Counter(r, "logdex_ingest_past_retention_records_total",
                               "Records stored although older than the store's retention (store.ttl): no query "
                               "reaches them")),
+      merged_resends_(Counter(r, "logdex_indexer_merged_resends_total",
+                              "Stored chunks not written again because the compactor had merged them already "
+                              "(a re-send: ship's journal or backlog, a producer's retry)")),
       clock_(clock) {}
 
 void IngestMetrics::Update(const IndexerCounters& i, const ShipLineDecoder::Counters& l, Indexer* past_retention) {
   Grow(past_retention_, i.past_retention_records, last_indexer_.past_retention_records);
+  Grow(merged_resends_, i.merged_resends, last_indexer_.merged_resends);
   Grow(restamped_, l.restamped_records, last_lines_.restamped_records);
   Grow(values_over_cap_, i.tag_values_over_cap, last_indexer_.tag_values_over_cap);
   Grow(keys_over_cap_, i.tag_keys_over_cap, last_indexer_.tag_keys_over_cap);

@@ -262,7 +262,23 @@ int Serve(const ServeFlags& flags) {
   alerting::SinkDispatcher dispatcher(*alerting_config, **store, alerting::MakeSinks(*alerting_config, clock), clock,
                                       registry);
 
+  // skip_wal: RocksDB flushes each table's memtable on its own, so a crash
+  // could keep a merge's deletes and lose its merged rows (no WAL to replay
+  // them, and Kafka no longer has the parts' offsets to replay).
+  const bool compacting = config.compaction.enabled && (*store)->atomic_writes() &&
+                          config.store.durability != Durability::kSkipWal;
+  if (config.compaction.enabled && !compacting) {
+    spdlog::info("compaction: off: it needs a store whose writes are atomic and logged (rocksdb, durability async or "
+                 "sync); compaction.enabled is ignored");
+  }
+
   IndexerOptions io;
+  if (compacting) {
+    // A settled chunk the compactor may have merged is checked against its
+    // ledger: a re-send is not stored beside the merged chunk.
+    io.merged_check_ms = config.compaction.settle_ms;
+    io.merged_max_span_ms = config.compaction.max_span_ms;
+  }
   io.salt_buckets = config.store.salt_buckets;
   io.max_chunk_span_ms = config.indexer.max_chunk_span_ms;
   io.verify = config.indexer.verify;
@@ -368,15 +384,6 @@ int Serve(const ServeFlags& flags) {
   // The epoch starts at a value of this process, so that no cursor of an
   // earlier process counts as made after the latest merge.
   std::atomic<uint64_t> store_epoch{static_cast<uint64_t>(clock.NowMs()) * 2};
-  // skip_wal: RocksDB flushes each table's memtable on its own, so a crash
-  // could keep a merge's deletes and lose its merged rows (no WAL to replay
-  // them, and Kafka no longer has the parts' offsets to replay).
-  const bool compacting = config.compaction.enabled && (*store)->atomic_writes() &&
-                          config.store.durability != Durability::kSkipWal;
-  if (config.compaction.enabled && !compacting) {
-    spdlog::info("compaction: off: it needs a store whose writes are atomic and logged (rocksdb, durability async or "
-                 "sync); compaction.enabled is ignored");
-  }
   auto longest_span = RecordLongestSpan(
       **store, std::max(config.indexer.max_chunk_span_ms, compacting ? config.compaction.max_span_ms : int64_t{0}));
   if (!longest_span.ok()) {
@@ -396,6 +403,7 @@ int Serve(const ServeFlags& flags) {
     co.zstd_level = config.compaction.zstd_level;
     co.store_epoch = &store_epoch;
     co.indexer = io;
+    co.indexer.merged_check_ms = 0;  // the compactor's own indexer writes merged chunks only
     // A part is merged only once its offset is committed: a replay can no
     // longer write it again beside the merged chunk.
     co.replay_safe = [&consumer](const proto::ChunkSource& src) {
