@@ -178,14 +178,20 @@ Status Compactor::MergeRun(std::vector<Part>& run, CompactionPass& pass,
   // Replays first: a run with a part its source could still write again waits.
   std::vector<Part> loaded;
   loaded.reserve(run.size());
+  uint64_t loaded_bytes = 0;  // decoded sizes of `loaded`
+  auto write = [&]() -> Status {
+    Status s = WriteMerge(loaded, pass);
+    loaded.clear();
+    loaded_bytes = 0;
+    return s;
+  };
   for (Part& p : run) {
     auto row = store_.Get(kMainTable, p.key.Encode());
     if (!row.ok()) return Status(row.error());
     if (!row->has_value() || !p.row.ParseFromString(**row)) {
       // Gone (expired) or unreadable: the run is cut around it.
       if (row->has_value()) ++pass.corrupt_parts;
-      if (Status s = WriteMerge(loaded, pass); !s.ok()) return s;
-      loaded.clear();
+      if (Status s = write(); !s.ok()) return s;
       continue;
     }
     if (options_.replay_safe && !p.row.source().topic().empty() && !options_.replay_safe(p.row.source())) {
@@ -195,25 +201,23 @@ Status Compactor::MergeRun(std::vector<Part>& run, CompactionPass& pass,
     auto records = UnpackRecords(p.row.chunk(), options_.indexer.decode);
     if (!records.ok() || p.row.chunk().severity() != SeverityCode(p.key.severity)) {
       ++pass.corrupt_parts;
-      if (Status s = WriteMerge(loaded, pass); !s.ok()) return s;
-      loaded.clear();
+      if (Status s = write(); !s.ok()) return s;
       continue;
     }
     p.decoded = std::move(*records);
-    pass.bytes_read += p.decoded.ByteSizeLong();
-    NoteBig(p.key.chunk, p.decoded.ByteSizeLong());
     // Sizes of the decoded records, not the headers' uncompressed_size: the
     // reader tolerates a wrong one in old stores, and the merged chunk must
     // stay under the decode limit.
-    uint64_t bytes = 0;
-    for (const Part& q : loaded) bytes += q.decoded.ByteSizeLong();
-    if (!loaded.empty() && bytes + p.decoded.ByteSizeLong() > options_.target_bytes) {
-      if (Status s = WriteMerge(loaded, pass); !s.ok()) return s;
-      loaded.clear();
+    const uint64_t bytes = p.decoded.ByteSizeLong();
+    pass.bytes_read += bytes;
+    NoteBig(p.key.chunk, bytes);
+    if (!loaded.empty() && loaded_bytes + bytes > options_.target_bytes) {
+      if (Status s = write(); !s.ok()) return s;
     }
     loaded.push_back(std::move(p));
+    loaded_bytes += bytes;
   }
-  if (Status s = WriteMerge(loaded, pass); !s.ok()) return s;
+  if (Status s = write(); !s.ok()) return s;
   if (keep_going && !keep_going(pass.bytes_read)) stop = true;
   return Status::Ok();
 }
