@@ -239,6 +239,19 @@ Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view byt
   c.main_key = MainKey{SaltOf(c.app, c.host, options_.salt_buckets), c.app, c.severity, chunk.first_ts_ms(), c.host, id};
   c.records = records;
 
+  // Before the tag guard: a re-send that is not stored uses none of its caps.
+  if (!index_only && !merged && options_.merged_check_ms > 0 &&
+      chunk.last_ts_ms() < options_.decode.clock->NowMs() - options_.merged_check_ms) {
+    auto was = WasMerged(c.host, c.app, c.severity, chunk.last_ts_ms(), id);
+    if (!was.ok()) {
+      ++counters_.store_read_failures;
+      return Status(was.error());
+    }
+    if (*was) {
+      ++counters_.merged_resends;
+      return Status::Ok();
+    }
+  }
   std::vector<std::pair<std::string_view, std::string_view>> tags;
   if (chunk.has_tag_summary()) {
     for (const proto::Tag& t : chunk.tag_summary().tags()) tags.emplace_back(t.key(), t.value());
@@ -257,18 +270,6 @@ Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view byt
       case TagGuard::Verdict::kDenied: ++counters_.tag_keys_denied; break;
       case TagGuard::Verdict::kOverCap: ++counters_.tag_values_over_cap; break;
       case TagGuard::Verdict::kKeyOverCap: ++counters_.tag_keys_over_cap; break;
-    }
-  }
-  if (!index_only && !merged && options_.merged_check_ms > 0 &&
-      chunk.last_ts_ms() < options_.decode.clock->NowMs() - options_.merged_check_ms) {
-    auto was = WasMerged(c.host, c.app, c.severity, chunk.last_ts_ms(), id);
-    if (!was.ok()) {
-      ++counters_.store_read_failures;
-      return Status(was.error());
-    }
-    if (*was) {
-      ++counters_.merged_resends;
-      return Status::Ok();
     }
   }
   ++counters_.stored_chunks;

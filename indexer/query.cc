@@ -168,7 +168,7 @@ class Reader {
   bool ok_ = true;
 };
 
-constexpr uint8_t kCursorVersion = 2;
+constexpr uint8_t kCursorVersion = 3;  // 3: epoch and `same` (compaction)
 
 std::string EncodeCursor(uint64_t fingerprint, const Cursor& c) {
   Writer w;
@@ -534,7 +534,12 @@ class Execution {
         if (Status s = CheckBudget(); !s.ok()) return s;
         auto c = src.decode(src.it->key(), src.it->value());
         if (!c || !KeyMatches(*c)) continue;
-        if (index_counts_ && !IsLong(*c)) {
+        // A long chunk within one bucket and within [from, to) counts from
+        // its index row too: reading it would put its records in that bucket.
+        const int64_t first_ts = c->value.main_key.first_ts_ms;
+        const bool whole_in_bucket = first_ts >= q_.from_ms && c->last_ts < q_.to_ms &&
+                                     (first_ts - origin_) / step_ == (c->last_ts - origin_) / step_;
+        if (index_counts_ && (!IsLong(*c) || whole_in_bucket)) {
           if (c->last_ts < q_.from_ms || c->last_ts >= q_.to_ms) continue;  // past `to`: a later range's
           Count(c->last_ts, c->severity, c->value.record_count);
           ++stats_.chunks_returned;

@@ -13,9 +13,13 @@
 // Anything else is refused: a full scan must be asked for.
 //
 // Order: records come newest first; ties break on (app id, host id,
-// severity, chunk id, record index), all descending. Index rows are keyed by
-// each chunk's last record time and chunks span less than max_chunk_span_ms,
-// so a record can be emitted as soon as the scan passes its time.
+// severity, a hash of the record's message and tags, chunk id, record
+// index), all descending: records that differ in anything keep their order
+// when the compactor moves them to another chunk. Index rows are keyed by
+// each chunk's last record time, so a record can be emitted as soon as the
+// scan passes its time; chunks span less than max_chunk_span_ms, so the
+// index ranges reach that far past `to`. Each Run() and Volume() reads
+// through one snapshot of the store where the backend has them (RocksDB).
 //
 // Paging: a page holds at most `limit` records; `next_cursor` (opaque) resumes
 // strictly after the page's last record. A cursor only fits the query it came from.
@@ -60,10 +64,13 @@
 //       filter counts every record of the chunks holding the tag in any
 //       record (the tag index is per chunk: an upper bound on the records
 //       carrying it), and takes one tag (more need read_records);
-//     * a chunk spanning index_count_span_ms or more (a merged one) is read
-//       instead, and each of its records in [from, to) counted in its own
-//       bucket: exact (chunks_read counts them); so the index ranges then
-//       reach max_chunk_span_ms past `to`, for such chunks only;
+//     * a chunk spanning index_count_span_ms or more (a merged one; or one
+//       ingest made under a longer indexer.max_chunk_span) that does not lie
+//       within one bucket and within [from, to) is read instead, and each of
+//       its records in [from, to) that passes the filters (a tag filter per
+//       record, exactly) counted in its own bucket (chunks_read and
+//       bytes_decompressed count them); the index ranges then reach
+//       max_chunk_span_ms past `to`, for such chunks;
 //     * like Run(), tags the tag index capped are not seen, and on HBase an
 //       index row whose main row is missing (a write under way or failed
 //       before its main row) is counted: index mode cannot tell.
@@ -203,7 +210,7 @@ struct VolumeAnswer {
   // bucket, or before the range). 0 when reading records.
   uint64_t inexact_records = 0;
   // As for Run(): rows_scanned = index rows read (main rows on the scan
-  // path), chunks_read and bytes_decompressed 0 unless reading records,
+  // path), chunks_read and bytes_decompressed 0 unless reading records (or long chunks),
   // chunks_returned = chunks that added at least one record to the counts.
   QueryStats stats;
 };

@@ -42,7 +42,7 @@ Status CreateTables(TableStore& store, const TableLayout& layout) {
 
   // The compactor's ledger: one row per merged chunk, as long as the data.
   TableOptions merged = index;
-  merged.ordered_prefix = 17;  // host · app · severity
+  merged.ordered_prefix = 17;  // host · app · severity (a memtable insert hint)
   if (Status s = store.CreateTable(kMergedTable, merged); !s.ok()) return s;
 
   TableOptions outbox;  // pending notifications: small, hot, kept until delivered

@@ -272,12 +272,22 @@ int Serve(const ServeFlags& flags) {
                  "sync); compaction.enabled is ignored");
   }
 
+  // Queries pad their ranges by the longest chunk span the store may hold,
+  // kept in its meta table across restarts and config changes.
+  auto longest_span = RecordLongestSpan(
+      **store, std::max(config.indexer.max_chunk_span_ms, compacting ? config.compaction.max_span_ms : int64_t{0}));
+  if (!longest_span.ok()) {
+    std::fprintf(stderr, "logdex serve: store: %s\n", longest_span.error().ToString().c_str());
+    return 1;
+  }
+
   IndexerOptions io;
   if (compacting) {
     // A settled chunk the compactor may have merged is checked against its
-    // ledger: a re-send is not stored beside the merged chunk.
-    io.merged_check_ms = config.compaction.settle_ms;
-    io.merged_max_span_ms = config.compaction.max_span_ms;
+    // ledger: a re-send is not stored beside the merged chunk. The window is
+    // the longest span a merge may have had (settle 0 still checks).
+    io.merged_check_ms = std::max<int64_t>(config.compaction.settle_ms, 1);
+    io.merged_max_span_ms = *longest_span;
   }
   io.salt_buckets = config.store.salt_buckets;
   io.max_chunk_span_ms = config.indexer.max_chunk_span_ms;
@@ -379,17 +389,9 @@ int Serve(const ServeFlags& flags) {
   GroupConsumer consumer(go, **store, processor, metrics, clock);
 
   // Compaction (indexer/compactor.h; rocksdb only): merges the small settled
-  // chunks of each stream. Queries pad their ranges by the longest chunk span
-  // the store may hold, kept in its meta table across restarts and config changes.
-  // The epoch starts at a value of this process, so that no cursor of an
-  // earlier process counts as made after the latest merge.
+  // chunks of each stream. The epoch starts at a value of this process, so
+  // that no cursor of an earlier process counts as made after the latest merge.
   std::atomic<uint64_t> store_epoch{static_cast<uint64_t>(clock.NowMs()) * 2};
-  auto longest_span = RecordLongestSpan(
-      **store, std::max(config.indexer.max_chunk_span_ms, compacting ? config.compaction.max_span_ms : int64_t{0}));
-  if (!longest_span.ok()) {
-    std::fprintf(stderr, "logdex serve: store: %s\n", longest_span.error().ToString().c_str());
-    return 1;
-  }
   std::unique_ptr<Compactor> compactor;
   std::unique_ptr<CompactionRunner> compaction;
   if (compacting) {
