@@ -171,7 +171,9 @@ TEST(Compactor, QueriesAnswerTheSameRecordsInTheSameOrderAfterCompaction) {
   EXPECT_EQ(pass->runs_left, 0u);
   const uint64_t main_after = f.Rows(kMainTable);
   EXPECT_EQ(main_after, main_before - pass->parts + pass->merges);
-  EXPECT_LT(main_after * 10, main_before) << "a 6 h workload of chunks of 1-6 records over 72 streams";
+  // 6 h of chunks of 1-6 records over 120 streams, runs of at most 1 h: the
+  // release workload has ~20 records per stream-hour, the ASan one ~2.
+  EXPECT_LT(main_after * (kRecords >= 60'000 ? 10 : 3), main_before);
   EXPECT_LT(f.Rows(kTagIndexTable), tag_before);
   EXPECT_EQ(meta_rows(), meta_before) << "a merge writes no meta rows (stream extents, names)";
   EXPECT_GT(pass->records, 0u);
@@ -272,7 +274,8 @@ TEST(Compactor, ACursorFromBeforeAMergeResumesWithoutLossOrRepeat) {
   q.to_ms = f.w.end_ms;
   q.limit = 500;
   const std::vector<std::string> all = AllPages(engine, q);
-  ASSERT_GT(all.size(), 2000u);
+  ASSERT_GT(all.size(), static_cast<size_t>(kRecords / 8));  // app1 holds about a quarter
+  ASSERT_GT(all.size(), 2 * static_cast<size_t>(q.limit)) << "two pages before the merge, more after";
   // Two pages before the merge, the rest after it.
   std::vector<std::string> got;
   for (int page = 0; page < 2; ++page) {
@@ -356,7 +359,7 @@ TEST(Compactor, APassStopsAtItsBudgetReportsWhatIsLeftAndLaterPassesFinish) {
   std::vector<std::vector<std::string>> before;
   for (const Query& q : queries) before.push_back(AllPages(engine, q));
   CompactorOptions o = f.Options();
-  o.max_pass_bytes = 64 << 10;
+  o.max_pass_bytes = 16 << 10;  // a few of the workload's runs per pass
   auto compactor = Compactor::Create(*f.store, o);
   ASSERT_TRUE(compactor.ok());
   const int64_t now = f.Settled(o);
