@@ -36,6 +36,15 @@ constexpr int kQueries = 40;
 
 constexpr int64_t kMaxSpanMs = 3'600'000;  // the compactor's, and the engine's padding
 
+// Indexes serialized chunks 500 at a time (a consumer batch).
+void IngestInBatches(Indexer& indexer, const std::vector<std::string>& chunks) {
+  for (size_t i = 0; i < chunks.size(); i += 500) {
+    std::vector<std::string> part(chunks.begin() + static_cast<long>(i),
+                                  chunks.begin() + static_cast<long>(std::min(i + 500, chunks.size())));
+    EXPECT_TRUE(indexer.IngestSerialized(part, proto::ChunkSource{}).ok());
+  }
+}
+
 struct Fixture {
   TempDir dir;
   std::unique_ptr<RocksDbStore> store;
@@ -55,11 +64,7 @@ struct Fixture {
     spec.max_records_per_chunk = 6;  // small chunks: what compaction is for
     w = MakeWorkload(spec);
     Indexer indexer(*store, IndexerOptions{});
-    for (size_t i = 0; i < w.chunks.size(); i += 500) {
-      std::vector<std::string> part(w.chunks.begin() + static_cast<long>(i),
-                                    w.chunks.begin() + static_cast<long>(std::min(i + 500, w.chunks.size())));
-      EXPECT_TRUE(indexer.IngestSerialized(part, proto::ChunkSource{}).ok());
-    }
+    IngestInBatches(indexer, w.chunks);
   }
 
   CompactorOptions Options() {
@@ -104,6 +109,18 @@ std::vector<std::string> AllPages(const QueryEngine& engine, Query q) {
     q.cursor = a->next_cursor;
   }
   return out;
+}
+
+// Every page of each query.
+std::vector<std::vector<std::string>> Answers(const QueryEngine& engine, const std::vector<Query>& queries) {
+  std::vector<std::vector<std::string>> out;
+  for (const Query& q : queries) out.push_back(AllPages(engine, q));
+  return out;
+}
+
+void ExpectSameAnswers(const QueryEngine& engine, const std::vector<Query>& queries,
+                       const std::vector<std::vector<std::string>>& want) {
+  for (size_t i = 0; i < queries.size(); ++i) EXPECT_EQ(AllPages(engine, queries[i]), want[i]) << "query " << i;
 }
 
 // Queries of every access path over random ranges, with small pages.
@@ -209,8 +226,7 @@ TEST(Compactor, QueriesWhileItMergesAnswerExactly) {
   QueryEngine engine(*f.store, f.EngineOptions());
   std::vector<Query> queries = RandomQueries(f.w, 6);
   queries.resize(8);
-  std::vector<std::vector<std::string>> before;
-  for (const Query& q : queries) before.push_back(AllPages(engine, q));
+  const std::vector<std::vector<std::string>> before = Answers(engine, queries);
 
   auto compactor = Compactor::Create(*f.store, f.Options());
   ASSERT_TRUE(compactor.ok());
@@ -262,7 +278,7 @@ TEST(Compactor, QueriesWhileItMergesAnswerExactly) {
   EXPECT_GE(rounds.load(), 2u);
   EXPECT_EQ(mismatches.load(), 0u) << "of " << rounds.load() << " rounds of " << queries.size()
                                     << " queries; the first: " << first_mismatch;
-  for (size_t i = 0; i < queries.size(); ++i) EXPECT_EQ(AllPages(engine, queries[i]), before[i]) << "query " << i;
+  ExpectSameAnswers(engine, queries, before);
 }
 
 TEST(Compactor, ACursorFromBeforeAMergeResumesWithoutLossOrRepeat) {
@@ -304,8 +320,7 @@ TEST(Compactor, AFailedBatchChangesNothingAndTheNextPassMerges) {
   Fixture f(14, kRecords / 4);
   QueryEngine engine(*f.store, f.EngineOptions());
   const std::vector<Query> queries = RandomQueries(f.w, 7);
-  std::vector<std::vector<std::string>> before;
-  for (const Query& q : queries) before.push_back(AllPages(engine, q));
+  const std::vector<std::vector<std::string>> before = Answers(engine, queries);
   const uint64_t rows = f.Rows(kMainTable) + f.Rows(kHostIndexTable) + f.Rows(kTagIndexTable);
   // Fail every batch part way through its entries: RocksDB applies none of it.
   f.store->SetWriteFaultHook([](const WriteBatch::Entry&, size_t index) {
@@ -316,12 +331,12 @@ TEST(Compactor, AFailedBatchChangesNothingAndTheNextPassMerges) {
   auto failed = (*compactor)->Pass(f.Settled((*compactor)->options()));
   ASSERT_FALSE(failed.ok());
   EXPECT_EQ(f.Rows(kMainTable) + f.Rows(kHostIndexTable) + f.Rows(kTagIndexTable), rows);
-  for (size_t i = 0; i < queries.size(); ++i) EXPECT_EQ(AllPages(engine, queries[i]), before[i]);
+  ExpectSameAnswers(engine, queries, before);
   f.store->SetWriteFaultHook(nullptr);
   auto pass = (*compactor)->Pass(f.Settled((*compactor)->options()));
   ASSERT_TRUE(pass.ok());
   EXPECT_GT(pass->merges, 0u);
-  for (size_t i = 0; i < queries.size(); ++i) EXPECT_EQ(AllPages(engine, queries[i]), before[i]);
+  ExpectSameAnswers(engine, queries, before);
 }
 
 TEST(Compactor, PartsAReplayCouldWriteAgainWait) {
@@ -356,8 +371,7 @@ TEST(Compactor, APassStopsAtItsBudgetReportsWhatIsLeftAndLaterPassesFinish) {
   Fixture f(16, kRecords / 4);
   QueryEngine engine(*f.store, f.EngineOptions());
   const std::vector<Query> queries = RandomQueries(f.w, 8);
-  std::vector<std::vector<std::string>> before;
-  for (const Query& q : queries) before.push_back(AllPages(engine, q));
+  const std::vector<std::vector<std::string>> before = Answers(engine, queries);
   CompactorOptions o = f.Options();
   o.max_pass_bytes = 16 << 10;  // a few of the workload's runs per pass
   auto compactor = Compactor::Create(*f.store, o);
@@ -375,7 +389,7 @@ TEST(Compactor, APassStopsAtItsBudgetReportsWhatIsLeftAndLaterPassesFinish) {
     ASSERT_GT(p->merges, 0u) << "a pass with runs left merges at least one";
   }
   EXPECT_GT(passes, 2);
-  for (size_t i = 0; i < queries.size(); ++i) EXPECT_EQ(AllPages(engine, queries[i]), before[i]);
+  ExpectSameAnswers(engine, queries, before);
 }
 
 TEST(Compactor, NothingYoungerThanTheSettleTimeOrInAnOpenRunIsMerged) {
@@ -402,8 +416,7 @@ TEST(Compactor, RunsCutByTheByteTargetAreNotReadAgainByLaterPasses) {
   qo.max_chunk_span_ms = 7 * 3'600'000;
   QueryEngine engine(*f.store, qo);
   const std::vector<Query> queries = RandomQueries(f.w, 9);
-  std::vector<std::vector<std::string>> before;
-  for (const Query& q : queries) before.push_back(AllPages(engine, q));
+  const std::vector<std::vector<std::string>> before = Answers(engine, queries);
   CompactorOptions o = f.Options();
   o.max_span_ms = qo.max_chunk_span_ms;
   o.lookback_ms = 2 * o.max_span_ms;
@@ -418,7 +431,7 @@ TEST(Compactor, RunsCutByTheByteTargetAreNotReadAgainByLaterPasses) {
   ASSERT_TRUE(second.ok());
   EXPECT_LT(second->bytes_read, first->bytes_read / 10)
       << "the second pass read again what the first found full (" << second->merges << " merges)";
-  for (size_t i = 0; i < queries.size(); ++i) EXPECT_EQ(AllPages(engine, queries[i]), before[i]);
+  ExpectSameAnswers(engine, queries, before);
 }
 
 // Every chunk sent again after the merges (ship's journal replay, a
@@ -429,8 +442,7 @@ TEST(Compactor, ChunksSentAgainAfterTheirMergeAreNotStoredTwice) {
   Fixture f(21, kRecords / 4);
   QueryEngine engine(*f.store, f.EngineOptions());
   const std::vector<Query> queries = RandomQueries(f.w, 10);
-  std::vector<std::vector<std::string>> before;
-  for (const Query& q : queries) before.push_back(AllPages(engine, q));
+  const std::vector<std::vector<std::string>> before = Answers(engine, queries);
   auto compactor = Compactor::Create(*f.store, f.Options());
   ASSERT_TRUE(compactor.ok());
   auto pass = (*compactor)->Pass(f.Settled((*compactor)->options()));
@@ -442,14 +454,10 @@ TEST(Compactor, ChunksSentAgainAfterTheirMergeAreNotStoredTwice) {
   io.merged_check_ms = (*compactor)->options().settle_ms;
   io.merged_max_span_ms = (*compactor)->options().max_span_ms;
   Indexer again(*f.store, io);
-  for (size_t i = 0; i < f.w.chunks.size(); i += 500) {
-    std::vector<std::string> part(f.w.chunks.begin() + static_cast<long>(i),
-                                  f.w.chunks.begin() + static_cast<long>(std::min(i + 500, f.w.chunks.size())));
-    ASSERT_TRUE(again.IngestSerialized(part, proto::ChunkSource{}).ok());
-  }
+  IngestInBatches(again, f.w.chunks);
   EXPECT_EQ(again.counters().merged_resends, pass->parts) << "every merged part is recognised, nothing else";
   EXPECT_EQ(f.Rows(kMainTable), main_rows);
-  for (size_t i = 0; i < queries.size(); ++i) EXPECT_EQ(AllPages(engine, queries[i]), before[i]) << "query " << i;
+  ExpectSameAnswers(engine, queries, before);
 }
 
 // Identical records (same time, stream, message, tags) in several chunks,
