@@ -282,12 +282,15 @@ void ChunkWriter::Finish(std::string_view app, std::string_view host, const Pack
     p += summary.size();
   }
   LOGDEX_CHECK(static_cast<size_t>(p - out->data()) == at + size);
+  Discard();
+}
 
+void ChunkWriter::Discard() {
   payload_.clear();
   records_ = 0;
   severity_ = kMixedSeverity;
   first_ts_ = last_ts_ = 0;
-  if (summarize) summary_->Clear();
+  if (summary_) summary_->Clear();
   last_at_.clear();
 }
 

@@ -64,6 +64,10 @@ class ChunkWriter {
   void Finish(std::string_view app, std::string_view host, const PackOptions& options, std::string* out,
               std::string* scratch = nullptr);
 
+  // Drops the records added since the last Finish (a chunk given up on);
+  // the buffers keep their capacity.
+  void Discard();
+
  private:
   struct Summary;
   // The index of the summary entry for key=value, added if new.

@@ -1,6 +1,7 @@
 #include "consumer/batch_processor.h"
 
 #include "common/defaults.h"
+#include "common/ids.h"
 
 namespace logdex {
 
@@ -85,24 +86,28 @@ void BatchProcessor::Add(const InMessage& m, ProcessedBatch& batch) {
     batch.dead_letters.push_back(DeadLetter{m, "unparseable_lines", "unparseable_lines: " + chunks.error().message});
     return;
   }
-  // Chunks made here from one message: a deterministic producer id and
-  // sequence per (topic, partition, offset, stream index). All are checked
-  // before any is staged, so a message is indexed whole or dead-lettered whole.
-  uint32_t index = 0;
-  for (proto::LogChunk& c : *chunks) {
-    c.set_producer_id(Hash64(m.topic + "/" + std::to_string(m.partition)) | 1);
-    c.set_sequence((static_cast<uint64_t>(m.offset) << 16) | index++);
-    auto valid = ValidateChunk(c, options_.decode);
-    if (!valid.ok()) {
-      batch.dead_letters.push_back(DeadLetter{m, std::string(ChunkErrcName(valid.error().code)),
-                                              valid.error().ToString()});
+  // Every chunk passes the validator chunk input passes (ValidateChunk) before
+  // any is staged, so a message is indexed whole or dead-lettered whole.
+  std::vector<proto::LogChunk> decoded;
+  decoded.reserve(chunks->size());
+  for (const std::string& bytes : *chunks) {
+    auto c = DecodeChunk(bytes, options_.decode);
+    if (!c.ok()) {
+      batch.dead_letters.push_back(DeadLetter{m, std::string(ChunkErrcName(c.error().code)), c.error().ToString()});
       return;
     }
+    decoded.push_back(std::move(*c));
   }
-  for (const proto::LogChunk& c : *chunks) {
-    const std::string bytes = c.SerializeAsString();
-    StageChunk(m, c, bytes, source, batch, false);
+  for (size_t i = 0; i < decoded.size(); ++i) {
+    batch.line_chunks.push_back(std::move((*chunks)[i]));
+    StageChunk(m, decoded[i], batch.line_chunks.back(), source, batch, true);
   }
+}
+
+ChunkIds LineChunkIds(const InMessage& m, uint32_t index) {
+  LOGDEX_CHECK(index < kMaxChunksPerLineMessage);
+  return ChunkIds{Hash64(m.topic + "/" + std::to_string(m.partition)) | 1,
+                  (static_cast<uint64_t>(m.offset) << 16) | index};
 }
 
 }  // namespace logdex

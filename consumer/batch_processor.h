@@ -12,6 +12,7 @@
 // Not thread-safe: one processor per consumer loop.
 #pragma once
 
+#include <deque>
 #include <functional>
 #include <map>
 #include <memory>
@@ -26,12 +27,26 @@ namespace logdex {
 
 enum class InputFormat { kChunk, kJson, kText };
 
-// Converts a message of JSON or text lines into chunks, one per (app, host, severity).
-// Errors are reasons for the dead-letter topic.
+// Chunks made from one message of lines: at most this many (the index is
+// the low 16 bits of the sequence, below the message's offset).
+inline constexpr uint32_t kMaxChunksPerLineMessage = 1u << 16;
+
+// The producer id and sequence of the `index`-th chunk made from a message
+// of lines: derived from (topic, partition, offset, index), so a replay of
+// the message rewrites the same rows. `index` < kMaxChunksPerLineMessage.
+struct ChunkIds {
+  uint64_t producer_id = 0;
+  uint64_t sequence = 0;
+};
+ChunkIds LineChunkIds(const InMessage& message, uint32_t index);
+
+// Converts a message of JSON or text lines into chunks, one per (app, host,
+// severity), as serialized LogChunks, the i-th named by LineChunkIds(message,
+// i). Errors are reasons for the dead-letter topic.
 class LineDecoder {
  public:
   virtual ~LineDecoder() = default;
-  virtual Result<std::vector<proto::LogChunk>> Decode(const InMessage& message, InputFormat format) = 0;
+  virtual Result<std::vector<std::string>> Decode(const InMessage& message, InputFormat format) = 0;
 };
 
 // A message that goes to the dead-letter topic, and why.
@@ -51,6 +66,9 @@ struct ProcessedBatch {
   uint64_t chunks = 0;
   uint64_t records = 0;
   uint64_t alerts_staged = 0;
+  // Chunks made from lines: main rows borrow their bytes, which live as
+  // long as `writes` (a deque never moves its elements).
+  std::deque<std::string> line_chunks;
   // Not OK when the batch cannot be written as it is (alert staging failed):
   // the consumer settles it as unwritten and processes the messages again.
   Status failed;

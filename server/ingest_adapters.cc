@@ -1,8 +1,11 @@
 #include "server/ingest_adapters.h"
 
+#include <cstdint>
 #include <map>
 #include <tuple>
+#include <vector>
 
+#include "common/chunk_writer.h"
 #include "parse/assembler.h"
 #include "parse/parsers.h"
 
@@ -12,46 +15,107 @@ struct ShipLineDecoder::Impl : public parse::RecordSink {
   std::string default_app, default_host;
   const Clock& clock;
   std::unique_ptr<parse::LineParser> json, text;
-  // Per message: records by stream (app, host, severity), as `logdex ship`
-  // groups them, so that every chunk made has one severity and the indexer
-  // stores it as it is (a mixed one it would unpack, split by severity and
-  // pack again).
-  std::map<std::tuple<std::string, std::string, Severity>, proto::RecordBatch> streams;
+  // Per message: a ChunkWriter per stream (app, host, severity), as `logdex
+  // ship` groups records, so that every chunk made has one severity and the
+  // indexer stores it as it is. Records go from the parser's views straight
+  // into the writer's wire bytes (no LogRecord objects). The map's order
+  // numbers the chunks (LineChunkIds), as it did when the decoder built
+  // RecordBatches: a message replayed after an upgrade keeps its chunk ids.
+  using StreamKey = std::tuple<std::string, std::string, Severity>;
+  std::map<StreamKey, size_t> streams;  // -> writers[i]
+  std::vector<ChunkWriter> writers;     // kept across messages: buffers keep their capacity
+  // The stream of the last record: the next one is most often in it too.
+  std::string last_app, last_host;
+  Severity last_severity = Severity::kInfo;
+  size_t last_writer = SIZE_MAX;
   // Per message: the time a record whose own time ValidateChunk would refuse
   // takes (the Kafka message's), and how many did.
   int64_t restamp_ts = 0;
   uint64_t restamped = 0;
+  std::string restamp_value;
   const DecodeOptions bounds;  // the defaults BatchProcessor validates with
 
   Impl(std::string app, std::string host, const Clock& c)
       : default_app(std::move(app)), default_host(std::move(host)), clock(c) {}
 
+  void StartMessage() {
+    // Writers kept for the next message: a message of many streams does
+    // not hold their buffers for good.
+    constexpr size_t kKeptWriters = 256;
+    if (writers.size() > kKeptWriters) writers.resize(kKeptWriters);
+    streams.clear();
+    last_writer = SIZE_MAX;
+    restamped = 0;
+  }
+
+  Result<size_t> WriterFor(std::string_view app, std::string_view host, Severity severity) {
+    if (last_writer != SIZE_MAX && severity == last_severity && app == last_app && host == last_host) {
+      return last_writer;
+    }
+    auto [it, added] = streams.try_emplace(StreamKey{std::string(app), std::string(host), severity}, streams.size());
+    if (added) {
+      if (streams.size() > kMaxChunksPerLineMessage) {
+        streams.erase(it);  // it has no writer
+        return Error{Errc::kInvalidArgument, "the message names more than " +
+                                                 std::to_string(kMaxChunksPerLineMessage) +
+                                                 " streams (app, host, severity)"};
+      }
+      if (writers.size() < streams.size()) writers.emplace_back();
+    }
+    last_app.assign(app);
+    last_host.assign(host);
+    last_severity = severity;
+    last_writer = it->second;
+    return last_writer;
+  }
+
   Status OnRecord(const parse::RecordView& r) override {
-    const std::string app(r.app.empty() ? std::string_view(default_app) : r.app);
-    const std::string host(r.host.empty() ? std::string_view(default_host) : r.host);
+    const std::string_view app = r.app.empty() ? std::string_view(default_app) : r.app;
+    const std::string_view host = r.host.empty() ? std::string_view(default_host) : r.host;
     if (app.empty() || host.empty()) {
       return Status(Errc::kInvalidArgument,
                     std::string("a record names no ") + (app.empty() ? "app" : "host") +
                         " and the server has no default (consumer.default_" + (app.empty() ? "app" : "host") + ")");
     }
-    proto::LogRecord* out = streams[{app, host, r.severity}].add_records();
-    const bool restamp = !TimestampAccepted(r.ts_ms, clock.NowMs(), bounds);
-    out->set_ts_ms(restamp ? restamp_ts : r.ts_ms);
-    out->set_severity(SeverityCode(r.severity));
-    out->set_message(std::string(r.message));
-    if (restamp) {  // first: among the tags the indexer indexes
-      ++restamped;
-      proto::Tag* tag = out->add_tags();
-      tag->set_key(std::string(kRestampedTag));
-      tag->set_value(std::to_string(r.ts_ms));
+    auto w = WriterFor(app, host, r.severity);
+    if (!w.ok()) return w.error();
+    ChunkWriter& writer = writers[*w];
+    if (TimestampAccepted(r.ts_ms, clock.NowMs(), bounds)) {
+      writer.Add(r.ts_ms, SeverityCode(r.severity), r.message, r.tags);
+      return Status::Ok();
     }
-    for (const parse::TagView& t : r.tags) {
-      proto::Tag* tag = out->add_tags();
-      tag->set_key(std::string(t.key));
-      tag->set_value(std::string(t.value));
-    }
+    // First: among the tags the indexer indexes.
+    ++restamped;
+    restamp_value = std::to_string(r.ts_ms);
+    const TagView lead[] = {{kRestampedTag, restamp_value}};
+    writer.Add(restamp_ts, SeverityCode(r.severity), r.message, lead, r.tags);
     return Status::Ok();
   }
+
+  // The serialized chunks of the message, numbered in stream order.
+  std::vector<std::string> Finish(const InMessage& m) {
+    std::vector<std::string> chunks;
+    chunks.reserve(streams.size());
+    uint32_t nth = 0;
+    for (const auto& [stream, w] : streams) {
+      const ChunkIds ids = LineChunkIds(m, nth++);
+      PackOptions po;
+      po.codec = kDefaultCodec;
+      po.producer_id = ids.producer_id;
+      po.sequence = ids.sequence;
+      writers[w].Finish(std::get<0>(stream), std::get<1>(stream), po, &chunks.emplace_back(), &scratch);
+    }
+    return chunks;
+  }
+
+  // A message given up on: its records leave no trace in the next one's chunks.
+  void Discard() {
+    for (const auto& [stream, w] : streams) writers[w].Discard();
+    streams.clear();
+    last_writer = SIZE_MAX;
+  }
+
+  std::string scratch;  // compressed payloads on the way
 };
 
 ShipLineDecoder::ShipLineDecoder(std::string default_app, std::string default_host, const Clock& clock)
@@ -66,10 +130,19 @@ ShipLineDecoder::ShipLineDecoder(std::string default_app, std::string default_ho
 
 ShipLineDecoder::~ShipLineDecoder() = default;
 
-Result<std::vector<proto::LogChunk>> ShipLineDecoder::Decode(const InMessage& m, InputFormat format) {
+Result<std::vector<std::string>> ShipLineDecoder::Decode(const InMessage& m, InputFormat format) {
   Impl& d = *impl_;
-  d.streams.clear();
-  d.restamped = 0;
+  d.StartMessage();
+  Status read = Read(m, format);
+  if (!read.ok()) {
+    d.Discard();
+    return read.error();
+  }
+  return d.Finish(m);
+}
+
+Status ShipLineDecoder::Read(const InMessage& m, InputFormat format) {
+  Impl& d = *impl_;
   const bool json = format == InputFormat::kJson;
   parse::LineParser& parser = json ? *d.json : *d.text;
   parse::AssemblerOptions ao;
@@ -103,33 +176,29 @@ Result<std::vector<proto::LogChunk>> ShipLineDecoder::Decode(const InMessage& m,
     rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
     ++line_no;
     if (line.empty() || line == "\r") continue;
-    if (Status s = assembler.AddLine(line); !s.ok()) return s.error();
+    if (Status s = assembler.AddLine(line); !s.ok()) return s;
     if (json) {
       const parse::ParsedLine& parsed = assembler.last_line();
       if (!parsed.parsed && !parsed.rejection.empty()) {
-        return Error{Errc::kInvalidArgument, "line " + std::to_string(line_no) + ": " + std::string(parsed.rejection)};
+        return Status(Errc::kInvalidArgument, "line " + std::to_string(line_no) + ": " + std::string(parsed.rejection));
       }
-      if (!parsed.parsed) return Error{Errc::kInvalidArgument, "line " + std::to_string(line_no) + " is not a JSON object"};
+      if (!parsed.parsed) {
+        return Status(Errc::kInvalidArgument, "line " + std::to_string(line_no) + " is not a JSON object");
+      }
       if (parsed.utf8_replaced) ++utf8_lines;
       if (!parsed.has_ts) {
-        return Error{Errc::kInvalidArgument, "line " + std::to_string(line_no) +
-                                                 " has no timestamp (time, ts, @timestamp or timestamp)"};
+        return Status(Errc::kInvalidArgument,
+                      "line " + std::to_string(line_no) + " has no timestamp (time, ts, @timestamp or timestamp)");
       }
     }
   }
-  if (Status s = assembler.Flush(); !s.ok()) return s.error();
-  if (d.streams.empty()) return Error{Errc::kInvalidArgument, "the message holds no log line"};
+  if (Status s = assembler.Flush(); !s.ok()) return s;
+  if (d.streams.empty()) return Status(Errc::kInvalidArgument, "the message holds no log line");
   counters_.utf8_replaced_lines += utf8_lines;
   counters_.unparsed_lines += assembler.unparsed_lines();
   counters_.restamped_records += d.restamped;
 
-  std::vector<proto::LogChunk> chunks;
-  for (auto& [stream, batch] : d.streams) {
-    PackOptions po;  // producer id and sequence are set by the BatchProcessor
-    po.codec = kDefaultCodec;
-    chunks.push_back(PackChunk(std::get<0>(stream), std::get<1>(stream), batch, po));  // one severity
-  }
-  return chunks;
+  return Status::Ok();
 }
 
 }  // namespace logdex

@@ -15,9 +15,10 @@ namespace logdex {
 
 // JSON lines and plain text lines (rsyslog omkafka, Fluent Bit, Vector) into
 // chunks through parse's LineParser and RecordAssembler, one per stream
-// (app, host, severity) as `logdex ship` makes them: a message whose lines mix
-// severities yields one chunk per severity, each stored as it is (the indexer
-// never splits and repacks a chunk from this path by severity).
+// (app, host, severity) as `logdex ship` makes them, each record written by a
+// ChunkWriter straight from the parser's views: a message whose lines mix
+// severities yields one chunk per severity, each stored as it is (nothing is
+// packed, unpacked and packed again).
 // - json: one object per line; every line needs a timestamp field, else the
 //   message is dead-lettered (reason unparseable_lines);
 // - text: any format `logdex ship --format auto` knows; a line without a
@@ -48,11 +49,14 @@ class ShipLineDecoder final : public LineDecoder {
 
   ShipLineDecoder(std::string default_app, std::string default_host, const Clock& clock);
   ~ShipLineDecoder() override;
-  Result<std::vector<proto::LogChunk>> Decode(const InMessage& message, InputFormat format) override;
+  Result<std::vector<std::string>> Decode(const InMessage& message, InputFormat format) override;
 
   const Counters& counters() const { return counters_; }
 
  private:
+  // Parses the message's lines into the stream writers.
+  Status Read(const InMessage& message, InputFormat format);
+
   struct Impl;
   std::unique_ptr<Impl> impl_;
   Counters counters_;

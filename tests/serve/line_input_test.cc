@@ -31,9 +31,16 @@ InMessage Message(std::string value, int64_t kafka_ts_ms, int64_t offset = 1) {
   return m;
 }
 
-std::vector<proto::LogRecord> Records(const std::vector<proto::LogChunk>& chunks) {
+// The decoder's serialized chunks, parsed.
+std::vector<proto::LogChunk> Parsed(const std::vector<std::string>& chunks) {
+  std::vector<proto::LogChunk> out;
+  for (const std::string& bytes : chunks) EXPECT_TRUE(out.emplace_back().ParseFromString(bytes));
+  return out;
+}
+
+std::vector<proto::LogRecord> Records(const std::vector<std::string>& chunks) {
   std::vector<proto::LogRecord> out;
-  for (const proto::LogChunk& c : chunks) {
+  for (const proto::LogChunk& c : Parsed(chunks)) {
     auto batch = UnpackRecords(c, DecodeOptions{});
     EXPECT_TRUE(batch.ok()) << batch.error().ToString();
     if (batch.ok()) out.insert(out.end(), batch->records().begin(), batch->records().end());
@@ -81,7 +88,7 @@ TEST(LineInput, ARefusedTimeIsRestampedAndAStrayLineKeptInsteadOfLosingTheMessag
   ASSERT_TRUE(chunks.ok()) << chunks.error().message;
   DecodeOptions o;
   o.clock = &clock;
-  for (const proto::LogChunk& c : *chunks) {
+  for (const proto::LogChunk& c : Parsed(*chunks)) {
     EXPECT_TRUE(ValidateChunk(c, o).ok()) << "every chunk passes serve's validation";
   }
   auto records = Records(*chunks);
@@ -182,7 +189,7 @@ TEST(LineInput, AMixedSeverityMessageYieldsOneChunkPerSeverityAndEveryLineIsFoun
     ASSERT_TRUE(decoded.ok()) << decoded.error().message;
     EXPECT_EQ(decoded->size(), streams);
     std::set<std::tuple<std::string, std::string, uint32_t>> seen;
-    for (const proto::LogChunk& c : *decoded) {
+    for (const proto::LogChunk& c : Parsed(*decoded)) {
       EXPECT_NE(c.severity(), kMixedSeverity) << c.host();
       EXPECT_TRUE(seen.insert({c.app(), c.host(), c.severity()}).second) << "one chunk per stream";
       auto records = UnpackRecords(c, decode);
@@ -254,6 +261,84 @@ TEST(LineInput, AMixedSeverityMessageYieldsOneChunkPerSeverityAndEveryLineIsFoun
     EXPECT_EQ(page->records.size(), expected) << SeverityName(s);
     for (const ResultRecord& r : page->records) EXPECT_EQ(r.severity, s) << r.message;
   }
+}
+
+// The decoder writes each record straight into a ChunkWriter per stream; the
+// chunks it returns are final: named by LineChunkIds in stream order, valid
+// as chunk input is, and the same bytes on a replay (the same rows).
+TEST(LineInput, ChunksAreNamedByTheirMessageValidAndTheSameBytesOnAReplay) {
+  ManualClock clock(kNow);
+  ShipLineDecoder d("app", "host", clock);
+  InMessage m = Message(R"({"time":"2026-11-28T23:31:00Z","level":"info","msg":"j1","host":"n2","k":"v"})"
+                        "\n"
+                        R"({"time":"2026-11-28T23:31:01Z","level":"error","msg":"j2","host":"n1"})"
+                        "\n"
+                        R"({"time":"2026-11-28T23:31:02Z","level":"info","msg":"j3","host":"n1"})"
+                        "\n",
+                        kNow - 1000, /*offset=*/7);
+  m.partition = 2;
+  auto first = d.Decode(m, InputFormat::kJson);
+  ASSERT_TRUE(first.ok()) << first.error().message;
+  ASSERT_EQ(first->size(), 3u);
+  DecodeOptions o;
+  o.clock = &clock;
+  // Stream order: (app, n1, INFO), (app, n1, ERROR), (app, n2, INFO).
+  const std::vector<std::pair<std::string, Severity>> order = {
+      {"n1", Severity::kInfo}, {"n1", Severity::kError}, {"n2", Severity::kInfo}};
+  for (uint32_t i = 0; i < first->size(); ++i) {
+    auto c = DecodeChunk((*first)[i], o);
+    ASSERT_TRUE(c.ok()) << c.error().ToString();
+    const ChunkIds ids = LineChunkIds(m, i);
+    EXPECT_EQ(c->producer_id(), ids.producer_id) << i;
+    EXPECT_EQ(c->sequence(), ids.sequence) << i;
+    EXPECT_EQ(c->sequence(), (7u << 16) | i) << i;
+    EXPECT_EQ(c->host(), order[i].first) << i;
+    EXPECT_EQ(c->severity(), SeverityCode(order[i].second)) << i;
+    EXPECT_EQ(c->codec(), kDefaultCodec);
+  }
+  EXPECT_NE(LineChunkIds(m, 0).producer_id, LineChunkIds(Message("", 0), 0).producer_id) << "per partition";
+  clock.AdvanceMs(60'000);
+  auto replay = d.Decode(m, InputFormat::kJson);
+  ASSERT_TRUE(replay.ok());
+  EXPECT_EQ(*replay, *first) << "a replay makes the same bytes";
+}
+
+// A message dead-lettered half-way leaves nothing behind: the records read
+// before its bad line are not in the next message's chunks.
+TEST(LineInput, AMessageGivenUpHalfWayLeavesNoRecordInTheNextMessagesChunks) {
+  ManualClock clock(kNow);
+  ShipLineDecoder d("app", "host", clock);
+  auto bad = d.Decode(Message(R"({"time":"2026-11-28T23:00:00Z","msg":"before the bad line"})"
+                              "\n"
+                              R"({"msg":"no time"})"
+                              "\n",
+                              kNow),
+                      InputFormat::kJson);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("line 2 has no timestamp"), std::string::npos) << bad.error().message;
+  auto good = d.Decode(Message(R"({"time":"2026-11-28T23:00:01Z","msg":"next"})" "\n", kNow, 2), InputFormat::kJson);
+  ASSERT_TRUE(good.ok()) << good.error().message;
+  auto records = Records(*good);
+  ASSERT_EQ(records.size(), 1u);
+  EXPECT_EQ(records[0].message(), "next");
+}
+
+// The chunk index is the sequence's low 16 bits: a message naming more
+// streams than that would give two chunks the same id (one would overwrite
+// the other). It is dead-lettered with the reason instead.
+TEST(LineInput, AMessageOfMoreStreamsThanChunkIdsCanNameIsRefusedWithTheReason) {
+  ManualClock clock(kNow);
+  ShipLineDecoder d("app", "host", clock);
+  std::string value;
+  for (uint32_t i = 0; i <= kMaxChunksPerLineMessage; ++i) {
+    value += R"({"time":"2026-11-28T23:00:00Z","msg":"m","host":"h)" + std::to_string(i) + "\"}\n";
+  }
+  auto r = d.Decode(Message(value, kNow), InputFormat::kJson);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("more than 65536 streams"), std::string::npos) << r.error().message;
+  auto next = d.Decode(Message(R"({"time":"2026-11-28T23:00:01Z","msg":"next"})" "\n", kNow, 2), InputFormat::kJson);
+  ASSERT_TRUE(next.ok()) << next.error().message;
+  EXPECT_EQ(Records(*next).size(), 1u);
 }
 
 }  // namespace
