@@ -3,15 +3,23 @@
 // run and the ratio to it.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 
 namespace logdex {
+
+class Clock;
+class LineDecoder;
 
 struct BenchOptions {
   std::string name;      // store | codec | fuzzy | index | ship | storage | consume | alert | all
   std::string dir;       // scratch directory; empty = a new temporary one
   std::string data_dir = LOGDEX_DEFAULT_DATA_DIR;  // loghub samples
   double scale = 1.0;    // workload size factor
+  // serve's line decoder (server/ builds it; bench/ does not link server/):
+  // `bench ship` measures serve's line input with it; unset, that is skipped.
+  std::function<std::unique_ptr<LineDecoder>(const Clock&)> make_line_decoder;
 };
 
 // Runs the named benchmark(s); returns the process exit code.

@@ -33,6 +33,9 @@
 #include "bench/bench.h"
 #include "common/clock.h"
 #include "common/result.h"
+#include "indexer/indexer.h"
+#include "indexer/tables.h"
+#include "consumer/batch_processor.h"
 #include "consumer/embedded_kafka.h"
 #include "consumer/kafka_clients.h"
 #include "parse/assembler.h"
@@ -40,6 +43,7 @@
 #include "ship/chunker.h"
 #include "ship/kafka_producer.h"
 #include "ship/tailer.h"
+#include "store/rocksdb_store.h"
 
 namespace logdex {
 namespace {
@@ -249,6 +253,74 @@ json BenchOne(const std::string& sample_name, parse::Format format, const std::s
   return result;
 }
 
+// serve's line input on the JSON lines of `file` (its first `max_lines`):
+// BatchProcessor::Add over messages marked `logdex-format: json`, that is the
+// line decoder (parse, stream grouping, chunk encoding) and the indexer's
+// staging of every row into a batch; no store write (the batch is dropped:
+// `bench consume` measures writes). Messages of one line (rsyslog omkafka's
+// shape) and of 1000 lines (a batching shipper's). Lines/s per core, next to
+// ship's own path over the same lines.
+json BenchLineInput(const BenchOptions& o, const std::string& file, uint64_t max_lines, double ship_lines_per_s) {
+  std::vector<std::string> lines;
+  {
+    std::ifstream in(file, std::ios::binary);
+    for (std::string line; lines.size() < max_lines && std::getline(in, line);) lines.push_back(std::move(line));
+  }
+  std::string dir = o.dir.empty() ? std::filesystem::temp_directory_path().string() : o.dir;
+  dir += "/logdex-bench-line-input-XXXXXX";
+  LOGDEX_CHECK(mkdtemp(dir.data()) != nullptr);
+  ManualClock clock(SystemClock::Instance().NowMs());
+  json out = {{"benchmark", "serve_line_input"}, {"format", "json"}, {"lines", lines.size()}};
+  for (const size_t per_message : {size_t{1}, size_t{1000}}) {
+    RocksDbOptions ro;
+    ro.path = dir + "/store-" + std::to_string(per_message);
+    ro.clock = &clock;
+    auto store = RocksDbStore::Open(ro);
+    LOGDEX_CHECK(store.ok());
+    LOGDEX_CHECK(CreateTables(**store, TableLayout{}).ok());
+    IndexerOptions io;
+    io.decode.clock = &clock;
+    Indexer indexer(**store, io);
+    std::unique_ptr<LineDecoder> decoder = o.make_line_decoder(clock);
+    BatchProcessorOptions bo;
+    bo.decode = io.decode;
+    BatchProcessor processor(indexer, bo, decoder.get(), nullptr);
+    std::vector<InMessage> messages;
+    for (size_t i = 0; i < lines.size(); i += per_message) {
+      InMessage& m = messages.emplace_back();
+      m.topic = "lines";
+      m.offset = static_cast<int64_t>(messages.size());
+      m.timestamp_ms = clock.NowMs();
+      m.headers.emplace_back("logdex-format", "json");
+      std::string value;
+      for (size_t j = i; j < std::min(lines.size(), i + per_message); ++j) (value += lines[j]) += '\n';
+      m.value = std::move(value);
+    }
+    ProcessedBatch batch;
+    uint64_t records = 0;
+    const double c0 = CpuSeconds();
+    for (size_t i = 0; i < messages.size(); ++i) {
+      processor.Add(messages[i], batch);
+      if ((i + 1) % 1000 == 0 || i + 1 == messages.size()) {  // a consumer batch
+        LOGDEX_CHECK(batch.dead_letters.empty());
+        records += batch.records;
+        batch.Clear();
+        processor.Settle(false);
+      }
+    }
+    const double cpu = CpuSeconds() - c0;
+    LOGDEX_CHECK(records == lines.size());
+    const std::string key = "lines_per_message_" + std::to_string(per_message);
+    out[key + "_lines_per_s_per_core"] = R2(lines.size() / cpu);
+    out[key + "_ratio_to_ship"] = R2(lines.size() / cpu / ship_lines_per_s);
+  }
+  std::filesystem::remove_all(dir);
+  out["baseline_ship_lines_per_s_per_core"] = R2(ship_lines_per_s);
+  out["note"] = "rates per second of one thread's CPU time: BatchProcessor::Add (decode, chunk, stage rows), no store "
+                "write; ship = `logdex ship`'s parse+chunk path over the whole file, same run";
+  return out;
+}
+
 double Median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
   return v.empty() ? 0 : v[v.size() / 2];
@@ -377,8 +449,14 @@ int RunShipBench(const BenchOptions& o) {
     std::ofstream(sample, std::ios::binary) << JsonSample(SystemClock::Instance().NowMs());
     const std::string file = dir + "/json_replicated.jsonl";
     const uint64_t lines = Replicate(sample, file, target / 2);
-    std::printf("%s\n", BenchOne("json", parse::Format::kJson, file, lines).dump().c_str());
+    const json ship = BenchOne("json", parse::Format::kJson, file, lines);
+    std::printf("%s\n", ship.dump().c_str());
     std::fflush(stdout);
+    if (o.make_line_decoder) {
+      const uint64_t line_input_lines = std::max<uint64_t>(2000, std::min<uint64_t>(lines, 200'000 * o.scale));
+      std::printf("%s\n", BenchLineInput(o, file, line_input_lines, ship["lines_per_s_per_core"]).dump().c_str());
+      std::fflush(stdout);
+    }
     std::filesystem::remove(file);
     std::filesystem::remove(sample);
   }

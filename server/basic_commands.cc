@@ -6,6 +6,7 @@
 #include "bench/bench.h"
 #include "common/chunk_codec.h"
 #include "server/commands.h"
+#include "server/ingest_adapters.h"
 
 namespace logdex {
 
@@ -31,6 +32,9 @@ void AddBenchCommand(CLI::App& app, CommandRun& run) {
   cmd->add_option("--scale", options->scale, "Multiply the workload sizes by this factor")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  options->make_line_decoder = [](const Clock& clock) -> std::unique_ptr<LineDecoder> {
+    return std::make_unique<ShipLineDecoder>("bench", "h1", clock);
+  };
   cmd->callback([&run, options] { run = [options] { return RunBench(*options); }; });
 }
 
