@@ -1,6 +1,7 @@
 #include "indexer/query.h"
 
 #include <algorithm>
+#include <map>
 #include <memory>
 #include <queue>
 #include <set>
@@ -880,6 +881,61 @@ Result<QueryAnswer> QueryEngine::Run(const Query& query, QueryStats* stats) cons
     if (!s.ok()) return s.error();
     return answer;
   }
+}
+
+namespace {
+
+// Every name row of `kind` in meta: id -> name.
+Result<std::map<uint64_t, std::string>> MetaNames(TableStore& store, MetaKind kind) {
+  std::map<uint64_t, std::string> names;
+  const std::string prefix(1, static_cast<char>(kind));
+  Status s = store.Scan(ScanSpec{std::string(kMetaTable), prefix, PrefixSuccessor(prefix), false, 0},
+                        [&](std::string_view k, std::string_view v) {
+                          auto key = MetaKey::Decode(k);
+                          if (key && key->kind == kind) names.emplace(key->id, std::string(v));
+                          return true;
+                        });
+  if (!s.ok()) return s.error();
+  return names;
+}
+
+}  // namespace
+
+Result<std::vector<StreamInfo>> QueryEngine::Streams(int64_t from_ms, int64_t to_ms) const {
+  auto apps = MetaNames(store_, MetaKind::kAppName);
+  if (!apps.ok()) return apps.error();
+  auto hosts = MetaNames(store_, MetaKind::kHostName);
+  if (!hosts.ok()) return hosts.error();
+  std::vector<StreamInfo> out;
+  const std::string prefix(1, static_cast<char>(MetaKind::kStream));
+  Status s = store_.Scan(ScanSpec{std::string(kMetaTable), prefix, PrefixSuccessor(prefix), false, 0},
+                         [&](std::string_view k, std::string_view v) {
+                           auto key = MetaKey::Decode(k);
+                           if (!key || key->kind != MetaKind::kStream || v.size() != 16) return true;
+                           const int64_t first = static_cast<int64_t>(GetBigEndian64(v.data()));
+                           const int64_t last = static_cast<int64_t>(GetBigEndian64(v.data() + 8));
+                           if (last < from_ms || first >= to_ms) return true;
+                           auto app = apps->find(key->app);
+                           auto host = hosts->find(key->id);
+                           if (app == apps->end() || host == hosts->end()) return true;
+                           out.push_back(StreamInfo{app->second, host->second, key->severity, first, last});
+                           return true;
+                         });
+  if (!s.ok()) return s.error();
+  std::sort(out.begin(), out.end(), [](const StreamInfo& a, const StreamInfo& b) {
+    return std::tie(a.app, a.host, a.severity) < std::tie(b.app, b.host, b.severity);
+  });
+  return out;
+}
+
+Result<std::vector<std::string>> QueryEngine::TagKeys() const {
+  auto keys = MetaNames(store_, MetaKind::kTagKeyName);
+  if (!keys.ok()) return keys.error();
+  std::vector<std::string> out;
+  for (auto& [id, name] : *keys) out.push_back(std::move(name));
+  std::sort(out.begin(), out.end());
+  out.erase(std::unique(out.begin(), out.end()), out.end());
+  return out;
 }
 
 }  // namespace logdex

@@ -228,6 +228,16 @@ std::optional<uint64_t> VolumeBucketCount(int64_t from_ms, int64_t to_ms, int64_
 // 1 m, 5 m, 10 m, 30 m, 1 h, 3 h, 6 h, 12 h, 1 d, then whole days).
 int64_t DefaultVolumeStep(int64_t from_ms, int64_t to_ms);
 
+// A stream in the catalog (`meta`): records of (app, host, severity) were
+// stored with times from first_ms to last_ms.
+struct StreamInfo {
+  std::string app;
+  std::string host;
+  Severity severity = Severity::kInfo;
+  int64_t first_ms = 0;
+  int64_t last_ms = 0;
+};
+
 class QueryEngine {
  public:
   // `store` must outlive the engine.
@@ -243,6 +253,14 @@ class QueryEngine {
   // Run()'s; kInvalidArgument also for a bad step, over max_volume_buckets,
   // a cursor, or more than one tag without read_records.
   Result<VolumeAnswer> Volume(const VolumeQuery& query, QueryStats* stats = nullptr) const;
+
+  // The catalog, from `meta` alone (no index or main row is read), for label
+  // browsers: the streams with records in [from_ms, to_ms) as far as their
+  // first and last times tell, sorted by (app, host, severity); and the
+  // names of the tag keys the indexer has named, sorted. A stream whose
+  // name row is missing (a write under way) is left out.
+  Result<std::vector<StreamInfo>> Streams(int64_t from_ms, int64_t to_ms) const;
+  Result<std::vector<std::string>> TagKeys() const;
 
   const QueryOptions& options() const { return options_; }
 

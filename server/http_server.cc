@@ -32,6 +32,7 @@
 #include "common/severity.h"
 #include "common/time_parse.h"
 #include "server/bounded_head_server.h"
+#include "server/loki_api.h"
 
 namespace logdex {
 namespace {
@@ -40,6 +41,7 @@ using nlohmann::json;
 
 constexpr const char* kQueryPath = "/api/v1/query";
 constexpr const char* kVolumePath = "/api/v1/volume";
+constexpr std::string_view kLokiPrefix = "/loki/api/v1/";
 constexpr const char* kJsonType = "application/json";
 constexpr const char* kTextType = "text/plain; charset=utf-8";
 constexpr const char* kMetricsType = "text/plain; version=0.0.4; charset=utf-8";
@@ -77,6 +79,7 @@ const char* EndpointOf(const std::string& path) {
   if (path == "/readyz") return "readyz";
   if (path == kQueryPath) return "query";
   if (path == kVolumePath) return "volume";
+  if (path.starts_with(kLokiPrefix)) return "loki";
   return "other";
 }
 
@@ -486,6 +489,7 @@ class HttpServer::Impl {
        ReadinessCheck readiness, const Clock& clock)
       : options_(WithCursorKey(std::move(options))),
         engine_(engine),
+        loki_(engine, clock, options_.loki_version),
         registry_(registry),
         readiness_(std::move(readiness)),
         clock_(clock),
@@ -743,6 +747,8 @@ class HttpServer::Impl {
                 }));
     server_.Get(kVolumePath,
                 Wrap([this](const httplib::Request& req, httplib::Response& res) { HandleVolume(req, res); }));
+    server_.Get(R"(/loki/api/v1/(.*))",
+                Wrap([this](const httplib::Request& req, httplib::Response& res) { HandleLoki(req, res); }));
     // Paths with no handler (and requests httplib itself refuses): a JSON
     // error (auth was checked before routing). Handlers above set a body, so
     // this only fills the empty ones.
@@ -894,8 +900,21 @@ class HttpServer::Impl {
     SetJson(res, 200, VolumeToJson(*answer, vq.filter));
   }
 
+  // GET /loki/api/v1/...: LokiApi, under the query API's slots.
+  void HandleLoki(const httplib::Request& req, httplib::Response& res) {
+    const std::string endpoint = req.path.substr(kLokiPrefix.size());
+    const bool cheap = endpoint == "status/buildinfo";
+    QuerySlot slot(running_queries_, cheap ? INT32_MAX : std::max(1, options_.max_concurrent_queries));
+    if (!slot.held()) return Busy(res);
+    Result<LokiReply> reply = loki_.Handle(endpoint, req.params);
+    if (!reply.ok()) return EngineError(req, res, reply.error(), QueryStats{});
+    res.status = reply->status;
+    res.set_content(std::move(reply->body), reply->content_type);
+  }
+
   const HttpServerOptions options_;
   const QueryEngine& engine_;
+  const LokiApi loki_;
   prometheus::Registry& registry_;
   const ReadinessCheck readiness_;
   const Clock& clock_;

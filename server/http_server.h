@@ -4,6 +4,7 @@
 //   GET /readyz         200 when the readiness callback says ready, else 503 + reason
 //   GET /api/v1/query   the QueryEngine as JSON (parameters below)
 //   GET /api/v1/volume  QueryEngine::Volume as JSON (parameters below)
+//   GET /loki/api/v1/... Loki's read API for Grafana (server/loki_api.h)
 //
 // Query parameters (anything else is a 400):
 //   app, host, contains        one each
@@ -83,7 +84,7 @@
 // prove less about it.
 //
 // Metrics it adds to the registry (no per-request labels):
-//   logdex_http_requests_total{endpoint, code}   endpoint in metrics|healthz|readyz|query|volume|other
+//   logdex_http_requests_total{endpoint, code}   endpoint in metrics|healthz|readyz|query|volume|loki|other
 //   logdex_http_query_duration_seconds           histogram of /api/v1/query handling time (not volume's)
 //   logdex_http_queries_rejected_total           queries refused with 503 busy (concurrency limit)
 //   logdex_http_requests_refused_total{reason}   body_too_large|unauthorized|head_too_large|head_timeout
@@ -143,6 +144,8 @@ struct HttpServerOptions {
   // HMAC key of the cursors. Empty: a random key of this process (cursors then
   // work on this process only). Default empty.
   std::string cursor_key;
+  // The version /loki/api/v1/status/buildinfo reports (server/loki_api.h).
+  std::string loki_version = "logdex";
 };
 
 // Parses "host:port" or "[v6]:port" (port 0..65535) into `options`.

@@ -1,0 +1,90 @@
+// LokiApi: the read side of Loki's HTTP API over the query engine, so that
+// Grafana's built-in Loki data source works when pointed at logdex
+// (docs/ARCHITECTURE.md, "The Loki API"). HttpServer serves it under
+// /loki/api/v1/ with the query API's auth, concurrency slots and budgets.
+//
+// Labels: every record is in the stream {app, host, level} (level = the
+// severity's lower-case name: trace debug info warn error fatal) plus its
+// tags, which Loki would call structured metadata (Loki puts those into the
+// stream labels too unless a client asks to categorize them).
+//
+// Endpoints (GET; anything else under /loki/api/v1/ is a 404 naming it):
+//   query_range   log queries -> "streams", metric queries -> "matrix"
+//                 query, start, end, limit (default 100), direction
+//                 (backward | forward), step (metric queries; default
+//                 Loki's: range / 250 s, at least 1 s)
+//   query         instant: metric queries and scalars -> "vector" at `time`
+//   labels        app, host, level and the tag keys the indexer named
+//   label/<name>/values   app, host or level values in [start, end)
+//                 (optionally narrowed by `query`'s app/host/level matchers);
+//                 a tag key answers [] with a warning (tag values are not listed)
+//   series        the streams {app, host, level} matching each match[]
+//   index/stats   {"streams","chunks","entries","bytes"} of a selector (from
+//                 the index rows; bytes is 0: the index does not know it)
+//   status/buildinfo   {"version": ...}
+// Times: integer nanoseconds since the epoch (Grafana's), float seconds, or
+// RFC 3339; start defaults to end - 1 h, end to now. Steps: a duration (60s)
+// or float seconds.
+//
+// How a selector runs (the engine needs an app, a host or a tag):
+//   app, host, tag k="v" with = are the engine query's; level (any operator)
+//   becomes its severity set; other matchers and the line filters are applied
+//   to each record returned (the first |= goes to the engine as `contains`
+//   too). With no app, host or tag named by =, the apps in the catalog that
+//   pass the matchers get a query each (at most kMaxFanOut; more is a 400),
+//   and their answers are merged newest first.
+//   direction=forward reads the range newest first to its end (at most
+//   kMaxForwardRecords matching records, else a 400 asking for a narrower
+//   range or backward) and returns its oldest `limit`.
+//   A log query that stops before `limit` because it read kMaxPages pages
+//   answers what it found with a warning ("warnings", which Grafana shows).
+// Metric queries count from the index rows (QueryEngine::Volume) on a grid of
+// gcd(range, step) aligned to the epoch: a window that does not start on the
+// grid counts the buckets that start inside it; windows with no record are
+// left out, as Loki leaves them out. In a metric query, app, host and tag
+// matchers other than = (apps by =~ too, through the fan-out) and line filters
+// other than one |= are refused with a 400; `sum by` takes app, host and level.
+//
+// Errors: 400 with a plain-text reason for what is wrong or not supported
+// (Grafana shows the body), 422 for a query over its budget; other engine
+// errors are returned for HttpServer to answer (500/503 with an error id).
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+
+#include "common/clock.h"
+#include "common/result.h"
+#include "indexer/query.h"
+
+namespace logdex {
+
+struct LokiReply {
+  int status = 200;
+  std::string content_type = "application/json";
+  std::string body;
+};
+
+class LokiApi {
+ public:
+  static constexpr size_t kMaxFanOut = 64;
+  static constexpr size_t kMaxForwardRecords = 100'000;
+  static constexpr size_t kMaxPages = 100;
+  static constexpr uint64_t kMaxPoints = 11'000;
+
+  // `engine` and `clock` must outlive the API.
+  LokiApi(const QueryEngine& engine, const Clock& clock, std::string version);
+
+  // `endpoint`: the path after /loki/api/v1/ (e.g. "query_range",
+  // "label/app/values"); `params`: the query string's parameters. An error
+  // is an engine or store failure that is not the request's fault.
+  Result<LokiReply> Handle(std::string_view endpoint, const std::multimap<std::string, std::string>& params) const;
+
+ private:
+  const QueryEngine& engine_;
+  const Clock& clock_;
+  const std::string version_;
+};
+
+}  // namespace logdex
