@@ -137,6 +137,8 @@ import signal
 import subprocess
 import sys
 import threading
+import urllib.error
+import urllib.parse
 import urllib.request
 
 import yaml
@@ -262,6 +264,31 @@ try:
                 fam = re.sub(r"_(bucket|sum|count)$", "", m.group(1)) if m.group(1) not in scraped else m.group(1)
                 if fam in scraped and m.group(2):
                     scraped[fam][1].update(re.findall(r"(\w+)=\"", m.group(2)))
+        # The logs dashboard's LogQL, variables filled as Grafana fills them
+        # (All = the variable's allValue), through the binary's Loki API.
+        logs_path = "deploy/grafana/dashboards/logdex-logs.json"
+        try:
+            logs_dash = json.load(open(logs_path))
+        except (OSError, ValueError) as e:
+            logs_dash = {}
+            fail(f"{logs_path} parses", [str(e)])
+        fills = {"$app": ".+", "$level": ".+", "$search": "", "$__auto": "1m"}
+        answered, refused = 0, []
+        for p in logs_dash.get("panels", []):
+            for t in p.get("targets", []):
+                if (t.get("datasource") or {}).get("type") != "loki":
+                    continue
+                expr = t.get("expr", "")
+                for k, v in fills.items():
+                    expr = expr.replace(k, v)
+                q = urllib.parse.urlencode({"query": expr, "step": "60000ms", "limit": "10"})
+                try:
+                    urllib.request.urlopen(f"http://127.0.0.1:{port}/loki/api/v1/query_range?{q}", timeout=10).read()
+                    answered += 1
+                except urllib.error.HTTPError as e:
+                    refused.append(f"panel '{p.get('title')}': {expr}: HTTP {e.code}: {e.read().decode()[:300]}")
+        expect(answered and not refused, f"{logs_path}: the binary's Loki API answers its {answered} LogQL "
+                                         "queries", refused)
 except (OSError, ValueError) as e:
     fail(f"{BIN} serve --embedded-kafka started and served /metrics", [str(e)])
 finally:
@@ -444,6 +471,43 @@ required = {"logdex_indexer_records_total", "logdex_consumer_messages_total", "l
 expect(required <= used, f"{dash_path}: ingest, lag, DLQ, alerting, latency and pause panels",
        [f"no panel uses {n}" for n in sorted(required - used)])
 
+# The logs dashboard: Loki panels on logdex's Loki API (uid logdex-loki, the
+# LogQL itself is run against the binary above), Prometheus panels on
+# exported metrics.
+loki_path = "deploy/grafana/provisioning/datasources/logdex-loki.yml"
+lokis = one(loki_path).get("datasources", [])
+loki_uid = lokis[0].get("uid") if lokis else None
+logs_path = "deploy/grafana/dashboards/logdex-logs.json"
+problems = []
+try:
+    logs_dash = json.load(open(logs_path))
+except (OSError, ValueError):
+    logs_dash = {}
+n_loki = 0
+for p in logs_dash.get("panels", []):
+    where = f"panel '{p.get('title')}'"
+    kind = (p.get("datasource") or {}).get("type")
+    for t in p.get("targets", []):
+        if (t.get("datasource") or {}) != (p.get("datasource") or {}):
+            problems.append(f"{where}: a query on another datasource than its panel's")
+        if kind == "prometheus":
+            check_expr(where, t.get("expr", ""), problems)
+        elif kind == "loki":
+            n_loki += 1
+    if kind == "prometheus" and (p.get("datasource") or {}).get("uid") != ds_uid:
+        problems.append(f"{where}: datasource is not uid {ds_uid}")
+    elif kind == "loki" and (p.get("datasource") or {}).get("uid") != loki_uid:
+        problems.append(f"{where}: datasource is not uid {loki_uid}")
+    elif kind not in ("prometheus", "loki"):
+        problems.append(f"{where}: datasource type {kind}")
+for v in logs_dash.get("templating", {}).get("list", []):
+    if v.get("type") == "query" and (v.get("datasource") or {}).get("uid") != loki_uid:
+        problems.append(f"variable {v.get('name')}: datasource is not uid {loki_uid}")
+if not (lokis and lokis[0].get("type") == "loki"):
+    problems.append(f"{loki_path}: not a loki datasource")
+expect(n_loki and not problems, f"{logs_path}: {n_loki} LogQL queries on datasource uid {loki_uid}, the others on "
+                                f"exported metrics and uid {ds_uid}", problems)
+
 # ------------------------------------------------------- logdex configs
 def check_config(path, label=None):
     try:
@@ -520,6 +584,9 @@ dash_mount = [v.split(":")[1] for v in (services.get("grafana") or {}).get("volu
 if dash_mount != [(prov.get("options") or {}).get("path")]:
     problems.append(f"grafana mounts ./grafana/dashboards at {dash_mount}, the provider reads "
                     f"{(prov.get('options') or {}).get('path')}")
+loki_url = (lokis[0].get("url") if lokis else "") or ""
+if loki_url not in [f"http://{m}:{listen_port}" for m in members]:
+    problems.append(f"{loki_path}: url {loki_url} is not a member ({', '.join(members)}) on port {listen_port}")
 expect(not problems, f"{cpath}: services, build contexts, mounts, members ({', '.join(members)}), "
                      "Prometheus targets and Grafana provisioning agree", problems)
 
