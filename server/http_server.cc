@@ -33,6 +33,7 @@
 #include "common/time_parse.h"
 #include "server/bounded_head_server.h"
 #include "server/loki_api.h"
+#include "server/tail.h"
 
 namespace logdex {
 namespace {
@@ -52,11 +53,14 @@ struct EndpointParams {
   const char* known;                // every parameter, for "unknown parameter" answers
   bool paging;                      // limit and cursor (/api/v1/query)
   std::vector<std::string> extra;   // single-valued parameters of its own, returned as given
+  bool range = true;                // from, to, since (required) and scan
 };
 
 const EndpointParams kQueryParams{"app, host, severity, tag, contains, from, to, since, limit, cursor, scan", true, {}};
 const EndpointParams kVolumeParams{"app, host, severity, tag, contains, from, to, since, scan, step, exact", false,
                                    {"step", "exact"}};
+const EndpointParams kTailParams{"app, host, severity, tag, contains", false, {}, false};
+constexpr const char* kTailPath = "/api/v1/tail";
 
 // Log text may hold any bytes: invalid UTF-8 becomes U+FFFD instead of an exception.
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
@@ -79,6 +83,7 @@ const char* EndpointOf(const std::string& path) {
   if (path == "/readyz") return "readyz";
   if (path == kQueryPath) return "query";
   if (path == kVolumePath) return "volume";
+  if (path == kTailPath) return "tail";
   if (path.starts_with(kLokiPrefix)) return "loki";
   return "other";
 }
@@ -198,6 +203,7 @@ std::variant<ParsedQuery, BadRequest> ParseQueryParams(const httplib::Params& pa
   std::map<std::string, std::string> single;  // parameters given once
   static const char* const kSingle[] = {"app", "host", "contains", "from", "to", "since", "scan"};
   auto is_single = [&](const std::string& key) {
+    if (!endpoint.range && (key == "from" || key == "to" || key == "since" || key == "scan")) return false;
     return std::find(std::begin(kSingle), std::end(kSingle), key) != std::end(kSingle) ||
            (endpoint.paging && (key == "limit" || key == "cursor")) ||
            std::find(endpoint.extra.begin(), endpoint.extra.end(), key) != endpoint.extra.end();
@@ -283,6 +289,7 @@ std::variant<ParsedQuery, BadRequest> ParseQueryParams(const httplib::Params& pa
       q.cursor = *payload;
     }
   }
+  if (!endpoint.range) return out;
   const std::string* from = get("from");
   const std::string* to = get("to");
   const std::string* since = get("since");
@@ -411,19 +418,21 @@ std::optional<BadRequest> ParseVolumeParams(const ParsedQuery& pq, uint64_t max_
   return std::nullopt;
 }
 
+json RecordToJson(const ResultRecord& r) {
+  json tags = json::object();
+  for (const auto& [k, v] : r.tags) tags[k] = v;
+  return {{"ts", r.ts_ms},
+          {"time", FormatTimestamp(r.ts_ms)},
+          {"severity", std::string(SeverityName(r.severity))},
+          {"app", r.app},
+          {"host", r.host},
+          {"message", r.message},
+          {"tags", std::move(tags)}};
+}
+
 json AnswerToJson(const QueryAnswer& a, const std::string& next_cursor) {
   json records = json::array();
-  for (const ResultRecord& r : a.records) {
-    json tags = json::object();
-    for (const auto& [k, v] : r.tags) tags[k] = v;
-    records.push_back({{"ts", r.ts_ms},
-                       {"time", FormatTimestamp(r.ts_ms)},
-                       {"severity", std::string(SeverityName(r.severity))},
-                       {"app", r.app},
-                       {"host", r.host},
-                       {"message", r.message},
-                       {"tags", std::move(tags)}});
-  }
+  for (const ResultRecord& r : a.records) records.push_back(RecordToJson(r));
   json j = {{"records", std::move(records)}, {"stats", StatsToJson(a.stats)}};
   j["next_cursor"] = next_cursor.empty() ? json(nullptr) : json(next_cursor);
   return j;
@@ -588,6 +597,7 @@ class HttpServer::Impl {
   void Stop() {
     std::lock_guard<std::mutex> lock(lifecycle_mu_);
     if (!thread_.joinable()) return;
+    stopping_ = true;  // live-tail streams end within their next wait (250 ms)
     // httplib's stop() acts only once the listen loop runs; until then, wait
     // for it (it starts at once: the socket is already bound).
     std::unique_lock<std::mutex> l(done_mu_);
@@ -747,6 +757,7 @@ class HttpServer::Impl {
                 }));
     server_.Get(kVolumePath,
                 Wrap([this](const httplib::Request& req, httplib::Response& res) { HandleVolume(req, res); }));
+    server_.Get(kTailPath, Wrap([this](const httplib::Request& req, httplib::Response& res) { HandleTail(req, res); }));
     server_.Get(R"(/loki/api/v1/(.*))",
                 Wrap([this](const httplib::Request& req, httplib::Response& res) { HandleLoki(req, res); }));
     // Paths with no handler (and requests httplib itself refuses): a JSON
@@ -900,6 +911,59 @@ class HttpServer::Impl {
     SetJson(res, 200, VolumeToJson(*answer, vq.filter));
   }
 
+  // GET /api/v1/tail: server-sent events of the records written from now
+  // on that pass the filters (server/tail.h). Each record is an event
+  // `data: {record}`; `event: gap` says batches were missed; `event: end`
+  // says why the stream ended; a comment line every 10 s keeps idle
+  // connections open and finds clients that left.
+  void HandleTail(const httplib::Request& req, httplib::Response& res) {
+    if (options_.tail == nullptr) {
+      SetJson(res, 404, ErrorBody("live tail is not served here (no ingest in this process)"));
+      return;
+    }
+    auto parsed = ParseQueryParams(req.params, clock_, options_.cursor_key, kTailParams);
+    if (auto* e = std::get_if<BadRequest>(&parsed)) {
+      SetJson(res, 400, ErrorBody(e->message, e->parameter));
+      return;
+    }
+    auto sub = options_.tail->Subscribe(std::get<ParsedQuery>(parsed).query);
+    if (!sub.ok()) {
+      res.set_header("Retry-After", "5");
+      json body = ErrorBody(sub.error().message);
+      body["reason"] = sub.error().code == Errc::kResourceExhausted ? "busy" : "stopping";
+      SetJson(res, 503, body);
+      return;
+    }
+    std::shared_ptr<TailSubscription> s = std::move(*sub);
+    res.status = 200;
+    res.set_header("Cache-Control", "no-cache");
+    res.set_header("X-Accel-Buffering", "no");
+    auto idle_since = std::make_shared<int64_t>(clock_.MonotonicNs());
+    res.set_chunked_content_provider(
+        "text/event-stream",
+        [this, s, idle_since](size_t, httplib::DataSink& sink) {
+          TailBatch b = s->Next(250);
+          std::string out;
+          for (const ResultRecord& r : b.records) out += "data: " + Dump(RecordToJson(r)) + "\n\n";
+          if (b.missed_batches > 0) {
+            out += "event: gap\ndata: " + Dump(json{{"missed_batches", b.missed_batches}}) + "\n\n";
+          }
+          if (b.ended || stopping_.load()) {
+            out += "event: end\ndata: " +
+                   Dump(json{{"reason", b.ended ? b.end_reason : std::string("the server is stopping")}}) + "\n\n";
+          }
+          const int64_t now = clock_.MonotonicNs();
+          if (out.empty() && now - *idle_since >= 10'000'000'000) out = ": keep-alive\n\n";
+          if (!out.empty()) {
+            *idle_since = now;
+            if (!sink.write(out.data(), out.size())) return false;  // the client left
+          }
+          if (b.ended || stopping_.load()) sink.done();
+          return true;
+        },
+        [s](bool) { s->Close(); });
+  }
+
   // GET /loki/api/v1/...: LokiApi, under the query API's slots.
   void HandleLoki(const httplib::Request& req, httplib::Response& res) {
     const std::string endpoint = req.path.substr(kLokiPrefix.size());
@@ -928,6 +992,7 @@ class HttpServer::Impl {
   const uint64_t error_id_seed_;
   std::atomic<uint64_t> error_ids_{0};
   std::atomic<int> running_queries_{0};
+  std::atomic<bool> stopping_{false};
   std::atomic<int64_t> last_busy_log_ns_{0};
   std::atomic<uint64_t> heads_refused_{0};
   std::atomic<int64_t> last_head_log_ns_{0};

@@ -4,6 +4,7 @@
 //   GET /readyz         200 when the readiness callback says ready, else 503 + reason
 //   GET /api/v1/query   the QueryEngine as JSON (parameters below)
 //   GET /api/v1/volume  QueryEngine::Volume as JSON (parameters below)
+//   GET /api/v1/tail    live tail: server-sent events of records as they are written (server/tail.h)
 //   GET /loki/api/v1/... Loki's read API for Grafana (server/loki_api.h)
 //
 // Query parameters (anything else is a 400):
@@ -84,7 +85,7 @@
 // prove less about it.
 //
 // Metrics it adds to the registry (no per-request labels):
-//   logdex_http_requests_total{endpoint, code}   endpoint in metrics|healthz|readyz|query|volume|loki|other
+//   logdex_http_requests_total{endpoint, code}   endpoint in metrics|healthz|readyz|query|volume|tail|loki|other
 //   logdex_http_query_duration_seconds           histogram of /api/v1/query handling time (not volume's)
 //   logdex_http_queries_rejected_total           queries refused with 503 busy (concurrency limit)
 //   logdex_http_requests_refused_total{reason}   body_too_large|unauthorized|head_too_large|head_timeout
@@ -116,6 +117,8 @@ class Registry;
 
 namespace logdex {
 
+class TailHub;
+
 struct HttpServerOptions {
   // Address to listen on. Default loopback only.
   std::string host = "127.0.0.1";
@@ -146,6 +149,9 @@ struct HttpServerOptions {
   std::string cursor_key;
   // The version /loki/api/v1/status/buildinfo reports (server/loki_api.h).
   std::string loki_version = "logdex";
+  // Live tail (GET /api/v1/tail); null: not served (404). Not owned; must
+  // outlive the server.
+  TailHub* tail = nullptr;
 };
 
 // Parses "host:port" or "[v6]:port" (port 0..65535) into `options`.

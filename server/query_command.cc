@@ -46,6 +46,7 @@ struct QueryCommandOptions {
   bool volume = false;
   std::string step;
   bool exact = false;
+  bool follow = false;
 };
 
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
@@ -237,6 +238,82 @@ int RunVolume(httplib::Client& client, const std::string& path, const std::strin
   return 0;
 }
 
+// --follow: GET /api/v1/tail, its server-sent events printed as they come
+// (a table line, or one JSON object per line with --json) until the server
+// ends the stream or the connection breaks.
+int RunFollow(httplib::Client& client, const std::string& path, const std::string& shown, const httplib::Params& params,
+              const QueryCommandOptions& o) {
+  int status = 0;
+  std::string error_body, pending;
+  std::string end_reason;
+  bool ended = false;
+  auto event = [&](const std::string& block) {
+    std::string name = "message", data;
+    size_t at = 0;
+    while (at < block.size()) {
+      size_t nl = block.find('\n', at);
+      if (nl == std::string::npos) nl = block.size();
+      const std::string line = block.substr(at, nl - at);
+      at = nl + 1;
+      if (line.rfind("event: ", 0) == 0) name = line.substr(7);
+      if (line.rfind("data: ", 0) == 0) data += line.substr(6);
+    }
+    if (data.empty()) return;  // a keep-alive comment
+    json body = json::parse(data, nullptr, false);
+    if (name == "message") {
+      if (o.json) {
+        std::printf("%s\n", Dump(body).c_str());
+      } else {
+        std::string time = Field(body, "time");
+        std::printf("%-24s  %-5s  %s  %s  %s\n", time.c_str(), Field(body, "severity").c_str(),
+                    OneLine(Field(body, "app")).c_str(), OneLine(Field(body, "host")).c_str(),
+                    OneLine(Field(body, "message")).c_str());
+      }
+      std::fflush(stdout);
+    } else if (name == "gap") {
+      std::fprintf(stderr, "logdex query: the server skipped %llu written batches for live tail (it fell behind): "
+                           "records are missing here\n",
+                   static_cast<unsigned long long>(body.value("missed_batches", uint64_t{0})));
+    } else if (name == "end") {
+      ended = true;
+      end_reason = body.value("reason", std::string("no reason given"));
+    }
+  };
+  httplib::Result res = client.Get(
+      path, params, httplib::Headers{{"Accept", "text/event-stream"}},
+      [&](const httplib::Response& r) {
+        status = r.status;
+        return true;
+      },
+      [&](const char* data, size_t n) {
+        if (status != 200) {
+          error_body.append(data, std::min<size_t>(n, 4096));
+          return true;
+        }
+        pending.append(data, n);
+        for (size_t end; (end = pending.find("\n\n")) != std::string::npos;) {
+          event(pending.substr(0, end));
+          pending.erase(0, end + 2);
+        }
+        return true;
+      });
+  if (status != 0 && status != 200) {
+    json body = json::parse(error_body, nullptr, false);
+    std::string why = body.is_object() && body.contains("error") && body["error"].is_string()
+                          ? body["error"].get<std::string>()
+                          : error_body;
+    std::fprintf(stderr, "logdex query: %s answered HTTP %d: %s\n", shown.c_str(), status, why.c_str());
+    return 1;
+  }
+  if (ended) {
+    std::fprintf(stderr, "logdex query: the server ended the live tail: %s\n", end_reason.c_str());
+    return 1;
+  }
+  std::fprintf(stderr, "logdex query: the live tail from %s broke off: %s\n", shown.c_str(),
+               res ? "the server closed the connection" : httplib::to_string(res.error()).c_str());
+  return 1;
+}
+
 int RunQuery(const QueryCommandOptions& o) {
   if (int rc = CheckFlags(o); rc != 0) return rc;
   std::optional<ServerUrl> url = SplitUrl(o.server);
@@ -248,7 +325,9 @@ int RunQuery(const QueryCommandOptions& o) {
   if (!o.contains.empty()) base.emplace("contains", o.contains);
   for (const std::string& s : o.severities) base.emplace("severity", s);
   for (const std::string& t : o.tags) base.emplace("tag", t);
-  if (!o.from.empty()) {
+  if (o.follow) {
+    // Live tail takes filters only.
+  } else if (!o.from.empty()) {
     base.emplace("from", o.from);
     base.emplace("to", o.to);
   } else {
@@ -269,9 +348,13 @@ int RunQuery(const QueryCommandOptions& o) {
     client.set_write_timeout(o.timeout_seconds, 0);
     client.set_keep_alive(true);
     if (!o.token.empty()) client.set_bearer_token_auth(o.token);
-    const std::string path = url->base_path + (o.volume ? "/api/v1/volume" : "/api/v1/query");
+    const std::string path = url->base_path + (o.volume ? "/api/v1/volume" : o.follow ? "/api/v1/tail" : "/api/v1/query");
     const std::string shown = url->origin + path;
     if (o.volume) return RunVolume(client, path, shown, base, o);
+    if (o.follow) {
+      client.set_read_timeout(std::max(o.timeout_seconds, 30), 0);  // the server sends a keep-alive every 10 s
+      return RunFollow(client, path, shown, base, o);
+    }
 
     json records = json::array();
     json stats = {{"plan", ""},
@@ -340,6 +423,7 @@ void AddQueryCommand(CLI::App& app, CommandRun& run) {
       "  logdex query --server URL [--app A] [--host H] [--severity S]... [--tag k=v]... [--contains TEXT]\n"
       "               [--since DURATION | --from T --to T] [--limit N] [--json] [--token T] [--scan]\n"
       "  logdex query --server URL --volume [filters as above] [--step DURATION] [--exact]\n"
+      "  logdex query --server URL --follow [filters as above]   # live tail: records as they are written\n"
       "Without --since or --from/--to, the last hour is queried (--since 1h).\n"
       "--volume prints record counts per time bucket and severity (GET /api/v1/volume) instead of records.");
   cmd->footer(
@@ -352,7 +436,8 @@ void AddQueryCommand(CLI::App& app, CommandRun& run) {
       "Examples:\n"
       "  logdex query --server http://127.0.0.1:8080 --app billing --severity ERROR --since 15m\n"
       "  logdex query --server http://logdex:8080 --tag dc=east --contains timeout --limit 5000 --json | jq .stats\n"
-      "  logdex query --server http://127.0.0.1:8080 --volume --app billing --since 6h --step 15m");
+      "  logdex query --server http://127.0.0.1:8080 --volume --app billing --since 6h --step 15m\n"
+      "  logdex query --server http://127.0.0.1:8080 --follow --app billing --severity ERROR");
   cmd->add_option("--server", o->server, "Server URL, e.g. http://127.0.0.1:8080")->required();
   cmd->add_option("--app", o->app, "Application name");
   cmd->add_option("--host", o->host, "Host name");
@@ -382,11 +467,24 @@ void AddQueryCommand(CLI::App& app, CommandRun& run) {
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--volume", o->volume, "Print record counts per time bucket and severity instead of records");
   cmd->add_option("--step", o->step, "With --volume: bucket width (60s, 5m, 1h, or ms; default about range/60)");
+  cmd->add_flag("-f,--follow", o->follow,
+                "Print records as they are written from now on (GET /api/v1/tail), until the server ends the stream or "
+                "Ctrl-C; takes the filters, not a time range, --limit or --cursor");
   cmd->add_flag("--exact", o->exact,
                 "With --volume: count by reading the records (exact; --contains implies it) instead of from the index");
   CLI::Option* limit_option = cmd->get_option("--limit");
   CLI::Option* cursor_option = cmd->get_option("--cursor");
-  cmd->callback([&run, o, limit_option, cursor_option] {
+  CLI::Option* since_option = cmd->get_option("--since");
+  CLI::Option* from_option = cmd->get_option("--from");
+  cmd->callback([&run, o, limit_option, cursor_option, since_option, from_option] {
+    if (o->follow && (o->volume || o->scan || limit_option->count() > 0 || cursor_option->count() > 0 ||
+                      since_option->count() > 0 || from_option->count() > 0)) {
+      run = [] {
+        return Usage("--follow streams records as they are written: it takes the filters (--app, --host, --severity, "
+                     "--tag, --contains), not --since/--from/--to, --limit, --cursor, --scan or --volume");
+      };
+      return;
+    }
     if (o->volume && (limit_option->count() > 0 || cursor_option->count() > 0)) {
       run = [] { return Usage("--limit and --cursor do not apply to --volume (it answers every bucket at once)"); };
       return;

@@ -34,6 +34,7 @@
 #include "server/compaction_runner.h"
 #include "server/config.h"
 #include "server/http_server.h"
+#include "server/tail.h"
 #include "server/ingest_adapters.h"
 #include "server/ingest_metrics.h"
 #include "server/store_metrics.h"
@@ -333,7 +334,10 @@ int Serve(const ServeFlags& flags) {
   StoreDiskMetrics disk_metrics(registry, **store, clock,
                                 config.store.durability == Durability::kSkipWal ? 0 : 2 * wal_bound);
   disk_metrics.Start(10'000);
-  go.on_written = [&dispatcher, &ingest_metrics, &indexer, &lines](const ProcessedBatch& b) {
+  // Live tail (GET /api/v1/tail): fed each batch once it is written.
+  TailHub tail(TailOptions{}, io.decode, registry);
+  go.on_written = [&dispatcher, &ingest_metrics, &indexer, &lines, &tail](const ProcessedBatch& b) {
+    tail.Publish(b.writes);
     if (b.alerts_staged > 0) dispatcher.Wake();
     ingest_metrics.Update(indexer.counters(), lines.counters(), &indexer);
   };
@@ -456,6 +460,8 @@ int Serve(const ServeFlags& flags) {
     return 1;
   }
   ho.cursor_key = *cursor_key;
+  ho.tail = &tail;
+  ho.loki_version = LOGDEX_VERSION;
   const int64_t max_lag = config.http.ready_max_lag;
   HttpServer http(ho, engine, registry,
                   [&consumer, max_lag] {
@@ -474,7 +480,7 @@ int Serve(const ServeFlags& flags) {
     std::fprintf(stderr, "logdex serve: http: %s\n", s.message().c_str());
     return 1;
   }
-  std::printf("http: listening on %s:%d (/metrics, /healthz, /readyz, /api/v1/query)\n", ho.host.c_str(), http.port());
+  std::printf("http: listening on %s:%d (/metrics, /healthz, /readyz, /api/v1/query, /api/v1/tail, /loki/api/v1)\n", ho.host.c_str(), http.port());
   std::fflush(stdout);
 
   if (Status s = consumer.Start(); !s.ok()) {
