@@ -25,6 +25,7 @@
 #include "common/clock.h"
 #include "common/defaults.h"
 #include "common/row_keys.h"
+#include "common/time_parse.h"
 #include "consumer/embedded_kafka.h"
 #include "indexer/tables.h"
 #include "server/http_server.h"
@@ -465,6 +466,68 @@ TEST_F(ServeProcess, ChunkProducedByKcatIsQueryableWithinOneSecond) {
   serve.Signal(SIGTERM);
   EXPECT_TRUE(serve.WaitFor(20'000));
   EXPECT_EQ(serve.Wait(), 0) << serve.Log();
+}
+
+// Issue 18: live tail end to end. `logdex query --follow` on a serve fed by
+// kcat (an outside producer) with JSON lines: every line of the followed app
+// produced after the client subscribed is printed once, the other app's none;
+// a serve that stops ends the tail with the reason, and the client says so.
+TEST_F(ServeProcess, QueryFollowPrintsEachLineKcatProducesOnceAndSaysWhyServeEndedIt) {
+  if (testing::Run("command -v kcat") != 0) GTEST_SKIP() << "kcat is not installed (scripts/install-deps.sh)";
+  int port = 0;
+  std::string bootstrap;
+  auto serve_process = StartEmbedded(&port, &bootstrap);
+  Process& serve = *serve_process;
+  ASSERT_FALSE(bootstrap.empty()) << serve.Log();
+  Process follow({LOGDEX_BINARY, "query", "--server", "http://127.0.0.1:" + std::to_string(port), "--follow", "--json",
+                  "--app", "tail-app"},
+                 Log("follow"));
+  ASSERT_TRUE(WaitFor([&] { return MetricOf(port, "logdex_tail_clients") == 1; }, 30'000))
+      << follow.Log() << serve.Log();
+
+  const std::string lines_file = dir_.path() + "/lines.jsonl";
+  {
+    std::ofstream out(lines_file);
+    const std::string now = FormatTimestamp(SystemClock::Instance().NowMs() - 1000);
+    for (int i = 0; i < 300; ++i) {
+      const std::string app = i % 5 == 4 ? "other-app" : "tail-app";
+      out << R"({"time":")" << now << R"(","level":"info","app":")" << app << R"(","host":"h1","msg":"tail line )" << i
+          << "\"}\n";
+    }
+  }
+  std::string out;
+  ASSERT_EQ(testing::Run("kcat -P -b " + bootstrap + " -t " + std::string(kDefaultTopic) +
+                             " -H logdex-format=json < " + lines_file,
+                         &out),
+            0)
+      << out;
+  std::multiset<std::string> got;
+  auto printed = [&] {
+    got.clear();
+    std::istringstream log(follow.Log());
+    for (std::string line; std::getline(log, line);) {
+      if (line.empty() || line[0] != '{') continue;
+      nlohmann::json r = nlohmann::json::parse(line, nullptr, false);
+      if (r.is_object() && r.contains("message")) {
+        got.insert(r["app"].get<std::string>() + " " + r["message"].get<std::string>());
+      }
+    }
+    return got.size() >= 240;
+  };
+  ASSERT_TRUE(WaitFor(printed, 30'000)) << got.size() << " lines printed\n" << follow.Log();
+  std::multiset<std::string> want;
+  for (int i = 0; i < 300; ++i) {
+    if (i % 5 != 4) want.insert("tail-app tail line " + std::to_string(i));
+  }
+  EXPECT_EQ(got, want);
+
+  serve.Signal(SIGTERM);
+  EXPECT_TRUE(serve.WaitFor(30'000));
+  EXPECT_EQ(serve.Wait(), 0) << serve.Log();
+  ASSERT_TRUE(follow.WaitFor(30'000)) << follow.Log();
+  EXPECT_EQ(follow.Wait(), 1);
+  EXPECT_NE(follow.Log().find("the server ended the live tail: the server is stopping"), std::string::npos)
+      << follow.Log();
 }
 
 // store.backend: hbase. serve writes through the Thrift2 protocol to a
