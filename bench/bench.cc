@@ -282,6 +282,7 @@ json BenchConsume(const BenchOptions& o, const std::vector<std::string>& lines);
 json BenchAlert(const BenchOptions& o);                                           // alert_bench.cc
 int RunShipBench(const BenchOptions& o);  // ship_bench.cc
 json BenchStorage(const BenchOptions& o);  // storage_bench.cc
+json BenchTail(const BenchOptions& o);     // tail_bench.cc
 
 int RunBench(const BenchOptions& o) {
   const bool all = o.name == "all";
@@ -307,6 +308,7 @@ int RunBench(const BenchOptions& o) {
     for (const json& j : BenchIndex(o, lines)) std::printf("%s\n", j.dump().c_str());
   }
   if (all || o.name == "alert") std::printf("%s\n", BenchAlert(o).dump().c_str());
+  if (all || o.name == "tail") std::printf("%s\n", BenchTail(o).dump().c_str());
   if (all || o.name == "consume") {
     std::vector<std::string> lines = bench::LoadLines(o.data_dir);
     if (lines.empty()) {
