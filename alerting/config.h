@@ -117,7 +117,7 @@ struct AlertingConfig {
   LimitsConfig limits;
   DeliveryConfig delivery;
   std::vector<SinkConfig> sinks;
-  // Link in notifications: <query_base_url>/api/v1/query?app=..&host=..&severity=..&from=..&to=..
+  // Link in notifications: the web UI, <query_base_url>/?app=..&host=..&severity=..&from=..&to=..
   std::string query_base_url = "http://localhost:8080";
   // How long processed chunk ids are remembered, so replays notify no one.
   // Should cover Kafka retention of unprocessed offsets; default 7 days.

@@ -229,7 +229,7 @@ std::string QueryLink(std::string_view base, std::string_view app, std::string_v
                       int64_t from_ms, int64_t to_ms) {
   if (base.empty()) return {};
   while (base.size() > 1 && base.back() == '/') base.remove_suffix(1);
-  std::string url = std::string(base) + std::string(kQueryApiPath) + "?app=" + UrlEncode(app);
+  std::string url = std::string(base) + std::string(kUiPath) + "?app=" + UrlEncode(app);
   if (!host.empty()) url += "&host=" + UrlEncode(host);
   return url + "&severity=" + std::string(SeverityName(severity)) + "&from=" + std::to_string(from_ms - 60'000) +
          "&to=" + std::to_string(to_ms + 60'000);

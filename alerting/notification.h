@@ -76,10 +76,12 @@ uint64_t OutboxAlertId(std::string_view idempotency_key, std::string_view sink);
 // "2026-11-29T12:00:03.250Z" (RFC 3339, UTC, milliseconds).
 std::string FormatRfc3339(int64_t ms);
 
-// The link a notification carries to the records it is about: serve's query
-// API, <base>/api/v1/query?app=..[&host=..]&severity=..&from=..&to=.. (ms,
-// a minute either side). Empty when `base` is.
-inline constexpr std::string_view kQueryApiPath = "/api/v1/query";
+// The link a notification carries to the records it is about: serve's web
+// UI, <base>/?app=..[&host=..]&severity=..&from=..&to=.. (ms, a minute
+// either side), which shows them (the UI takes the query API's parameters:
+// <base>/api/v1/query with the same query string answers them as JSON).
+// Empty when `base` is.
+inline constexpr std::string_view kUiPath = "/";
 std::string QueryLink(std::string_view base, std::string_view app, std::string_view host, Severity severity,
                       int64_t from_ms, int64_t to_ms);
 // "12:00:03 UTC"

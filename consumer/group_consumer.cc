@@ -625,7 +625,10 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     for (const InMessage& m : batch) {
       if (dead.count({m.topic, m.partition, m.offset})) continue;
       ProcessedBatch one;
-      if (!Process({m}, one, stop) || !DeliverDeadLetters(one, stop)) return false;
+      // Main rows may borrow the message's bytes until `one` is written: the
+      // vector must outlive the write (a temporary would not, for an owned value).
+      const std::vector<InMessage> single{m};
+      if (!Process(single, one, stop) || !DeliverDeadLetters(one, stop)) return false;
       Status why;
       switch (WriteDurably(one, stop, &why)) {
         case Written::kYes:

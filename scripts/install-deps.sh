@@ -6,6 +6,7 @@
 #   scripts/install-deps.sh --fuzz     also clang and its runtime (libFuzzer, sanitizers)
 #   scripts/install-deps.sh --engines  also Java 17 and Maven (real engines: scripts/engines/)
 #   scripts/install-deps.sh --peers    also ClickHouse 18.16, zstd and Python's snappy/zstandard (bench/peers/run.sh)
+#   scripts/install-deps.sh --browser  also Chromium and Node.js/npm when missing (the web UI's browser test, tests/ui/)
 set -euo pipefail
 
 pkgs=(
@@ -24,6 +25,10 @@ for arg in "$@"; do
     --fuzz) pkgs+=(clang libclang-rt-14-dev) ;;
     --engines) pkgs+=(openjdk-17-jre-headless openjdk-17-jdk-headless maven) ;;  # javac: HBase's bridge
     --peers) pkgs+=(clickhouse-server clickhouse-client zstd curl python3-snappy python3-zstandard) ;;
+    --browser)
+      pkgs+=(chromium)
+      command -v node > /dev/null || pkgs+=(nodejs)  # a preinstalled Node.js (with its npm) is kept
+      command -v npm > /dev/null || pkgs+=(npm) ;;
     *) echo "install-deps: unknown option $arg" >&2; exit 2 ;;
   esac
 done

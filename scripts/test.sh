@@ -3,8 +3,9 @@
 #   1. release build + every ctest test, the `load` label included (about a minute more),
 #      and `real-engine`: logdex against a real Apache Kafka broker (scripts/engines/kafka.sh;
 #      its jars come from Maven once, then from a cache; skipped when Maven is unreachable,
-#      a failure with LOGDEX_REQUIRE_ENGINES=1 as .ci/run sets it);
-#   2. ASan + UBSan build + the same tests but `load` and `real-engine` (skip with
+#      a failure with LOGDEX_REQUIRE_ENGINES=1 as .ci/run sets it), and `browser`: the web UI
+#      in Debian's chromium driven by playwright-core (tests/ui/; npm fetches it once);
+#   2. ASan + UBSan build + the same tests but `load`, `real-engine` and `browser` (skip with
 #      LOGDEX_SKIP_ASAN=1);
 #   3. a short libFuzzer run of the chunk, JSON-lines and text-lines decoders
 #      (LOGDEX_FUZZ_SECONDS in all, default 30; 0 skips).
@@ -13,7 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 export CCACHE_BASEDIR="$PWD"
 
-scripts/install-deps.sh --servers --fuzz --engines
+scripts/install-deps.sh --servers --fuzz --engines --browser
 
 step() { printf '\n=== %s ===\n' "$*"; }
 
@@ -32,6 +33,13 @@ for engine in kafka hbase; do
     *) exit "$rc" ;;
   esac
 done
+# The browser test's playwright-core (npm), likewise before any test runs.
+rc=0
+scripts/ui-deps.sh || rc=$?
+if [ "$rc" != 0 ]; then
+  [ "${LOGDEX_REQUIRE_ENGINES:-0}" = 1 ] && { echo "test.sh: LOGDEX_REQUIRE_ENGINES=1 and playwright-core cannot be had" >&2; exit 1; }
+  echo "test.sh: the browser test will be skipped (ui-deps exit $rc)"
+fi
 
 step "release build"
 scripts/build.sh release
@@ -43,7 +51,7 @@ if [ "${LOGDEX_SKIP_ASAN:-0}" != 1 ]; then
   scripts/build.sh asan
   step "ASan + UBSan tests"
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-     ctest --output-on-failure --label-exclude '^(load|real-engine)$' -j "$(nproc)")
+     ctest --output-on-failure --label-exclude '^(load|real-engine|browser)$' -j "$(nproc)")
 fi
 
 fuzz_seconds=${LOGDEX_FUZZ_SECONDS:-30}

@@ -423,6 +423,12 @@ int RunDemo(const DemoOptions& o) {
                 j.value("summary", "").c_str());
   }
   if (alerts.empty()) std::printf("  (none arrived within 20 s; see %s/serve.log)\n", work.c_str());
+  for (const std::string& body : alerts) {  // each links to the web UI's view of its records
+    auto j = json::parse(body, nullptr, false);
+    if (j.is_discarded() || !j.contains("query_url") || !j["query_url"].is_string()) continue;
+    std::printf("  the first one's link: %s\n", j["query_url"].get<std::string>().c_str());
+    break;
+  }
 
   Section("metrics (" + url + "/metrics)");
   auto m = http.Get("/metrics");
@@ -441,6 +447,7 @@ int RunDemo(const DemoOptions& o) {
 
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
   Section("done in " + std::to_string(static_cast<int>(seconds + 0.5)) + " s; try next");
+  std::printf("  open %s/ in a browser (the web UI; keep it up with --serve)\n", url.c_str());
   std::printf("  logdex query --server %s --app checkout --severity ERROR --since 1h\n", url.c_str());
   std::printf("  curl '%s/api/v1/query?host=web-1&since=1h&limit=5'\n", url.c_str());
   std::printf("  curl %s/metrics | grep ^logdex_consumer\n", url.c_str());
@@ -450,8 +457,8 @@ int RunDemo(const DemoOptions& o) {
 
   const bool ok = queries_ok && !alerts.empty();
   if (o.serve) {
-    std::printf("\nserving on %s (Kafka %s, data in %s); Ctrl-C to stop\n", url.c_str(), brokers.c_str(),
-                work.c_str());
+    std::printf("\nserving on %s (web UI %s/, Kafka %s, data in %s); Ctrl-C to stop\n", url.c_str(), url.c_str(),
+                brokers.c_str(), work.c_str());
     std::fflush(stdout);
     signal(SIGINT, OnSignal);
     signal(SIGTERM, OnSignal);

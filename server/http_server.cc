@@ -34,6 +34,7 @@
 #include "server/bounded_head_server.h"
 #include "server/loki_api.h"
 #include "server/tail.h"
+#include "server/ui_assets.h"
 
 namespace logdex {
 namespace {
@@ -84,6 +85,7 @@ const char* EndpointOf(const std::string& path) {
   if (path == kQueryPath) return "query";
   if (path == kVolumePath) return "volume";
   if (path == kTailPath) return "tail";
+  if (path == "/" || path.starts_with("/ui/")) return "ui";
   if (path.starts_with(kLokiPrefix)) return "loki";
   return "other";
 }
@@ -598,6 +600,11 @@ class HttpServer::Impl {
     std::lock_guard<std::mutex> lock(lifecycle_mu_);
     if (!thread_.joinable()) return;
     stopping_ = true;  // live-tail streams end within their next wait (250 ms)
+    // Let them send their end event before the server stops writing
+    // (httplib stops calling content providers once it shuts down).
+    for (int i = 0; i < 300 && tail_streams_.load() > 0; ++i) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
     // httplib's stop() acts only once the listen loop runs; until then, wait
     // for it (it starts at once: the socket is already bound).
     std::unique_lock<std::mutex> l(done_mu_);
@@ -665,7 +672,10 @@ class HttpServer::Impl {
     };
   }
 
-  static bool NeedsAuth(const std::string& path) { return path != "/healthz" && path != "/readyz"; }
+  // The UI's files hold no data: the page must load to ask for the token.
+  static bool NeedsAuth(const std::string& path) {
+    return path != "/healthz" && path != "/readyz" && path != "/" && !path.starts_with("/ui/");
+  }
 
   // True when no token is configured or the request carries it; otherwise fills a 401.
   bool Authorized(const httplib::Request& req, httplib::Response& res) const {
@@ -757,6 +767,17 @@ class HttpServer::Impl {
                 }));
     server_.Get(kVolumePath,
                 Wrap([this](const httplib::Request& req, httplib::Response& res) { HandleVolume(req, res); }));
+    for (const UiAsset& asset : UiAssets()) {
+      auto serve = Wrap([&asset](const httplib::Request&, httplib::Response& res) {
+        res.status = 200;
+        res.set_header("Content-Security-Policy", "default-src 'self'; style-src 'self'; img-src 'self' data:");
+        res.set_header("X-Content-Type-Options", "nosniff");
+        res.set_header("Cache-Control", "no-cache");
+        res.set_content(asset.body.data(), asset.body.size(), std::string(asset.content_type).c_str());
+      });
+      server_.Get(std::string(asset.path), serve);
+      if (asset.path == "/ui/index.html") server_.Get("/", serve);
+    }
     server_.Get(kTailPath, Wrap([this](const httplib::Request& req, httplib::Response& res) { HandleTail(req, res); }));
     server_.Get(R"(/loki/api/v1/(.*))",
                 Wrap([this](const httplib::Request& req, httplib::Response& res) { HandleLoki(req, res); }));
@@ -943,12 +964,13 @@ class HttpServer::Impl {
         "text/event-stream",
         [this, s, idle_since](size_t, httplib::DataSink& sink) {
           TailBatch b = s->Next(250);
+          const bool stopping = stopping_.load();  // once: the end event and done() go together
           std::string out;
           for (const ResultRecord& r : b.records) out += "data: " + Dump(RecordToJson(r)) + "\n\n";
           if (b.missed_batches > 0) {
             out += "event: gap\ndata: " + Dump(json{{"missed_batches", b.missed_batches}}) + "\n\n";
           }
-          if (b.ended || stopping_.load()) {
+          if (b.ended || stopping) {
             out += "event: end\ndata: " +
                    Dump(json{{"reason", b.ended ? b.end_reason : std::string("the server is stopping")}}) + "\n\n";
           }
@@ -958,10 +980,14 @@ class HttpServer::Impl {
             *idle_since = now;
             if (!sink.write(out.data(), out.size())) return false;  // the client left
           }
-          if (b.ended || stopping_.load()) sink.done();
+          if (b.ended || stopping) sink.done();
           return true;
         },
-        [s](bool) { s->Close(); });
+        [this, s](bool) {
+          s->Close();
+          tail_streams_.fetch_sub(1);
+        });
+    tail_streams_.fetch_add(1);
   }
 
   // GET /loki/api/v1/...: LokiApi, under the query API's slots.
@@ -993,6 +1019,7 @@ class HttpServer::Impl {
   std::atomic<uint64_t> error_ids_{0};
   std::atomic<int> running_queries_{0};
   std::atomic<bool> stopping_{false};
+  std::atomic<int> tail_streams_{0};  // live-tail responses under way
   std::atomic<int64_t> last_busy_log_ns_{0};
   std::atomic<uint64_t> heads_refused_{0};
   std::atomic<int64_t> last_head_log_ns_{0};

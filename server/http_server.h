@@ -4,6 +4,7 @@
 //   GET /readyz         200 when the readiness callback says ready, else 503 + reason
 //   GET /api/v1/query   the QueryEngine as JSON (parameters below)
 //   GET /api/v1/volume  QueryEngine::Volume as JSON (parameters below)
+//   GET /, /ui/...      the built-in web UI (server/ui/, compiled in; no auth: it holds no data)
 //   GET /api/v1/tail    live tail: server-sent events of records as they are written (server/tail.h)
 //   GET /loki/api/v1/... Loki's read API for Grafana (server/loki_api.h)
 //
@@ -85,7 +86,7 @@
 // prove less about it.
 //
 // Metrics it adds to the registry (no per-request labels):
-//   logdex_http_requests_total{endpoint, code}   endpoint in metrics|healthz|readyz|query|volume|tail|loki|other
+//   logdex_http_requests_total{endpoint, code}   endpoint in metrics|healthz|readyz|query|volume|tail|loki|ui|other
 //   logdex_http_query_duration_seconds           histogram of /api/v1/query handling time (not volume's)
 //   logdex_http_queries_rejected_total           queries refused with 503 busy (concurrency limit)
 //   logdex_http_requests_refused_total{reason}   body_too_large|unauthorized|head_too_large|head_timeout

@@ -158,6 +158,14 @@ class Parser {
   }
   Result<double> ParseFactor() {
     Skip();
+    // Parentheses and vector() recurse: bounded, so a hostile query cannot
+    // overflow the stack of the thread that parses it.
+    struct Depth {
+      int& d;
+      explicit Depth(int& depth) : d(++depth) {}
+      ~Depth() { --d; }
+    } depth(depth_);
+    if (depth_ > kMaxDepth) return Fail("nested deeper than " + std::to_string(kMaxDepth) + " levels");
     if (Eat("(")) {
       auto v = ParseSum0();
       if (!v.ok()) return v;
@@ -308,8 +316,10 @@ class Parser {
     }
   }
 
+  static constexpr int kMaxDepth = 32;
   std::string_view s_;
   size_t i_ = 0;
+  int depth_ = 0;
 };
 
 }  // namespace

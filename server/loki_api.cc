@@ -25,6 +25,10 @@ using Params = std::multimap<std::string, std::string>;
 using Labels = std::map<std::string, std::string>;
 
 constexpr int64_t kNsPerMs = 1'000'000;
+// Times beyond about the year 5000 are refused, and ranges and steps over a
+// year: every sum and difference below then fits int64 with room to spare.
+constexpr int64_t kMaxTimeMs = 100'000'000'000'000;
+constexpr int64_t kMaxSpanMs = 366LL * 86'400'000;
 
 LokiReply Text(int status, const std::string& message) {
   return LokiReply{status, "text/plain; charset=utf-8", message + "\n"};
@@ -50,9 +54,20 @@ std::string Lower(std::string_view s) {
 
 std::string LevelName(Severity s) { return Lower(SeverityName(s)); }
 
+Result<int64_t> LokiTimeMsUnbounded(const std::string& name, std::string_view v);
+
 // Loki's time parameters: integer nanoseconds (seconds when it has at most
-// 10 digits, as Loki reads it), float seconds, or RFC 3339.
+// 10 digits, as Loki reads it), float seconds, or RFC 3339; within
+// ±kMaxTimeMs.
 Result<int64_t> LokiTimeMs(const std::string& name, std::string_view v) {
+  auto t = LokiTimeMsUnbounded(name, v);
+  if (t.ok() && (*t > kMaxTimeMs || *t < -kMaxTimeMs)) {
+    return BadRequest(name + ": '" + std::string(v) + "' is too far from now");
+  }
+  return t;
+}
+
+Result<int64_t> LokiTimeMsUnbounded(const std::string& name, std::string_view v) {
   const bool digits = !v.empty() && std::all_of(v.begin(), v.end(), [](char c) { return c >= '0' && c <= '9'; });
   if (digits) {
     int64_t n = 0;
@@ -76,15 +91,21 @@ Result<int64_t> LokiTimeMs(const std::string& name, std::string_view v) {
   return *t;
 }
 
-// A step: a duration (60s, 5m) or float seconds.
+// A step: a duration (60s, 5m) or float seconds; at most a year.
 Result<int64_t> LokiStepMs(std::string_view v) {
-  if (auto d = ParseDuration(v); d.ok()) return *d;
-  double seconds = 0;
-  auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), seconds);
-  if (ec == std::errc() && p == v.data() + v.size() && seconds > 0 && seconds < 1e12) {
-    return std::max<int64_t>(1, static_cast<int64_t>(std::llround(seconds * 1000)));
+  int64_t ms = 0;
+  if (auto d = ParseDuration(v); d.ok()) {
+    ms = *d;
+  } else {
+    double seconds = 0;
+    auto [p, ec] = std::from_chars(v.data(), v.data() + v.size(), seconds);
+    if (ec != std::errc() || p != v.data() + v.size() || !(seconds > 0) || seconds >= 1e12) {
+      return BadRequest("step: '" + std::string(v) + "' is not a positive duration (60s, 5m) or number of seconds");
+    }
+    ms = std::max<int64_t>(1, static_cast<int64_t>(std::llround(seconds * 1000)));
   }
-  return BadRequest("step: '" + std::string(v) + "' is not a positive duration (60s, 5m) or number of seconds");
+  if (ms > kMaxSpanMs) return BadRequest("step: '" + std::string(v) + "' is over a year");
+  return ms;
 }
 
 struct TimeRange {
@@ -380,7 +401,7 @@ class Handler {
                         std::to_string(LokiApi::kMaxPoints) + ": raise step");
     }
     std::vector<int64_t> times;
-    for (int64_t t = range->start_ms; t <= range->end_ms; t += step) times.push_back(t);
+    for (uint64_t i = 0; i < points; ++i) times.push_back(range->start_ms + static_cast<int64_t>(i) * step);
     if (auto* scalar = std::get_if<logql::ScalarQuery>(&*expr)) {
       json values = json::array();
       for (int64_t t : times) values.push_back(Sample(t, scalar->value));
@@ -452,13 +473,30 @@ class Handler {
     if (!queries.ok()) return queries.error();
 
     const int64_t t0 = clock_.MonotonicNs();
+    // One budget for the whole request, every page of every app: the
+    // engine's time budget (else 30 s) and kMaxPages pages.
+    const int64_t budget_ms = engine_.options().max_time_ms > 0 ? engine_.options().max_time_ms : 30'000;
+    const int64_t deadline = t0 + budget_ms * kNsPerMs;
+    size_t pages = 0;
     std::vector<ResultRecord> found;
     std::vector<std::string> warnings;
     uint64_t bytes = 0, chunks = 0;
     for (Query q : *queries) {
       q.limit = forward ? engine_.options().max_limit : std::min(engine_.options().max_limit, std::max(limit, 100u));
       size_t matched = 0;
-      for (size_t page = 0;; ++page) {
+      for (;;) {
+        if (++pages > LokiApi::kMaxPages || clock_.MonotonicNs() > deadline) {
+          const std::string why = pages > LokiApi::kMaxPages
+                                      ? "read " + std::to_string(LokiApi::kMaxPages) + " pages"
+                                      : "used its time budget (" + std::to_string(budget_ms) + " ms)";
+          if (forward) {
+            return Error{Errc::kResourceExhausted, "direction=forward reads the range to its end, and this request " +
+                                                       why + " first: narrow the range or use direction=backward"};
+          }
+          warnings.push_back("logdex " + why + " before finding " + std::to_string(limit) +
+                             " matching records: older ones may be missing; narrow the query");
+          break;
+        }
         auto answer = engine_.Run(q);
         if (!answer.ok()) return answer.error();
         bytes += answer->stats.bytes_decompressed;
@@ -474,14 +512,9 @@ class Handler {
                             std::to_string(LokiApi::kMaxForwardRecords) +
                             " matching records: narrow the range or use direction=backward");
         }
-        if (page + 1 >= LokiApi::kMaxPages) {
-          warnings.push_back("logdex stopped after reading " + std::to_string(LokiApi::kMaxPages) +
-                             " pages of app '" + q.app + "' without finding " + std::to_string(limit) +
-                             " matching records; narrow the query to see older ones");
-          break;
-        }
         q.cursor = answer->next_cursor;
       }
+      if (!warnings.empty()) break;
     }
     // Newest first (stable: one query's order is kept among equal times).
     std::stable_sort(found.begin(), found.end(),
@@ -539,8 +572,15 @@ class Handler {
     if (app_checks && !sel->app.empty()) return BadRequest("app given with = and another matcher");
     if (host_checks && !sel->host.empty()) return BadRequest("host given with = and another matcher");
     const int64_t range = m.range_ms;
+    if (range > kMaxSpanMs) return BadRequest("the range [" + std::to_string(range) + "ms] is over a year");
     const int64_t grid = std::gcd(range, step_ms);
     const int64_t from = times.front() - range, to = times.back();
+    if (static_cast<uint64_t>((to - from) / grid) + 2 > engine_.options().max_volume_buckets) {
+      return BadRequest("the range [" + std::to_string(range) + "ms] and step " + std::to_string(step_ms) +
+                        "ms are counted in buckets of their gcd (" + std::to_string(grid) + " ms): over " +
+                        std::to_string(engine_.options().max_volume_buckets) +
+                        " of them here; make the step a multiple of the range, or shorten the time range");
+    }
     auto queries = Plan(engine_, *sel, from, to, by_app || app_checks, by_host || host_checks);
     if (!queries.ok()) return queries.error();
 
@@ -559,8 +599,8 @@ class Handler {
       // bucket counts from `from` on, where it starts before it).
       auto index_at = [&](int64_t x) -> size_t {
         if (x <= std::max(b0, from)) return 0;
-        const int64_t i = (x - b0 + grid - 1) / grid;
-        return static_cast<size_t>(std::min<int64_t>(i, static_cast<int64_t>(n)));
+        const int64_t i = (x - b0 + grid - 1) / grid;  // bounded times: no overflow
+        return static_cast<size_t>(std::clamp<int64_t>(i, 0, static_cast<int64_t>(n)));
       };
       for (Severity sev : kAllSeverities) {
         if (!sel->severities.count(sev)) continue;
@@ -667,7 +707,8 @@ class Handler {
     auto sel = Select(selector_only);
     if (!sel.ok()) return sel.error();
     const int64_t to = range->end_ms + 1;
-    auto queries = Plan(engine_, *sel, range->start_ms, to, false, false);
+    // App and host matchers other than = hold through one query per app (and host) that passes them.
+    auto queries = Plan(engine_, *sel, range->start_ms, to, sel->ChecksOn("app"), sel->ChecksOn("host"));
     if (!queries.ok()) return queries.error();
     uint64_t entries = 0, chunks = 0;
     for (const Query& q : *queries) {

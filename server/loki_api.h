@@ -20,7 +20,8 @@
 //                 a tag key answers [] with a warning (tag values are not listed)
 //   series        the streams {app, host, level} matching each match[]
 //   index/stats   {"streams","chunks","entries","bytes"} of a selector (from
-//                 the index rows; bytes is 0: the index does not know it)
+//                 the index rows; bytes is 0: the index does not know it; tag
+//                 matchers other than = are not applied: an upper bound)
 //   status/buildinfo   {"version": ...}
 // Times: integer nanoseconds since the epoch (Grafana's), float seconds, or
 // RFC 3339; start defaults to end - 1 h, end to now. Steps: a duration (60s)
@@ -36,12 +37,19 @@
 //   direction=forward reads the range newest first to its end (at most
 //   kMaxForwardRecords matching records, else a 400 asking for a narrower
 //   range or backward) and returns its oldest `limit`.
-//   A log query that stops before `limit` because it read kMaxPages pages
-//   answers what it found with a warning ("warnings", which Grafana shows).
+//   A request reads at most kMaxPages engine pages in all (every app of a
+//   fan-out) within the engine's time budget (query.max_time, else 30 s):
+//   a backward query that runs out answers what it found with a warning
+//   ("warnings", which Grafana shows); a forward one gets a 422.
+//   Times are refused beyond about the year 5000, ranges and steps over a year.
 // Metric queries count from the index rows (QueryEngine::Volume) on a grid of
-// gcd(range, step) aligned to the epoch: a window that does not start on the
-// grid counts the buckets that start inside it; windows with no record are
-// left out, as Loki leaves them out. In a metric query, app, host and tag
+// gcd(range, step) aligned to the epoch (at most max_volume_buckets buckets,
+// else a 400): the window of a point t is [t - range, t) (Loki's is
+// (t - range, t]: records at the very ms of a window's edge count in the
+// next); one that does not start on the grid counts the buckets that start
+// inside it; windows with no record are left out, as Loki leaves them out.
+// Without sum, a series per stream: one query per (app, host), at most
+// kMaxFanOut. In a metric query, app, host and tag
 // matchers other than = (apps by =~ too, through the fan-out) and line filters
 // other than one |= are refused with a 400; `sum by` takes app, host and level.
 //

@@ -335,7 +335,11 @@ int Serve(const ServeFlags& flags) {
                                 config.store.durability == Durability::kSkipWal ? 0 : 2 * wal_bound);
   disk_metrics.Start(10'000);
   // Live tail (GET /api/v1/tail): fed each batch once it is written.
-  TailHub tail(TailOptions{}, io.decode, registry);
+  // Each client holds an HTTP worker thread: leave some for queries, /metrics and the probes.
+  TailOptions tail_options;
+  tail_options.max_clients = static_cast<size_t>(std::clamp(
+      config.http.worker_threads - config.http.max_concurrent_queries - 4, 1, 16));
+  TailHub tail(tail_options, io.decode, registry);
   go.on_written = [&dispatcher, &ingest_metrics, &indexer, &lines, &tail](const ProcessedBatch& b) {
     tail.Publish(b.writes);
     if (b.alerts_staged > 0) dispatcher.Wake();

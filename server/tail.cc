@@ -34,11 +34,11 @@ TailHub::TailHub(TailOptions options, DecodeOptions decode, prometheus::Registry
       published_(NewCounter(registry, "logdex_tail_batches_total",
                             "Written batches handed to live tail while at least one client listened")),
       dropped_batches_(NewCounter(registry, "logdex_tail_batches_dropped_total",
-                                  "Written batches live tail skipped because its pending queue was full "
-                                  "(tail.max_pending_bytes); its clients were told they missed records")),
+                                  "Written batches live tail skipped because its pending queue was full; its "
+                                  "clients were told they missed records")),
       dropped_clients_(NewCounter(registry, "logdex_tail_clients_dropped_total",
-                                  "Live-tail clients ended because they did not keep up (tail.max_client_bytes "
-                                  "queued)")),
+                                  "Live-tail clients ended because they did not keep up (too many bytes of records "
+                                  "waited for them)")),
       records_sent_(NewCounter(registry, "logdex_tail_records_total", "Records handed to live-tail clients")),
       clients_(prometheus::BuildGauge()
                    .Name("logdex_tail_clients")
@@ -87,7 +87,7 @@ void TailHub::Publish(const WriteBatch& written) {
       if (last_drop_log_ns_ == 0 || now - last_drop_log_ns_ >= 10'000'000'000) {
         last_drop_log_ns_ = now;
         spdlog::warn("tail: skipped a written batch of {} bytes: {} bytes wait for the tail thread "
-                     "(tail.max_pending_bytes {}); its clients are told they missed records "
+                     "(at most {}); its clients are told they missed records "
                      "(logdex_tail_batches_dropped_total)",
                      p.bytes, pending_bytes_, options_.max_pending_bytes);
       }
@@ -105,7 +105,8 @@ Result<std::shared_ptr<TailSubscription>> TailHub::Subscribe(const Query& filter
   if (stopping_) return Error{Errc::kUnavailable, "the server is stopping"};
   if (subs_.size() >= options_.max_clients) {
     return Error{Errc::kResourceExhausted, std::to_string(subs_.size()) +
-                                               " live-tail clients are connected (tail.max_clients); retry later"};
+                                               " live-tail clients are connected, the most this server takes; retry "
+                                               "later"};
   }
   auto s = std::make_shared<TailSubscription>(*this, filter, options_.max_client_bytes);
   subs_.push_back(s);
@@ -147,7 +148,10 @@ void TailHub::Deliver(const Pending& p) {
   for (const std::string& value : p.main_rows) {
     proto::MainRow row;
     if (!row.ParseFromString(value)) continue;  // stored by this process: cannot fail but for a bug
-    auto records = UnpackRecords(row.chunk(), decode_);
+    const proto::LogChunk& c = row.chunk();
+    const bool wanted = std::any_of(subs.begin(), subs.end(), [&](const auto& s) { return s->MayMatch(c); });
+    if (!wanted) continue;  // decoding it would find nothing
+    auto records = UnpackRecords(c, decode_);
     if (!records.ok()) continue;  // ingest verified it; a query would count it corrupt
     for (const proto::LogRecord& pr : records->records()) {
       ResultRecord r;
@@ -176,6 +180,15 @@ void TailHub::Deliver(const Pending& p) {
   records_sent_.Increment(static_cast<double>(sent));
 }
 
+bool TailSubscription::MayMatch(const proto::LogChunk& c) const {
+  const Query& q = filter_;
+  if (!q.app.empty() && c.app() != q.app) return false;
+  if (!q.host.empty() && c.host() != q.host) return false;
+  if (q.severities.empty() || c.severity() == kMixedSeverity) return true;
+  return std::find(q.severities.begin(), q.severities.end(), static_cast<Severity>(c.severity())) !=
+         q.severities.end();
+}
+
 bool TailSubscription::Matches(const ResultRecord& r) const {
   const Query& q = filter_;
   if (!q.app.empty() && r.app != q.app) return false;
@@ -196,7 +209,7 @@ TailSubscription::Pushed TailSubscription::Push(ResultRecord r, size_t bytes) {
     if (bytes_ + bytes > max_bytes_) {
       ended_ = true;
       end_reason_ = "the client did not keep up: over " + std::to_string(max_bytes_) +
-                    " bytes of records waited for it (tail.max_client_bytes)";
+                    " bytes of records waited for it";
       queue_.clear();
       bytes_ = 0;
       cv_.notify_all();

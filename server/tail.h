@@ -21,7 +21,8 @@
 // store.durability: skip_wal a written batch is durable at the next flush,
 // so tail can show a record a crash before that flush would lose (Kafka
 // replays it). Chunks the compactor writes are not tailed (their records
-// were tailed when they arrived).
+// were tailed when they arrived), nor the messages of a batch the store
+// refused and the consumer then wrote one by one (GroupConsumer's salvage).
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once
@@ -133,6 +134,8 @@ class TailSubscription {
  private:
   friend class TailHub;
   bool Matches(const ResultRecord& r) const;
+  // False when no record of the chunk can match (by its header).
+  bool MayMatch(const proto::LogChunk& c) const;
   enum class Pushed { kQueued, kEnded, kEndedNow };
   // From the hub thread. kEndedNow: this record was over max_bytes (the
   // client did not keep up); kEnded: it had ended before.

@@ -303,6 +303,33 @@ TEST(LineInput, ChunksAreNamedByTheirMessageValidAndTheSameBytesOnAReplay) {
   EXPECT_EQ(*replay, *first) << "a replay makes the same bytes";
 }
 
+// The writer's chunks are the bytes the protobuf path would make for the same
+// records and header (PackChunk, ids set, serialized): a replay after an
+// upgrade from that path writes identical rows.
+TEST(LineInput, ChunksAreTheBytesPackChunkWouldMakeOfTheSameRecords) {
+  ManualClock clock(kNow);
+  ShipLineDecoder d("app", "host", clock);
+  InMessage m = Message("2026-11-28 23:00:00,000 INFO [main] app: one\n"
+                        "1999-01-01 10:00:00,000 ERROR [main] app: re-stamped\n"
+                        "2026-11-28 23:00:01,000 INFO [main] app: two k=v\n"
+                        R"({"not": "json here, a text line"})" "\n",
+                        kNow - 5'000, /*offset=*/3);
+  auto chunks = d.Decode(m, InputFormat::kText);
+  ASSERT_TRUE(chunks.ok()) << chunks.error().message;
+  ASSERT_EQ(chunks->size(), 2u);
+  for (const std::string& bytes : *chunks) {
+    proto::LogChunk c;
+    ASSERT_TRUE(c.ParseFromString(bytes));
+    auto records = UnpackRecords(c, DecodeOptions{});
+    ASSERT_TRUE(records.ok()) << records.error().ToString();
+    PackOptions po;
+    po.codec = c.codec();
+    po.producer_id = c.producer_id();
+    po.sequence = c.sequence();
+    EXPECT_EQ(PackChunk(c.app(), c.host(), *records, po).SerializeAsString(), bytes) << c.severity();
+  }
+}
+
 // A message dead-lettered half-way leaves nothing behind: the records read
 // before its bad line are not in the next message's chunks.
 TEST(LineInput, AMessageGivenUpHalfWayLeavesNoRecordInTheNextMessagesChunks) {

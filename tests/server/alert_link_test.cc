@@ -1,6 +1,7 @@
 // The link a notification carries (alerting::QueryLink) opens the records it
-// is about on a real HttpServer: it once pointed at <base>/query, which is
-// not a route.
+// is about on a real HttpServer: the web UI answers it, and the same query
+// string on the query API holds the record (it once pointed at <base>/query,
+// which is not a route). The browser test (tests/ui/) follows such a link.
 #include <gtest/gtest.h>
 #include <httplib.h>
 
@@ -20,10 +21,15 @@ TEST(AlertLink, TheNotificationLinkIsAnsweredByTheQueryApiWithItsRecords) {
   ASSERT_FALSE(records.empty());
   const auto& r = records.front();
   const std::string url = alerting::QueryLink(base + "/", r.app, r.host, r.sev, r.ts, r.ts);
-  ASSERT_EQ(url.rfind(base + "/api/v1/query?", 0), 0u) << url;
+  ASSERT_EQ(url.rfind(base + "/?app=", 0), 0u) << url;
 
   httplib::Client client(base);
-  auto res = client.Get(url.substr(base.size()));
+  auto page = client.Get(url.substr(base.size()));
+  ASSERT_TRUE(page) << httplib::to_string(page.error());
+  EXPECT_EQ(page->status, 200);
+  EXPECT_EQ(page->get_header_value("Content-Type").rfind("text/html", 0), 0u);
+  EXPECT_NE(page->body.find("/ui/app.js"), std::string::npos) << "the web UI";
+  auto res = client.Get("/api/v1/query" + url.substr(base.size() + 1));
   ASSERT_TRUE(res) << httplib::to_string(res.error());
   ASSERT_EQ(res->status, 200) << url << ": " << res->body;
   auto body = nlohmann::json::parse(res->body);

@@ -496,6 +496,14 @@ TEST_F(HttpServerTest, BearerTokenGuardsEverythingButHealthAndReadiness) {
   EXPECT_EQ(Get(*c, "/nope", {}, {{"Authorization", "Bearer s3cret-token"}}).status, 404);
   EXPECT_EQ(Get(*c, "/healthz").status, 200);
   EXPECT_EQ(Get(*c, "/readyz").status, 200);
+  // The web UI's files hold no data: the page loads, then asks for the token.
+  Answer page = Get(*c, "/");
+  EXPECT_EQ(page.status, 200);
+  EXPECT_EQ(page.content_type.rfind("text/html", 0), 0u) << page.content_type;
+  EXPECT_EQ(Get(*c, "/ui/app.js").status, 200);
+  EXPECT_EQ(Get(*c, "/ui/app.css").status, 200);
+  EXPECT_EQ(Get(*c, "/ui/nope.js").status, 404) << "no data under /ui/ either";
+  EXPECT_EQ(Get(*c, "/api/v1/tail").status, 401);
   // httplib's own helper sends the same header.
   c->set_bearer_token_auth("s3cret-token");
   EXPECT_EQ(Get(*c, "/api/v1/query", p).status, 200);

@@ -402,6 +402,15 @@ TEST_P(LokiApiTest, WhatIsNotSupportedOrWrongIsA400ThatSaysWhat) {
       {R"({app="app0"})", "start is after end", {{"start", Ns(to)}, {"end", Ns(from)}}},
       {R"({app="app0"})", "start", {{"start", "yesterday"}}},
       {R"(rate({app="app0"}[1m]))", "raise step", {{"step", "1ms"}}},
+      // Hostile sizes: refused before any arithmetic could overflow or any loop run away.
+      {std::string(1000, '(') + "1" + std::string(1000, ')'), "nested deeper than 32", {}},
+      {"vector(" + std::string(100, '(') + "1" + std::string(100, ')') + ")", "nested deeper than 32", {}},
+      {R"(rate({app="app0"}[1m]))", "step", {{"step", "9223372036854775807ms"}}},
+      {R"(rate({app="app0"}[1m]))", "over a year", {{"step", "400d"}}},
+      {R"(count_over_time({app="app0"}[400d]))", "over a year", {}},
+      {R"(count_over_time({app="app0"}[4611686018427387904ms]))", "[", {}},
+      {R"({app="app0"})", "too far from now", {{"start", "-900000000000.5"}}},
+      {R"(rate({app="app0"}[1m]))", "buckets of their gcd", {{"start", Ns(to - 9 * 86'400'000)}, {"step", "300000ms"}}},
   };
   for (const Case& c : cases) {
     SCOPED_TRACE(c.query);

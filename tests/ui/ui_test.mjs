@@ -1,0 +1,172 @@
+// Browser test of logdex's built-in web UI (server/ui/): Debian's chromium,
+// driven by playwright-core, against `logdex demo --serve` (the demo data: the
+// Loghub samples and a generated checkout burst, alerts to a local webhook).
+//   node tests/ui/ui_test.mjs PATH/TO/logdex ARTIFACT_DIR
+// Steps, each checked: the page loads with no request leaving the server;
+// a search shows the first page; scrolling loads the second; a record opens
+// with its tags and "show context" shows the lines around it; a drag across
+// the volume histogram zooms the time range; live tail shows a line shipped
+// during the test; the link of an alert the demo's webhook received opens
+// its records. Screenshots of each view go to ARTIFACT_DIR.
+// Exit 0 when all pass, 1 otherwise, 77 when chromium or playwright-core is
+// missing (scripts/install-deps.sh --browser, scripts/ui-deps.sh).
+import { spawn, execFileSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+
+const [bin, artifacts] = process.argv.slice(2);
+if (!bin || !artifacts) {
+  console.error('usage: ui_test.mjs PATH/TO/logdex ARTIFACT_DIR');
+  process.exit(2);
+}
+const CHROMIUM = '/usr/bin/chromium';
+if (!existsSync(CHROMIUM)) {
+  console.log(`SKIP: ${CHROMIUM} is not installed (scripts/install-deps.sh --browser)`);
+  process.exit(77);
+}
+let chromium;
+try {
+  ({ chromium } = await import('playwright-core'));
+} catch (e) {
+  console.log('SKIP: playwright-core is not installed in tests/ui (scripts/ui-deps.sh): ' + e.message);
+  process.exit(77);
+}
+mkdirSync(artifacts, { recursive: true });
+
+const work = mkdtempSync(join(tmpdir(), 'logdex-ui-test-'));
+const failures = [];
+function check(cond, what) {
+  console.log(`${cond ? 'ok  ' : 'FAIL'} ${what}`);
+  if (!cond) failures.push(what);
+}
+async function waitFor(fn, ms, what) {
+  const end = Date.now() + ms;
+  for (;;) {
+    try { if (await fn()) { check(true, what); return true; } } catch (e) { /* not yet */ }
+    if (Date.now() > end) { check(false, `${what} (within ${ms / 1000} s)`); return false; }
+    await new Promise((r) => setTimeout(r, 100));
+  }
+}
+
+// ---- logdex demo --serve ----
+const demo = spawn(bin, ['demo', '--serve', '--port', '0', '--dir', join(work, 'demo')], { stdio: ['ignore', 'pipe', 'pipe'] });
+let demoOut = '';
+demo.stdout.on('data', (d) => { demoOut += d; });
+demo.stderr.on('data', (d) => { demoOut += d; });
+const ready = await waitFor(() => /Ctrl-C to stop/.test(demoOut), 300_000, 'logdex demo --serve came up');
+if (!ready) { console.log(demoOut); finish(); }
+const base = demoOut.match(/serving on (http:\/\/[\d.]+:\d+) /)[1];
+const kafka = demoOut.match(/Kafka ([\d.]+:\d+),/)[1];
+const alertLink = (demoOut.match(/the first one's link: (\S+)/) || [])[1];
+check(Boolean(alertLink) && alertLink.startsWith(base + '/?app='), `the demo printed an alert link into the UI: ${alertLink}`);
+
+const browser = await chromium.launch({
+  executablePath: CHROMIUM,
+  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+});
+const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+const external = [];
+const errors = [];
+page.on('request', (r) => { if (!r.url().startsWith(base) && !r.url().startsWith('data:')) external.push(r.url()); });
+page.on('pageerror', (e) => errors.push(e.message));
+const rows = () => page.locator('#results tbody tr.rec');
+const shot = (name) => page.screenshot({ path: join(artifacts, name + '.png'), fullPage: false });
+
+try {
+  // 1. Load and search.
+  const t0 = Date.now();
+  await page.goto(base + '/');
+  check((await page.title()) === 'logdex', 'the UI loads at /');
+  await page.fill('input[name=app]', 'hdfs');
+  await page.selectOption('#range', '7d');
+  await page.click('#search');
+  await waitFor(async () => (await rows().count()) >= 100, 30_000, 'a search for app=hdfs shows the first page');
+  const firstResults = Date.now() - t0;
+  check((await rows().count()) === 100, `the first page holds 100 records (page load to first results: ${firstResults} ms)`);
+  check(new URL(page.url()).searchParams.get('app') === 'hdfs', 'the query is in the URL');
+  const times = await page.locator('#results tbody tr.rec td.time').allTextContents();
+  check(times.every((t, i) => i === 0 || t <= times[i - 1]), 'records are newest first');
+  await waitFor(async () => (await page.locator('#histogram rect').count()) > 0, 30_000, 'the volume histogram draws bars');
+  await shot('1-search');
+
+  // 2. Infinite scroll: the second page.
+  await page.locator('#more').scrollIntoViewIfNeeded();
+  await waitFor(async () => (await rows().count()) >= 200, 30_000, 'scrolling to the end loads the second page');
+
+  // 3. A record's details and its context.
+  await page.locator('#results tbody tr.rec').nth(5).click();
+  const detail = page.locator('#results tbody tr.detail');
+  check(await detail.isVisible(), 'clicking a record opens its details');
+  await detail.locator('button.context-button').click();
+  await waitFor(async () => (await detail.locator('.context div').count()) > 5, 30_000, 'show context lists the lines around it');
+  check((await detail.locator('.context div.self').count()) === 1, 'the record itself is marked in its context');
+  await shot('2-context');
+
+  // 4. Zoom: drag across the histogram's bars, from the first to the last.
+  const box = await page.locator('#histogram').boundingBox();
+  const bars = page.locator('#histogram rect');
+  const firstBar = await bars.first().boundingBox(), lastBar = await bars.last().boundingBox();
+  const before = { from: await page.locator('#histogram').getAttribute('data-from'), to: await page.locator('#histogram').getAttribute('data-to') };
+  const x0 = Math.max(box.x + 1, firstBar.x - 2), x1 = Math.min(box.x + box.width - 1, lastBar.x + lastBar.width + 2);
+  await page.mouse.move(x0, box.y + box.height / 2);
+  await page.mouse.down();
+  await page.mouse.move(x1, box.y + box.height / 2, { steps: 5 });
+  await page.mouse.up();
+  await waitFor(async () => (await page.locator('#range').inputValue()) === 'custom' && (await rows().count()) > 0, 20_000,
+    'a drag across the histogram zooms into that range and searches it');
+  const zoomFrom = Date.parse(await page.inputValue('input[name=from]'));
+  const zoomTo = Date.parse(await page.inputValue('input[name=to]'));
+  check(zoomFrom > Number(before.from) && zoomTo < Number(before.to), 'the zoomed range lies inside the old one');
+  const zoomed = await page.locator('#results tbody tr.rec td.time').allTextContents();
+  check(zoomed.every((t) => Date.parse(t) >= zoomFrom && Date.parse(t) < zoomTo), 'every record shown lies in the zoomed range');
+  await shot('3-zoom');
+
+  // 5. Live tail: a line shipped now appears.
+  await page.goto(base + '/');
+  await page.fill('input[name=app]', 'ui-tail');
+  await page.check('#live');
+  await waitFor(async () => {
+    const m = await (await fetch(base + '/metrics')).text();
+    return /^logdex_tail_clients 1/m.test(m);
+  }, 30_000, 'the page subscribed to live tail');
+  const line = `${new Date().toISOString().replace('T', ' ').replace('Z', '').replace('.', ',')} ERROR [main] ui.Test: shipped during the browser test ${process.pid}`;
+  const file = join(work, 'tail.log');
+  writeFileSync(file, line + '\n');
+  execFileSync(bin, ['ship', '--brokers', kafka, '--app', 'ui-tail', '--host', 'browser', '--format', 'auto',
+    '--state-dir', join(work, 'ship-state'), '--no-progress', file], { stdio: 'inherit' });
+  await waitFor(async () => (await page.locator('#results tbody tr.rec td.msg', { hasText: `browser test ${process.pid}` }).count()) === 1,
+    20_000, 'live tail shows the line shipped during the test');
+  await shot('4-live-tail');
+  await page.uncheck('#live');
+
+  // 6. An alert's link.
+  if (alertLink) {
+    const link = new URL(alertLink);
+    await page.goto(alertLink);
+    await waitFor(async () => (await rows().count()) > 0, 30_000, 'the alert link opens records');
+    check(await page.inputValue('input[name=app]') === link.searchParams.get('app'), 'the alert link fills the app');
+    const sevs = await page.locator('#results tbody tr.rec td.sev').allTextContents();
+    check(sevs.length > 0 && sevs.every((s) => s === link.searchParams.get('severity')), 'the alert link shows its severity only');
+    await shot('5-alert-link');
+  }
+  check(external.length === 0, `no request left the server (${external.join(', ')})`);
+  check(errors.length === 0, `no script error (${errors.join('; ')})`);
+} catch (e) {
+  check(false, 'unexpected: ' + e.stack);
+} finally {
+  await browser.close();
+  finish();
+}
+
+function finish() {
+  demo.kill('SIGINT');
+  const timer = setTimeout(() => demo.kill('SIGKILL'), 20_000);
+  demo.on('exit', () => {
+    clearTimeout(timer);
+    rmSync(work, { recursive: true, force: true });
+    console.log(failures.length ? `ui_test: ${failures.length} FAILED` : `ui_test: all passed; screenshots in ${artifacts}`);
+    process.exit(failures.length ? 1 : 0);
+  });
+  if (demo.exitCode !== null) demo.emit('exit');
+}
