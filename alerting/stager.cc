@@ -366,6 +366,9 @@ Result<size_t> AlertStager::Stage(const proto::LogChunk& chunk, ChunkId chunk_id
     ++g->sent;
     ++a->sent;
     ++glob->sent;
+    // The group's latest record, for GET /api/v1/alerts (a digest shows the
+    // latest folded record: folds come after a window's events and replace it).
+    g->sample = sample;
     Notification n;
     n.kind = NotificationKind::kEvent;
     n.idempotency_key = "ev:" + Hex16(chunk_id) + ":" + std::to_string(i);
@@ -401,6 +404,72 @@ Result<size_t> AlertStager::Stage(const proto::LogChunk& chunk, ChunkId chunk_id
     recent_order_.pop_front();
   }
   return rows;
+}
+
+Result<std::string> AlertStager::RecentJson(TableStore& store, int64_t since_ms, size_t limit) {
+  struct Group {
+    int64_t ts;
+    json j;
+  };
+  std::vector<Group> groups;
+  bool truncated = false;
+  const std::string prefix = GroupKey(0).substr(0, 1);
+  std::string stop = prefix;
+  stop[0] = static_cast<char>(kGroupState + 1);
+  Status s = store.Scan(ScanSpec{std::string(kStateTable), prefix, stop, false, 0},
+                        [&](std::string_view, std::string_view v) {
+                          std::optional<State> st = State::Decode(v);
+                          if (!st || st->sample.ts_ms < since_ms) return true;
+                          groups.push_back(Group{st->sample.ts_ms,
+                                                 {{"app", st->sample.app},
+                                                  {"host", st->sample.host},
+                                                  {"severity", std::string(SeverityName(st->sample.severity))},
+                                                  {"rule", st->sample.rule},
+                                                  {"group", Hex16(st->sample.group)},
+                                                  {"template", st->sample.message_template},
+                                                  {"message", st->sample.message},
+                                                  {"ts", st->sample.ts_ms},
+                                                  {"time", FormatRfc3339(st->sample.ts_ms)},
+                                                  {"window_start", st->start_ms},
+                                                  {"window_end", st->end_ms},
+                                                  {"sent", st->sent},
+                                                  {"suppressed", st->suppressed}}});
+                          return true;
+                        });
+  if (!s.ok()) return s.error();
+  std::sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) { return a.ts > b.ts; });
+  if (groups.size() > limit) {
+    groups.resize(limit);
+    truncated = true;
+  }
+  json out_groups = json::array();
+  for (Group& g : groups) out_groups.push_back(std::move(g.j));
+  json pending = json::array();
+  s = store.Scan(ScanSpec{std::string(kOutboxTable), "", "", false, 0}, [&](std::string_view, std::string_view v) {
+    if (pending.size() >= limit) {
+      truncated = true;
+      return false;
+    }
+    auto e = DecodeOutboxEntry(v);
+    if (!e.ok()) return true;
+    const Notification& n = e->n;
+    pending.push_back({{"kind", KindName(n.kind)},
+                       {"sink", e->sink},
+                       {"attempts", e->attempts},
+                       {"last_error", e->last_error},
+                       {"app", n.app},
+                       {"host", n.host},
+                       {"severity", std::string(SeverityName(n.severity))},
+                       {"count", n.count},
+                       {"ts", n.ts_ms},
+                       {"time", FormatRfc3339(n.ts_ms)},
+                       {"summary", n.Summary()},
+                       {"query_url", n.query_url}});
+    return true;
+  });
+  if (!s.ok()) return s.error();
+  json out = {{"groups", std::move(out_groups)}, {"pending", std::move(pending)}, {"truncated", truncated}};
+  return out.dump(-1, ' ', false, json::error_handler_t::replace);
 }
 
 }  // namespace logdex::alerting

@@ -99,6 +99,18 @@ class AlertStager {
  private:
   struct Sample;
   struct State;
+ public:
+  // For GET /api/v1/alerts: the alert groups whose latest record is at or
+  // after `since_ms` (alert_state's group windows, newest first, at most
+  // `limit`) and the notifications waiting in the outbox (at most `limit`),
+  // as JSON {"groups": [{app, host, severity, rule, group, template, message,
+  // ts, time, window_start, window_end, sent, suppressed}], "pending": [{kind,
+  // sink, attempts, last_error, app, host, severity, count, ts, time,
+  // summary, query_url}], "truncated": bool}. Reads the store only (any
+  // member's). Errors: the store's.
+  static Result<std::string> RecentJson(TableStore& store, int64_t since_ms, size_t limit);
+
+ private:
   State* Load(const std::string& key, bool* ok, Status* error);
   void PutState(const std::string& key, const State& s, WriteBatch& batch);
   size_t PutDigest(State& s, WriteBatch& batch);

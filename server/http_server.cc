@@ -85,6 +85,7 @@ const char* EndpointOf(const std::string& path) {
   if (path == kQueryPath) return "query";
   if (path == kVolumePath) return "volume";
   if (path == kTailPath) return "tail";
+  if (path == "/api/v1/alerts") return "alerts";
   if (path == "/" || path.starts_with("/ui/")) return "ui";
   if (path.starts_with(kLokiPrefix)) return "loki";
   return "other";
@@ -779,6 +780,8 @@ class HttpServer::Impl {
       if (asset.path == "/ui/index.html") server_.Get("/", serve);
     }
     server_.Get(kTailPath, Wrap([this](const httplib::Request& req, httplib::Response& res) { HandleTail(req, res); }));
+    server_.Get("/api/v1/alerts",
+                Wrap([this](const httplib::Request& req, httplib::Response& res) { HandleAlerts(req, res); }));
     server_.Get(R"(/loki/api/v1/(.*))",
                 Wrap([this](const httplib::Request& req, httplib::Response& res) { HandleLoki(req, res); }));
     // Paths with no handler (and requests httplib itself refuses): a JSON
@@ -988,6 +991,36 @@ class HttpServer::Impl {
           tail_streams_.fetch_sub(1);
         });
     tail_streams_.fetch_add(1);
+  }
+
+  // GET /api/v1/alerts?since=24h&limit=100: the web UI's alerts panel.
+  void HandleAlerts(const httplib::Request& req, httplib::Response& res) {
+    if (!options_.alerts) {
+      SetJson(res, 404, ErrorBody("alerting is not enabled on this server"));
+      return;
+    }
+    int64_t since = 24 * 3'600'000;
+    size_t limit = 100;
+    for (const auto& [key, value] : req.params) {
+      if (key == "since") {
+        auto d = ParseDuration(value);
+        if (!d.ok()) return SetJson(res, 400, ErrorBody("parameter 'since': " + d.error().message, "since"));
+        since = *d;
+      } else if (key == "limit") {
+        auto [p, ec] = std::from_chars(value.data(), value.data() + value.size(), limit);
+        if (ec != std::errc() || p != value.data() + value.size() || limit == 0 || limit > 1000) {
+          return SetJson(res, 400, ErrorBody("parameter 'limit': '" + value + "' is not a number from 1 to 1000", "limit"));
+        }
+      } else {
+        return SetJson(res, 400, ErrorBody("unknown parameter '" + key + "' (known: since, limit)", key));
+      }
+    }
+    QuerySlot slot(running_queries_, std::max(1, options_.max_concurrent_queries));
+    if (!slot.held()) return Busy(res);
+    auto body = options_.alerts(clock_.NowMs() - since, limit);
+    if (!body.ok()) return EngineError(req, res, body.error(), QueryStats{});
+    res.status = 200;
+    res.set_content(std::move(*body), kJsonType);
   }
 
   // GET /loki/api/v1/...: LokiApi, under the query API's slots.

@@ -5,6 +5,7 @@
 //   GET /api/v1/query   the QueryEngine as JSON (parameters below)
 //   GET /api/v1/volume  QueryEngine::Volume as JSON (parameters below)
 //   GET /, /ui/...      the built-in web UI (server/ui/, compiled in; no auth: it holds no data)
+//   GET /api/v1/alerts  recent alert groups and pending notifications (since=24h, limit=100 by default)
 //   GET /api/v1/tail    live tail: server-sent events of records as they are written (server/tail.h)
 //   GET /loki/api/v1/... Loki's read API for Grafana (server/loki_api.h)
 //
@@ -86,7 +87,7 @@
 // prove less about it.
 //
 // Metrics it adds to the registry (no per-request labels):
-//   logdex_http_requests_total{endpoint, code}   endpoint in metrics|healthz|readyz|query|volume|tail|loki|ui|other
+//   logdex_http_requests_total{endpoint, code}   endpoint in metrics|healthz|readyz|query|volume|tail|alerts|loki|ui|other
 //   logdex_http_query_duration_seconds           histogram of /api/v1/query handling time (not volume's)
 //   logdex_http_queries_rejected_total           queries refused with 503 busy (concurrency limit)
 //   logdex_http_requests_refused_total{reason}   body_too_large|unauthorized|head_too_large|head_timeout
@@ -153,6 +154,10 @@ struct HttpServerOptions {
   // Live tail (GET /api/v1/tail); null: not served (404). Not owned; must
   // outlive the server.
   TailHub* tail = nullptr;
+  // GET /api/v1/alerts: recent alert groups and pending notifications as JSON
+  // (alerting::AlertStager::RecentJson), for records at or after since_ms, at
+  // most `limit` of each. Unset: 404 (alerting is off).
+  std::function<Result<std::string>(int64_t since_ms, size_t limit)> alerts;
 };
 
 // Parses "host:port" or "[v6]:port" (port 0..65535) into `options`.

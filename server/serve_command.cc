@@ -465,6 +465,12 @@ int Serve(const ServeFlags& flags) {
   }
   ho.cursor_key = *cursor_key;
   ho.tail = &tail;
+  if (alerting_config->enabled) {
+    TableStore& alert_store = **store;
+    ho.alerts = [&alert_store](int64_t since_ms, size_t limit) {
+      return alerting::AlertStager::RecentJson(alert_store, since_ms, limit);
+    };
+  }
   ho.loki_version = LOGDEX_VERSION;
   const int64_t max_lag = config.http.ready_max_lag;
   HttpServer http(ho, engine, registry,

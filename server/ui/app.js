@@ -340,6 +340,44 @@ async function startTail() {
   }
 }
 
+// ---- recent alerts (GET /api/v1/alerts): a group opens its records ----
+async function showAlerts() {
+  const panel = $('alerts');
+  panel.hidden = !panel.hidden;
+  if (panel.hidden) return;
+  const list = $('alertlist');
+  list.textContent = '';
+  let a;
+  try { a = await api('/api/v1/alerts', new URLSearchParams({ since: '7d', limit: 50 })); } catch (e) {
+    list.append(Object.assign(document.createElement('li'), { textContent: e.message }));
+    return;
+  }
+  $('pending').textContent = a.pending.length ? `· ${a.pending.length} notifications waiting for delivery` : '';
+  if (!a.groups.length) list.append(Object.assign(document.createElement('li'), { textContent: 'none' }));
+  for (const g of a.groups) {
+    const li = document.createElement('li');
+    li.className = 'alert';
+    const sev = Object.assign(document.createElement('span'), { className: 'sev sev-' + g.severity, textContent: g.severity });
+    const count = Object.assign(document.createElement('span'), { className: 'count', textContent: ` ×${g.sent + g.suppressed} ` });
+    li.append(sev, ` ${g.app}/${g.host} ${g.time}`, count, g.template || g.message);
+    li.addEventListener('click', () => {
+      form.elements.app.value = g.app;
+      form.elements.host.value = g.host;
+      form.elements.tag.value = '';
+      form.elements.contains.value = '';
+      for (const o of $('severity').options) o.selected = o.value === g.severity;
+      $('range').value = 'custom';
+      $('custom').hidden = false;
+      form.elements.from.value = new Date(g.ts - 60e3).toISOString();
+      form.elements.to.value = new Date(g.ts + 60e3).toISOString();
+      panel.hidden = true;
+      search();
+    });
+    list.append(li);
+  }
+}
+$('alertsbutton').addEventListener('click', () => showAlerts().catch((e) => say(e.message, true)));
+
 // ---- search ----
 function search() {
   stopTail();

@@ -136,6 +136,41 @@ TEST_F(StagerTest, RepeatsInTheWindowBecomeOneDigestWithTheirCount) {
   EXPECT_EQ(MetricValue(registry_, "logdex_alerting_notifications_staged_total", {{"kind", "group_digest"}}), 1);
 }
 
+// GET /api/v1/alerts (the web UI's alerts panel): the groups with their
+// latest record and counts, newest first, and what waits in the outbox.
+TEST_F(StagerTest, RecentJsonListsGroupsNewestFirstAndThePendingNotifications) {
+  AlertingConfig c = TwoSinkConfig();
+  c.sinks.pop_back();
+  c.limits.group_window_ms = 60'000;
+  Open(c);
+  for (int i = 0; i < 3; ++i) {
+    proto::RecordBatch b;
+    AddRecord(b, kT0 + i * 1000, "timeout after " + std::to_string(100 + i) + " ms");
+    StageAndWrite(*stager_, *store_, Chunk("api", "h" + std::to_string(i)), 10 + i, b);
+  }
+  proto::RecordBatch b;
+  AddRecord(b, kT0 + 5000, "disk full on /var", Severity::kFatal);
+  StageAndWrite(*stager_, *store_, Chunk("db", "d1", Severity::kFatal), 20, b);
+  auto text = AlertStager::RecentJson(*store_, kT0 - 1000, 10);
+  ASSERT_TRUE(text.ok()) << text.error().ToString();
+  const nlohmann::json j = nlohmann::json::parse(*text);
+  ASSERT_EQ(j["groups"].size(), 2u) << *text;
+  EXPECT_EQ(j["groups"][0]["app"], "db");
+  EXPECT_EQ(j["groups"][0]["severity"], "FATAL");
+  EXPECT_EQ(j["groups"][0]["message"], "disk full on /var");
+  EXPECT_EQ(j["groups"][1]["app"], "api");
+  EXPECT_EQ(j["groups"][1]["host"], "h2") << "the latest record's";
+  EXPECT_EQ(j["groups"][1]["template"], "timeout after <num> ms");
+  EXPECT_EQ(j["groups"][1]["sent"].get<uint64_t>() + j["groups"][1]["suppressed"].get<uint64_t>(), 3u);
+  EXPECT_EQ(j["pending"].size(), ReadOutbox(*store_).size());
+  EXPECT_FALSE(j["truncated"].get<bool>());
+  // Older than `since`: left out; over `limit`: cut and said so.
+  EXPECT_EQ(nlohmann::json::parse(*AlertStager::RecentJson(*store_, kT0 + 4000, 10))["groups"].size(), 1u);
+  const nlohmann::json one = nlohmann::json::parse(*AlertStager::RecentJson(*store_, kT0 - 1000, 1));
+  EXPECT_EQ(one["groups"].size(), 1u);
+  EXPECT_TRUE(one["truncated"].get<bool>());
+}
+
 TEST_F(StagerTest, ANewWindowSendsAgainAndKeepsTheOldDigest) {
   AlertingConfig c = TwoSinkConfig();
   c.sinks.pop_back();

@@ -306,5 +306,62 @@ TEST(TailHttp, RecordsStreamAsServerSentEventsAndTheServerSaysWhyItEnds) {
   EXPECT_EQ(end_reason, "the server is stopping");
 }
 
+// GET /api/v1/alerts: 404 without alerting; its parameters checked; the
+// callback's JSON as it is, for records since now - `since`.
+TEST(AlertsHttp, AnswersTheCallbacksJsonAndChecksItsParameters) {
+  ManualClock clock(kNow);
+  prometheus::Registry registry;
+  class NoStore final : public TableStore {
+   public:
+    Status CreateTable(std::string_view, const TableOptions&) override { return Status::Ok(); }
+    bool HasTable(std::string_view) const override { return true; }
+    Status Write(const WriteBatch&) override { return Status::Ok(); }
+    Result<std::optional<std::string>> Get(std::string_view, std::string_view) override {
+      return std::optional<std::string>();
+    }
+    Status Scan(const ScanSpec&, const RowVisitor&) override { return Status::Ok(); }
+    Status FuzzyScan(const FuzzyScanSpec&, const RowVisitor&) override { return Status::Ok(); }
+    StoreCounters counters() const override { return {}; }
+  } store;
+  QueryEngine engine(store, QueryOptions{});
+  {
+    HttpServer off(HttpServerOptions{}, engine, registry, [] { return ReadyState{true, ""}; }, clock);
+    ASSERT_TRUE(off.Start().ok());
+    httplib::Client c("127.0.0.1", off.port());
+    auto r = c.Get("/api/v1/alerts");
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 404);
+    EXPECT_NE(r->body.find("alerting is not enabled"), std::string::npos) << r->body;
+  }
+  prometheus::Registry registry2;
+  int64_t asked_since = 0;
+  size_t asked_limit = 0;
+  HttpServerOptions o;
+  o.alerts = [&](int64_t since_ms, size_t limit) -> Result<std::string> {
+    asked_since = since_ms;
+    asked_limit = limit;
+    return std::string(R"({"groups":[],"pending":[],"truncated":false})");
+  };
+  HttpServer on(o, engine, registry2, [] { return ReadyState{true, ""}; }, clock);
+  ASSERT_TRUE(on.Start().ok());
+  httplib::Client c("127.0.0.1", on.port());
+  auto r = c.Get("/api/v1/alerts");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(r->status, 200);
+  EXPECT_EQ(json::parse(r->body)["truncated"], false);
+  EXPECT_EQ(asked_since, kNow - 24 * 3'600'000);
+  EXPECT_EQ(asked_limit, 100u);
+  r = c.Get("/api/v1/alerts?since=2h&limit=7");
+  ASSERT_TRUE(r);
+  EXPECT_EQ(asked_since, kNow - 2 * 3'600'000);
+  EXPECT_EQ(asked_limit, 7u);
+  for (const char* bad : {"/api/v1/alerts?since=soon", "/api/v1/alerts?limit=0", "/api/v1/alerts?limit=5000",
+                          "/api/v1/alerts?app=x"}) {
+    r = c.Get(bad);
+    ASSERT_TRUE(r);
+    EXPECT_EQ(r->status, 400) << bad << ": " << r->body;
+  }
+}
+
 }  // namespace
 }  // namespace logdex

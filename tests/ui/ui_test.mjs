@@ -7,6 +7,7 @@
 // with its tags and "show context" shows the lines around it; a drag across
 // the volume histogram zooms the time range; live tail shows a line shipped
 // during the test; the link of an alert the demo's webhook received opens
+// its records; the alerts panel lists the demo's alert groups and one opens
 // its records. Screenshots of each view go to ARTIFACT_DIR.
 // Exit 0 when all pass, 1 otherwise, 77 when chromium or playwright-core is
 // missing (scripts/install-deps.sh --browser, scripts/ui-deps.sh).
@@ -150,6 +151,16 @@ try {
     check(sevs.length > 0 && sevs.every((s) => s === link.searchParams.get('severity')), 'the alert link shows its severity only');
     await shot('5-alert-link');
   }
+  // 7. The alerts panel: recent groups; one opens its records.
+  await page.goto(base + '/');
+  await page.click('#alertsbutton');
+  await waitFor(async () => (await page.locator('#alertlist li.alert').count()) > 0, 30_000, 'the alerts panel lists recent alert groups');
+  await shot('6-alerts');
+  const groupText = await page.locator('#alertlist li.alert').first().textContent();
+  await page.locator('#alertlist li.alert').first().click();
+  await waitFor(async () => (await rows().count()) > 0, 30_000, `an alert group opens its records (${groupText.slice(0, 80)})`);
+  const groupSevs = await page.locator('#results tbody tr.rec td.sev').allTextContents();
+  check(groupSevs.every((s) => groupText.startsWith(s)), 'the records shown have the group\'s severity');
   check(external.length === 0, `no request left the server (${external.join(', ')})`);
   check(errors.length === 0, `no script error (${errors.join('; ')})`);
 } catch (e) {
