@@ -27,24 +27,14 @@
 #include "server/ingest_adapters.h"
 #include "common/row_keys.h"
 #include "store/table_store.h"
+#include "tests/empty_store.h"
 
 namespace logdex::fuzz {
 
 inline constexpr int64_t kNowMs = 1'800'000'000'000;  // 2027-01-15
 
 // A store with no rows that accepts every write: Stage() only reads it (meta).
-class EmptyStore final : public TableStore {
- public:
-  Status CreateTable(std::string_view, const TableOptions&) override { return Status::Ok(); }
-  bool HasTable(std::string_view) const override { return true; }
-  Status Write(const WriteBatch&) override { return Status::Ok(); }
-  Result<std::optional<std::string>> Get(std::string_view, std::string_view) override {
-    return std::optional<std::string>();
-  }
-  Status Scan(const ScanSpec&, const RowVisitor&) override { return Status::Ok(); }
-  Status FuzzyScan(const FuzzyScanSpec&, const RowVisitor&) override { return Status::Ok(); }
-  StoreCounters counters() const override { return {}; }
-};
+using testing::EmptyStore;
 
 class LinesTarget {
  public:

@@ -18,6 +18,7 @@
 #include "common/row_keys.h"
 #include "common/severity.h"
 #include "server/http_server.h"
+#include "tests/empty_store.h"
 #include "tests/test_util.h"
 
 namespace logdex {
@@ -232,16 +233,7 @@ TEST(TailHttp, RecordsStreamAsServerSentEventsAndTheServerSaysWhyItEnds) {
   to.max_clients = 1;
   TailHub hub(to, Decode(clock), registry);
   TempDir dir;
-  class NoStore final : public TableStore {
-   public:
-    Status CreateTable(std::string_view, const TableOptions&) override { return Status::Ok(); }
-    bool HasTable(std::string_view) const override { return true; }
-    Status Write(const WriteBatch&) override { return Status::Ok(); }
-    Result<std::optional<std::string>> Get(std::string_view, std::string_view) override { return std::optional<std::string>(); }
-    Status Scan(const ScanSpec&, const RowVisitor&) override { return Status::Ok(); }
-    Status FuzzyScan(const FuzzyScanSpec&, const RowVisitor&) override { return Status::Ok(); }
-    StoreCounters counters() const override { return {}; }
-  } store;
+  testing::EmptyStore store;
   QueryEngine engine(store, QueryOptions{});
   HttpServerOptions ho;
   ho.tail = &hub;
@@ -311,18 +303,7 @@ TEST(TailHttp, RecordsStreamAsServerSentEventsAndTheServerSaysWhyItEnds) {
 TEST(AlertsHttp, AnswersTheCallbacksJsonAndChecksItsParameters) {
   ManualClock clock(kNow);
   prometheus::Registry registry;
-  class NoStore final : public TableStore {
-   public:
-    Status CreateTable(std::string_view, const TableOptions&) override { return Status::Ok(); }
-    bool HasTable(std::string_view) const override { return true; }
-    Status Write(const WriteBatch&) override { return Status::Ok(); }
-    Result<std::optional<std::string>> Get(std::string_view, std::string_view) override {
-      return std::optional<std::string>();
-    }
-    Status Scan(const ScanSpec&, const RowVisitor&) override { return Status::Ok(); }
-    Status FuzzyScan(const FuzzyScanSpec&, const RowVisitor&) override { return Status::Ok(); }
-    StoreCounters counters() const override { return {}; }
-  } store;
+  testing::EmptyStore store;
   QueryEngine engine(store, QueryOptions{});
   {
     HttpServer off(HttpServerOptions{}, engine, registry, [] { return ReadyState{true, ""}; }, clock);
