@@ -1,5 +1,6 @@
 #include "alerting/stager.h"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <spdlog/spdlog.h>
 
@@ -411,7 +412,9 @@ Result<std::string> AlertStager::RecentJson(TableStore& store, int64_t since_ms,
     int64_t ts;
     json j;
   };
+  // The newest `limit` groups: a min-heap on their latest record's time.
   std::vector<Group> groups;
+  auto newer = [](const Group& a, const Group& b) { return a.ts > b.ts; };
   bool truncated = false;
   const std::string prefix = GroupKey(0).substr(0, 1);
   std::string stop = prefix;
@@ -420,6 +423,12 @@ Result<std::string> AlertStager::RecentJson(TableStore& store, int64_t since_ms,
                         [&](std::string_view, std::string_view v) {
                           std::optional<State> st = State::Decode(v);
                           if (!st || st->sample.ts_ms < since_ms) return true;
+                          if (groups.size() == limit) {
+                            truncated = true;
+                            if (st->sample.ts_ms <= groups.front().ts) return true;
+                            std::pop_heap(groups.begin(), groups.end(), newer);
+                            groups.pop_back();
+                          }
                           groups.push_back(Group{st->sample.ts_ms,
                                                  {{"app", st->sample.app},
                                                   {"host", st->sample.host},
@@ -434,14 +443,11 @@ Result<std::string> AlertStager::RecentJson(TableStore& store, int64_t since_ms,
                                                   {"window_end", st->end_ms},
                                                   {"sent", st->sent},
                                                   {"suppressed", st->suppressed}}});
+                          std::push_heap(groups.begin(), groups.end(), newer);
                           return true;
                         });
   if (!s.ok()) return s.error();
-  std::sort(groups.begin(), groups.end(), [](const Group& a, const Group& b) { return a.ts > b.ts; });
-  if (groups.size() > limit) {
-    groups.resize(limit);
-    truncated = true;
-  }
+  std::sort_heap(groups.begin(), groups.end(), newer);  // newest first
   json out_groups = json::array();
   for (Group& g : groups) out_groups.push_back(std::move(g.j));
   json pending = json::array();

@@ -36,9 +36,10 @@ done
 # The browser test's playwright-core (npm), likewise before any test runs.
 rc=0
 scripts/ui-deps.sh || rc=$?
+[ -x /usr/bin/chromium ] && command -v node > /dev/null || rc=78
 if [ "$rc" != 0 ]; then
-  [ "${LOGDEX_REQUIRE_ENGINES:-0}" = 1 ] && { echo "test.sh: LOGDEX_REQUIRE_ENGINES=1 and playwright-core cannot be had" >&2; exit 1; }
-  echo "test.sh: the browser test will be skipped (ui-deps exit $rc)"
+  [ "${LOGDEX_REQUIRE_ENGINES:-0}" = 1 ] && { echo "test.sh: LOGDEX_REQUIRE_ENGINES=1 and chromium, node or playwright-core cannot be had (exit $rc)" >&2; exit 1; }
+  echo "test.sh: the browser test will be skipped (exit $rc)"
 fi
 
 step "release build"

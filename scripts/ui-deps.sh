@@ -8,6 +8,10 @@ set -uo pipefail
 cd "$(dirname "$0")/../tests/ui" || exit 2
 want=$(python3 -c 'import json; print(json.load(open("package-lock.json"))["packages"]["node_modules/playwright-core"]["version"])')
 have=$(python3 -c 'import json; print(json.load(open("node_modules/playwright-core/package.json"))["version"])' 2>/dev/null || true)
+if [ -z "$want" ]; then
+  echo "ui-deps: cannot read the pinned version from tests/ui/package-lock.json" >&2
+  exit 2
+fi
 if [ "$have" = "$want" ]; then
   echo "ui-deps: playwright-core $have present"
   exit 0

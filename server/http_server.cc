@@ -771,7 +771,9 @@ class HttpServer::Impl {
     for (const UiAsset& asset : UiAssets()) {
       auto serve = Wrap([&asset](const httplib::Request&, httplib::Response& res) {
         res.status = 200;
-        res.set_header("Content-Security-Policy", "default-src 'self'; style-src 'self'; img-src 'self' data:");
+        res.set_header("Content-Security-Policy",
+                       "default-src 'self'; style-src 'self'; img-src 'self' data:; frame-ancestors 'none'; "
+                       "base-uri 'none'; form-action 'self'");
         res.set_header("X-Content-Type-Options", "nosniff");
         res.set_header("Cache-Control", "no-cache");
         res.set_content(asset.body.data(), asset.body.size(), std::string(asset.content_type).c_str());

@@ -16,10 +16,6 @@ namespace logdex {
 
 namespace {
 
-prometheus::Counter& NewCounter(prometheus::Registry& r, const char* name, const char* help) {
-  return prometheus::BuildCounter().Name(name).Help(help).Register(r).Add({});
-}
-
 size_t BytesOf(const ResultRecord& r) {
   size_t n = sizeof(ResultRecord) + r.message.size() + r.app.size() + r.host.size();
   for (const auto& [k, v] : r.tags) n += k.size() + v.size() + 2 * sizeof(std::string);
@@ -31,15 +27,28 @@ size_t BytesOf(const ResultRecord& r) {
 TailHub::TailHub(TailOptions options, DecodeOptions decode, prometheus::Registry& registry)
     : options_(options),
       decode_(decode),
-      published_(NewCounter(registry, "logdex_tail_batches_total",
-                            "Written batches handed to live tail while at least one client listened")),
-      dropped_batches_(NewCounter(registry, "logdex_tail_batches_dropped_total",
-                                  "Written batches live tail skipped because its pending queue was full; its "
-                                  "clients were told they missed records")),
-      dropped_clients_(NewCounter(registry, "logdex_tail_clients_dropped_total",
-                                  "Live-tail clients ended because they did not keep up (too many bytes of records "
-                                  "waited for them)")),
-      records_sent_(NewCounter(registry, "logdex_tail_records_total", "Records handed to live-tail clients")),
+      published_(prometheus::BuildCounter()
+                     .Name("logdex_tail_batches_total")
+                     .Help("Written batches handed to live tail while at least one client listened")
+                     .Register(registry)
+                     .Add({})),
+      dropped_batches_(prometheus::BuildCounter()
+                           .Name("logdex_tail_batches_dropped_total")
+                           .Help("Written batches live tail skipped because its pending queue was full; its clients "
+                                 "were told they missed records")
+                           .Register(registry)
+                           .Add({})),
+      dropped_clients_(prometheus::BuildCounter()
+                           .Name("logdex_tail_clients_dropped_total")
+                           .Help("Live-tail clients ended because they did not keep up (too many bytes of records "
+                                 "waited for them)")
+                           .Register(registry)
+                           .Add({})),
+      records_sent_(prometheus::BuildCounter()
+                        .Name("logdex_tail_records_total")
+                        .Help("Records handed to live-tail clients")
+                        .Register(registry)
+                        .Add({})),
       clients_(prometheus::BuildGauge()
                    .Name("logdex_tail_clients")
                    .Help("Live-tail clients connected")

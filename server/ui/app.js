@@ -17,7 +17,7 @@ const form = $('bar');
 const tbody = document.querySelector('#results tbody');
 let query = null;        // the running query: {filters: URLSearchParams, from, to}
 let cursor = null;       // next_cursor of the last page, null when there is no more
-let loading = false;
+let loadingGen = -1;    // the search whose page is being fetched (-1: none)
 let generation = 0;      // bumped by every new search: late answers of older ones are dropped
 let tail = null;         // AbortController of the live tail
 
@@ -159,25 +159,37 @@ function toggleDetail(tr) {
   tr.after(d);
 }
 
-// The lines around a record in its stream (app, host): up to 20 before it
-// (newest first from the query API, shown oldest first) and 20 after it
-// (the Loki API's direction=forward).
+// The lines around a record in its stream (app, host): about 20 before it
+// (newest first from the query API, ending at its millisecond) and 20 after
+// it (the Loki API's direction=forward from its millisecond, over a minute,
+// then an hour if that holds fewer), merged without duplicates.
 async function showContext(r, out) {
-  const before = new URLSearchParams({ app: r.app, host: r.host, from: r.ts - 3600e3, to: r.ts + 1, limit: 21 });
+  const N = 20;
+  const before = new URLSearchParams({ app: r.app, host: r.host, from: r.ts - 3600e3, to: r.ts + 1, limit: 2 * N });
   const esc = (s) => s.replace(/\\/g, '\\\\').replace(/"/g, '\\"');
-  const after = new URLSearchParams({
-    query: `{app="${esc(r.app)}", host="${esc(r.host)}"}`,
-    start: `${r.ts + 1}000000`, end: `${r.ts + 3600e3}000000`, direction: 'forward', limit: 20,
-  });
-  const [b, a] = await Promise.all([api('/api/v1/query', before), api('/loki/api/v1/query_range', after)]);
-  const lines = b.records.slice().reverse().map((x) => ({ ts: x.ts, severity: x.severity, message: x.message }));
-  const later = [];
+  const selector = `{app="${esc(r.app)}", host="${esc(r.host)}"}`;
+  const after = (span) => api('/loki/api/v1/query_range', new URLSearchParams({
+    query: selector, start: `${r.ts}000000`, end: `${r.ts + span}000000`, direction: 'forward', limit: 2 * N,
+  }));
+  const b = await api('/api/v1/query', before);
+  let a = await after(60e3);
+  const count = (x) => x.data.result.reduce((n, s) => n + s.values.length, 0);
+  if (count(a) < 2 * N) a = await after(3600e3).catch(() => a);  // a busy stream: the minute is enough
+  const seen = new Set();
+  const lines = [];
+  const add = (ts, severity, message) => {
+    const key = ts + ' ' + message;
+    if (!seen.has(key)) { seen.add(key); lines.push({ ts, severity, message }); }
+  };
+  for (const x of b.records) add(x.ts, x.severity, x.message);
   for (const s of a.data.result) {
-    for (const [ns, line] of s.values) later.push({ ts: Number(ns.slice(0, -6)), severity: s.stream.level.toUpperCase(), message: line });
+    for (const [ns, line] of s.values) add(Number(ns.slice(0, -6)), s.stream.level.toUpperCase(), line);
   }
-  later.sort((x, y) => x.ts - y.ts);
+  lines.sort((x, y) => x.ts - y.ts);
+  let at = lines.findIndex((l) => l.ts === r.ts && l.message === r.message);
+  if (at < 0) at = lines.findIndex((l) => l.ts >= r.ts);
   out.textContent = '';
-  for (const l of lines.concat(later)) {
+  for (const l of lines.slice(Math.max(0, at - N), at + N + 1)) {
     const div = document.createElement('div');
     div.textContent = `${new Date(l.ts).toISOString()}  ${l.severity.padEnd(5)}  ${l.message}`;
     if (l.ts === r.ts && l.message === r.message) div.className = 'self';
@@ -191,9 +203,9 @@ function showStats(stats) {
 }
 
 async function loadPage() {
-  if (loading || !query || cursor === null) return;
-  loading = true;
+  if (loadingGen === generation || !query || cursor === null) return;
   const mine = generation;
+  loadingGen = mine;
   try {
     const p = new URLSearchParams(query.filters);
     p.set('from', query.from);
@@ -211,7 +223,7 @@ async function loadPage() {
   } catch (e) {
     if (mine === generation) { say(e.message, true); cursor = null; }
   } finally {
-    loading = false;
+    if (loadingGen === mine) loadingGen = -1;
   }
   if (mine === generation && cursor && moreVisible()) loadPage();
 }
@@ -228,7 +240,7 @@ async function loadVolume(mine) {
   p.set('from', query.from);
   p.set('to', query.to);
   let v;
-  try { v = await api('/api/v1/volume', p); } catch (e) { svg.innerHTML = ''; return; }
+  try { v = await api('/api/v1/volume', p); } catch (e) { if (mine === generation) svg.innerHTML = ''; return; }
   if (mine !== generation) return;
   const width = svg.clientWidth || 800, height = 90;
   const n = v.buckets.length;
@@ -237,6 +249,7 @@ async function loadVolume(mine) {
   const ns = 'http://www.w3.org/2000/svg';
   svg.innerHTML = '';
   svg.setAttribute('viewBox', `0 0 ${width} ${height}`);
+  svg.setAttribute('preserveAspectRatio', 'none');  // the bars stretch with the page; x maps linearly to time
   v.buckets.forEach((b, i) => {
     let y = height;
     for (const s of SEVERITIES) {
@@ -253,8 +266,11 @@ async function loadVolume(mine) {
       y -= h;
     }
   });
-  svg.dataset.from = query.from;
-  svg.dataset.to = query.to;
+  // The bars cover the buckets' grid, which starts at or before `from`.
+  svg.dataset.from = n ? v.buckets[0].start : query.from;
+  svg.dataset.to = n ? v.buckets[n - 1].start + v.step_ms : query.to;
+  svg.dataset.queryFrom = query.from;
+  svg.dataset.queryTo = query.to;
 }
 
 function zoomable() {
@@ -271,7 +287,7 @@ function zoomable() {
   });
   svg.addEventListener('mousemove', (e) => {
     if (start === null) return;
-    const x = xOf(e), r = svg.getBoundingClientRect(), k = (svg.viewBox.baseVal.width || r.width) / r.width;
+    const x = xOf(e), r = svg.getBoundingClientRect(), k = (svg.viewBox.baseVal.width || r.width) / r.width;  // viewBox units per px
     sel.setAttribute('x', Math.min(start, x) * k);
     sel.setAttribute('width', Math.abs(x - start) * k);
   });
@@ -283,10 +299,13 @@ function zoomable() {
     if (sel) sel.remove();
     if (b - a < 0.005 || !svg.dataset.from) return;  // a click, not a drag
     const from = Number(svg.dataset.from), to = Number(svg.dataset.to);
+    const lo = Math.max(Number(svg.dataset.queryFrom), Math.floor(from + a * (to - from)));
+    const hi = Math.min(Number(svg.dataset.queryTo), Math.ceil(from + b * (to - from)));
+    if (hi <= lo) return;
     $('range').value = 'custom';
     $('custom').hidden = false;
-    form.elements.from.value = new Date(Math.floor(from + a * (to - from))).toISOString();
-    form.elements.to.value = new Date(Math.ceil(from + b * (to - from))).toISOString();
+    form.elements.from.value = new Date(lo).toISOString();
+    form.elements.to.value = new Date(hi).toISOString();
     search();
   });
 }
@@ -309,9 +328,16 @@ async function startTail() {
     const reader = res.body.getReader();
     const decoder = new TextDecoder();
     let pending = '';
+    let ended = false;
     for (;;) {
       const { value, done } = await reader.read();
-      if (done) break;
+      if (done) {
+        if (!ended && !controller.signal.aborted) {
+          say('live tail: the connection closed; tick "live tail" to start again', true);
+          $('live').checked = false;
+        }
+        break;
+      }
       pending += decoder.decode(value, { stream: true });
       let end;
       while ((end = pending.indexOf('\n\n')) >= 0) {
@@ -330,6 +356,7 @@ async function startTail() {
         } else if (event === 'gap') {
           say(`the server skipped ${body.missed_batches} batches for live tail: some records are missing here`, true);
         } else if (event === 'end') {
+          ended = true;
           say('live tail ended: ' + body.reason, true);
           $('live').checked = false;
         }
@@ -362,7 +389,7 @@ async function showAlerts() {
     li.append(sev, ` ${g.app}/${g.host} ${g.time}`, count, g.template || g.message);
     li.addEventListener('click', () => {
       form.elements.app.value = g.app;
-      form.elements.host.value = g.host;
+      form.elements.host.value = '';  // a group may span hosts
       form.elements.tag.value = '';
       form.elements.contains.value = '';
       for (const o of $('severity').options) o.selected = o.value === g.severity;

@@ -50,31 +50,37 @@ async function waitFor(fn, ms, what) {
   }
 }
 
-// ---- logdex demo --serve ----
-const demo = spawn(bin, ['demo', '--serve', '--port', '0', '--dir', join(work, 'demo')], { stdio: ['ignore', 'pipe', 'pipe'] });
+// ---- logdex demo --serve, in a process group of its own: on any exit the
+// whole group (the demo and the serve it starts) is stopped ----
+const demo = spawn(bin, ['demo', '--serve', '--port', '0', '--dir', join(work, 'demo')],
+  { stdio: ['ignore', 'pipe', 'pipe'], detached: true });
 let demoOut = '';
 demo.stdout.on('data', (d) => { demoOut += d; });
 demo.stderr.on('data', (d) => { demoOut += d; });
-const ready = await waitFor(() => /Ctrl-C to stop/.test(demoOut), 300_000, 'logdex demo --serve came up');
-if (!ready) { console.log(demoOut); finish(); }
-const base = demoOut.match(/serving on (http:\/\/[\d.]+:\d+) /)[1];
-const kafka = demoOut.match(/Kafka ([\d.]+:\d+),/)[1];
-const alertLink = (demoOut.match(/the first one's link: (\S+)/) || [])[1];
-check(Boolean(alertLink) && alertLink.startsWith(base + '/?app='), `the demo printed an alert link into the UI: ${alertLink}`);
-
-const browser = await chromium.launch({
-  executablePath: CHROMIUM,
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
-});
-const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
-const external = [];
-const errors = [];
-page.on('request', (r) => { if (!r.url().startsWith(base) && !r.url().startsWith('data:')) external.push(r.url()); });
-page.on('pageerror', (e) => errors.push(e.message));
-const rows = () => page.locator('#results tbody tr.rec');
-const shot = (name) => page.screenshot({ path: join(artifacts, name + '.png'), fullPage: false });
+process.on('exit', () => { try { process.kill(-demo.pid, 'SIGKILL'); } catch (e) { /* gone */ } });
+let browser = null;
 
 try {
+  const ready = await waitFor(() => /Ctrl-C to stop/.test(demoOut) || demo.exitCode !== null, 300_000,
+    'logdex demo --serve came up or exited');
+  if (!ready || demo.exitCode !== null) throw new Error('logdex demo --serve did not come up:\n' + demoOut);
+  const base = demoOut.match(/serving on (http:\/\/[\d.]+:\d+) /)[1];
+  const kafka = demoOut.match(/Kafka ([\d.]+:\d+),/)[1];
+  const alertLink = (demoOut.match(/the first one's link: (\S+)/) || [])[1];
+  check(Boolean(alertLink) && alertLink.startsWith(base + '/?app='), `the demo printed an alert link into the UI: ${alertLink}`);
+
+  browser = await chromium.launch({
+    executablePath: CHROMIUM,
+    args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-background-networking'],
+  });
+  const page = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+  const external = [];
+  const errors = [];
+  page.on('request', (r) => { if (!r.url().startsWith(base) && !r.url().startsWith('data:')) external.push(r.url()); });
+  page.on('pageerror', (e) => errors.push(e.message));
+  const rows = () => page.locator('#results tbody tr.rec');
+  const shot = (name) => page.screenshot({ path: join(artifacts, name + '.png'), fullPage: false });
+
   // 1. Load and search.
   const t0 = Date.now();
   await page.goto(base + '/');
@@ -164,20 +170,21 @@ try {
   check(external.length === 0, `no request left the server (${external.join(', ')})`);
   check(errors.length === 0, `no script error (${errors.join('; ')})`);
 } catch (e) {
-  check(false, 'unexpected: ' + e.stack);
+  check(false, 'unexpected: ' + (e.stack || e));
 } finally {
-  await browser.close();
-  finish();
+  if (browser) await browser.close().catch(() => {});
+  await finish();
 }
 
-function finish() {
-  demo.kill('SIGINT');
-  const timer = setTimeout(() => demo.kill('SIGKILL'), 20_000);
-  demo.on('exit', () => {
-    clearTimeout(timer);
-    rmSync(work, { recursive: true, force: true });
-    console.log(failures.length ? `ui_test: ${failures.length} FAILED` : `ui_test: all passed; screenshots in ${artifacts}`);
-    process.exit(failures.length ? 1 : 0);
-  });
-  if (demo.exitCode !== null) demo.emit('exit');
+// SIGINT to the demo's group (it stops its serve), SIGKILL after 20 s.
+async function finish() {
+  if (demo.exitCode === null) {
+    try { process.kill(-demo.pid, 'SIGINT'); } catch (e) { /* gone */ }
+    const end = Date.now() + 20_000;
+    while (demo.exitCode === null && Date.now() < end) await new Promise((r) => setTimeout(r, 100));
+  }
+  try { process.kill(-demo.pid, 'SIGKILL'); } catch (e) { /* gone */ }
+  rmSync(work, { recursive: true, force: true });
+  console.log(failures.length ? `ui_test: ${failures.length} FAILED` : `ui_test: all passed; screenshots in ${artifacts}`);
+  process.exit(failures.length ? 1 : 0);
 }
