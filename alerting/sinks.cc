@@ -14,12 +14,6 @@ using nlohmann::json;
 
 namespace {
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  std::transform(out.begin(), out.end(), out.begin(), [](unsigned char c) { return std::tolower(c); });
-  return out;
-}
-
 std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 json TagsObject(const Notification& n) {
@@ -64,7 +58,7 @@ class AlertmanagerSink final : public HttpSink {
     while (!base.empty() && base.back() == '/') base.pop_back();
     HttpRequest r = Start(base + "/api/v2/alerts", n);
     json labels = {{"alertname", "logdex_" + n.rule},
-                   {"severity", Lower(SeverityName(n.severity))},
+                   {"severity", std::string(SeverityTableSuffix(n.severity))},
                    {"kind", KindName(n.kind)}};
     // Alertmanager treats an empty label value as an absent label: leave those out.
     if (!n.app.empty()) labels["app"] = n.app;

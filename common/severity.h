@@ -32,7 +32,8 @@ std::optional<Severity> SeverityFromCode(uint32_t code);
 // Upper-case canonical name: "TRACE", "DEBUG", "INFO", "WARN", "ERROR", "FATAL".
 std::string_view SeverityName(Severity s);
 
-// Lower-case name used in table names: idx_trace ... idx_fatal.
+// Lower-case name: "trace" ... "fatal", as in the table names idx_trace ...
+// idx_fatal, Loki's `level` label and Alertmanager's `severity` label.
 std::string_view SeverityTableSuffix(Severity s);
 
 // Parses a spelling, case-insensitively: the names and aliases of the table

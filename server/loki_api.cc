@@ -1,6 +1,7 @@
 #include "server/loki_api.h"
 
 #include <re2/re2.h>
+#include <strings.h>
 
 #include <algorithm>
 #include <charconv>
@@ -46,13 +47,7 @@ std::optional<std::string> Param(const Params& p, const std::string& key) {
   return it->second;
 }
 
-std::string Lower(std::string_view s) {
-  std::string out(s);
-  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return out;
-}
-
-std::string LevelName(Severity s) { return Lower(SeverityName(s)); }
+std::string LevelName(Severity s) { return std::string(SeverityTableSuffix(s)); }
 
 Result<int64_t> LokiTimeMsUnbounded(const std::string& name, std::string_view v);
 
@@ -461,11 +456,11 @@ class Handler {
     }
     bool forward = false;
     if (auto d = Param(p_, "direction")) {
-      const std::string dir = Lower(*d);
-      if (dir != "forward" && dir != "backward") {
+      // Loki reads it in any case.
+      forward = strcasecmp(d->c_str(), "forward") == 0;
+      if (!forward && strcasecmp(d->c_str(), "backward") != 0) {
         return BadRequest("direction: '" + *d + "' is not forward or backward");
       }
-      forward = dir == "forward";
     }
     auto sel = Select(log);
     if (!sel.ok()) return sel.error();

@@ -21,6 +21,7 @@
 
 #include "common/time_parse.h"
 #include "tests/failing_store.h"
+#include "tests/server/http_answer.h"
 #include "tests/server/served_store.h"
 
 namespace logdex {
@@ -32,27 +33,8 @@ using testing::ServedStore;
 constexpr int64_t kStart = 1'790'000'000'000;  // the workload's first ms
 constexpr int64_t kEnd = kStart + 6 * 3'600'000;
 
-struct Answer {
-  int status = 0;
-  std::string content_type;
-  std::string body;
-  json j;  // the body parsed, or discarded when it is not JSON
-};
-
-Answer Get(httplib::Client& c, const std::string& path, const httplib::Params& params = {},
-           const httplib::Headers& headers = {}) {
-  Answer a;
-  httplib::Result r = c.Get(path, params, headers);
-  if (!r) {
-    ADD_FAILURE() << "GET " << path << ": " << httplib::to_string(r.error());
-    return a;
-  }
-  a.status = r->status;
-  a.content_type = r->get_header_value("Content-Type");
-  a.body = r->body;
-  a.j = json::parse(a.body, nullptr, false);
-  return a;
-}
+using testing::Answer;
+using testing::Get;
 
 // The API's JSON of one engine record, for comparisons.
 json RecordJson(const ResultRecord& r) {

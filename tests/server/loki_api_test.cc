@@ -33,6 +33,7 @@
 #include "server/http_server.h"
 #include "tests/backends.h"
 #include "tests/indexer/workload.h"
+#include "tests/server/http_answer.h"
 #include "tests/test_util.h"
 
 namespace logdex {
@@ -56,12 +57,7 @@ std::string Lower(std::string s) {
 
 std::string Level(const Rec& r) { return Lower(std::string(SeverityName(r.sev))); }
 
-struct Reply {
-  int status = 0;
-  std::string content_type;
-  std::string body;
-  json j;
-};
+using Reply = testing::Answer;
 
 class LokiApiTest : public ::testing::TestWithParam<Backend> {
  protected:
@@ -100,17 +96,7 @@ class LokiApiTest : public ::testing::TestWithParam<Backend> {
   Reply Get(const std::string& endpoint, const httplib::Params& params, const httplib::Headers& headers = {}) {
     httplib::Client c("127.0.0.1", server_->port());
     c.set_read_timeout(60, 0);
-    Reply r;
-    auto res = c.Get("/loki/api/v1/" + endpoint, params, headers);
-    if (!res) {
-      ADD_FAILURE() << endpoint << ": " << httplib::to_string(res.error());
-      return r;
-    }
-    r.status = res->status;
-    r.content_type = res->get_header_value("Content-Type");
-    r.body = res->body;
-    r.j = json::parse(r.body, nullptr, false);
-    return r;
+    return testing::Get(c, "/loki/api/v1/" + endpoint, params, headers);
   }
 
   // A log query as Grafana's Explore sends it.
