@@ -101,6 +101,15 @@ class HeadBoundedStream final : public httplib::Stream {
   bool is_readable() const override { return HasBuffered() || PollFor(sock_, POLLIN, read_timeout_ms_) > 0; }
   bool is_writable() const override { return !refused() && PollFor(sock_, POLLOUT, write_timeout_ms_) > 0; }
 
+  // A handler took the connection over: httplib's answer is dropped.
+  BoundedHeadServer::Takeover takeover;
+  // The bytes read past the head, for the takeover.
+  std::string TakeBuffered() {
+    std::string out(buf_.data() + off_, len_ - off_);
+    off_ = len_ = 0;
+    return out;
+  }
+
   ssize_t read(char* ptr, size_t size) override {
     if (refused()) return -1;
     if (size == 0) return 0;
@@ -120,6 +129,7 @@ class HeadBoundedStream final : public httplib::Stream {
   }
 
   ssize_t write(const char* ptr, size_t size) override {
+    if (takeover) return static_cast<ssize_t>(size);
     if (!is_writable()) return -1;
     // httplib writes the status line and headers in one call; a 1xx interim
     // answer (100 Continue) comes before the real one.
@@ -216,7 +226,16 @@ class HeadBoundedStream final : public httplib::Stream {
   bool closing_ = false;
 };
 
+// The stream of the request the current thread serves (null between requests).
+thread_local HeadBoundedStream* current_stream = nullptr;
+
 }  // namespace
+
+bool BoundedHeadServer::TakeOver(Takeover run) {
+  if (current_stream == nullptr) return false;
+  current_stream->takeover = std::move(run);
+  return true;
+}
 
 BoundedHeadServer::BoundedHeadServer(RequestHeadLimits limits, RefusalHook on_refused)
     : limits_(limits), on_refused_(std::move(on_refused)) {}
@@ -242,7 +261,17 @@ bool BoundedHeadServer::process_and_close_socket(socket_t sock) {
     }
     strm.BeginRequest();
     bool connection_closed = false;
+    current_stream = &strm;
     ok = process_request(strm, left == 1, connection_closed, nullptr);
+    current_stream = nullptr;
+    if (strm.takeover) {
+      Takeover run = std::move(strm.takeover);
+      try {
+        run(sock, strm.TakeBuffered());
+      } catch (...) {  // a worker thread must not end on an exception: the connection just closes
+      }
+      break;
+    }
     if (!ok || connection_closed || strm.refused() || strm.closing() || !strm.head_complete()) break;
   }
   if (strm.refused()) {

@@ -53,6 +53,15 @@ class BoundedHeadServer final : public httplib::Server {
 
   BoundedHeadServer(RequestHeadLimits limits, RefusalHook on_refused);
 
+  // Called by a handler (on its worker thread) to take the connection over
+  // once the handler returns, for a protocol upgrade (a WebSocket): httplib's
+  // answer is then not written; `run` gets the socket and the bytes already
+  // read past the request's head, writes its own answer, and runs on the
+  // worker thread until it returns; then the connection closes. False when
+  // the calling thread is not serving a BoundedHeadServer request.
+  using Takeover = std::function<void(int sock, std::string already_read)>;
+  static bool TakeOver(Takeover run);
+
  private:
   bool process_and_close_socket(socket_t sock) override;
 

@@ -35,6 +35,7 @@
 #include "server/loki_api.h"
 #include "server/tail.h"
 #include "server/ui_assets.h"
+#include "server/websocket.h"
 
 namespace logdex {
 namespace {
@@ -784,6 +785,8 @@ class HttpServer::Impl {
     server_.Get(kTailPath, Wrap([this](const httplib::Request& req, httplib::Response& res) { HandleTail(req, res); }));
     server_.Get("/api/v1/alerts",
                 Wrap([this](const httplib::Request& req, httplib::Response& res) { HandleAlerts(req, res); }));
+    server_.Get(std::string(kLokiPrefix) + "tail",
+                Wrap([this](const httplib::Request& req, httplib::Response& res) { HandleLokiTail(req, res); }));
     server_.Get(R"(/loki/api/v1/(.*))",
                 Wrap([this](const httplib::Request& req, httplib::Response& res) { HandleLoki(req, res); }));
     // Paths with no handler (and requests httplib itself refuses): a JSON
@@ -1035,6 +1038,121 @@ class HttpServer::Impl {
     if (!reply.ok()) return EngineError(req, res, reply.error(), QueryStats{});
     res.status = reply->status;
     res.set_content(std::move(reply->body), reply->content_type);
+  }
+
+  static void SetText(httplib::Response& res, int status, const std::string& text) {
+    res.status = status;
+    res.set_content(text + "\n", "text/plain; charset=utf-8");
+  }
+
+  // GET /loki/api/v1/tail: Loki's live tail, a WebSocket (server/loki_api.h
+  // says what it sends, server/websocket.h why by hand). The request is
+  // checked and its first message read here, answering errors in plain
+  // HTTP; then the connection is taken over (RunLokiTail) on this worker
+  // thread, which it holds while the client listens, as /api/v1/tail does.
+  void HandleLokiTail(const httplib::Request& req, httplib::Response& res) {
+    if (options_.tail == nullptr) return SetText(res, 404, "live tail is not served here (no ingest in this process)");
+    const auto has_token = [](std::string_view list, std::string_view token) {
+      while (!list.empty()) {
+        const size_t comma = list.find(',');
+        std::string_view item = list.substr(0, comma);
+        while (!item.empty() && item.front() == ' ') item.remove_prefix(1);
+        while (!item.empty() && item.back() == ' ') item.remove_suffix(1);
+        if (item.size() == token.size() && StartsWithNoCase(item, token)) return true;
+        if (comma == std::string_view::npos) break;
+        list.remove_prefix(comma + 1);
+      }
+      return false;
+    };
+    if (!has_token(req.get_header_value("Upgrade"), "websocket") ||
+        !has_token(req.get_header_value("Connection"), "upgrade")) {
+      return SetText(res, 400,
+                     "/loki/api/v1/tail is a WebSocket: connect with 'Connection: Upgrade' and 'Upgrade: websocket' "
+                     "(or use /api/v1/tail, server-sent events)");
+    }
+    if (req.get_header_value("Sec-WebSocket-Version") != "13") {
+      res.set_header("Sec-WebSocket-Version", "13");
+      return SetText(res, 426, "Sec-WebSocket-Version must be 13");
+    }
+    const std::string key = req.get_header_value("Sec-WebSocket-Key");
+    if (!websocket::ValidClientKey(key)) {
+      return SetText(res, 400, "Sec-WebSocket-Key must be the base64 of 16 bytes");
+    }
+    auto plan = loki_.TailPlan(req.params);
+    if (!plan.ok()) return SetText(res, 400, plan.error().message);
+    auto sub = options_.tail->Subscribe(plan->filter);
+    if (!sub.ok()) {
+      res.set_header("Retry-After", "5");
+      return SetText(res, 503, sub.error().message);
+    }
+    std::shared_ptr<TailSubscription> s = std::move(*sub);
+    // Subscribed first, then the records so far: a record written in between
+    // can come twice, never not at all.
+    Result<std::string> first = std::string();
+    {
+      QuerySlot slot(running_queries_, std::max(1, options_.max_concurrent_queries));
+      if (!slot.held()) {
+        s->Close();
+        return Busy(res);
+      }
+      first = loki_.TailBackfill(*plan);
+    }
+    if (!first.ok()) {
+      s->Close();
+      const Error& e = first.error();
+      if (e.code == Errc::kInvalidArgument) return SetText(res, 400, e.message);
+      if (e.code == Errc::kResourceExhausted) return SetText(res, 422, e.message);
+      return EngineError(req, res, e, QueryStats{});
+    }
+    tail_streams_.fetch_add(1);
+    auto run = [this, s, tail = std::move(*plan), first = std::move(*first), key](int sock, std::string already_read) {
+      RunLokiTail(sock, std::move(already_read), key, *s, tail, first);
+      s->Close();
+      tail_streams_.fetch_sub(1);
+    };
+    if (!BoundedHeadServer::TakeOver(std::move(run))) {
+      s->Close();
+      tail_streams_.fetch_sub(1);
+      return InternalError(req, res, 500, "internal error", "WebSocket takeover outside a BoundedHeadServer request");
+    }
+    res.status = 101;  // written by RunLokiTail; counted as such
+  }
+
+  void RunLokiTail(int sock, std::string already_read, const std::string& key, TailSubscription& s,
+                   const LokiTail& tail, const std::string& first) {
+    websocket::ServerConnection ws(sock, std::move(already_read), std::max(1, options_.write_timeout_seconds) * 1000);
+    if (!ws.SendRaw("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+                    "Sec-WebSocket-Accept: " + websocket::AcceptKey(key) + "\r\n\r\n")) {
+      return;
+    }
+    if (!first.empty() && !ws.SendText(first)) return;
+    int64_t idle_since = clock_.MonotonicNs();
+    for (;;) {
+      TailBatch b = s.Next(250);
+      if (!ws.Poll(0)) break;  // the client closed, went away or broke the protocol
+      const std::string msg = LokiApi::TailMessage(tail, b.records, b.missed_batches, clock_.NowMs());
+      const int64_t now = clock_.MonotonicNs();
+      if (!msg.empty()) {
+        if (!ws.SendText(msg)) break;
+        idle_since = now;
+      }
+      if (b.ended) {
+        const bool slow = b.end_reason.starts_with("the client did not keep up");
+        ws.Close(slow ? websocket::kTryAgainLater : websocket::kGoingAway, b.end_reason);
+        break;
+      }
+      if (stopping_.load()) {
+        ws.Close(websocket::kGoingAway, "the server is stopping");
+        break;
+      }
+      // A ping on an idle connection keeps proxies from closing it and
+      // finds a client that left (the client answers with a pong).
+      if (now - idle_since >= 10'000'000'000) {
+        if (!ws.SendPing()) break;
+        idle_since = now;
+      }
+    }
+    if (!ws.open()) spdlog::debug("http: a Loki tail ended: {}", ws.ended_why());
   }
 
   const HttpServerOptions options_;

@@ -340,6 +340,19 @@ json Sample(int64_t t_ms, double v) {
 
 json Success(json data) { return json{{"status", "success"}, {"data", std::move(data)}}; }
 
+// Records as Loki's "streams": a stream per label set, in the order of first
+// appearance, its values in the records' order.
+json StreamsJson(const std::vector<ResultRecord>& records) {
+  std::map<Labels, size_t> stream_of;
+  json result = json::array();
+  for (const ResultRecord& r : records) {
+    auto [it, added] = stream_of.try_emplace(StreamLabels(r), result.size());
+    if (added) result.push_back(json{{"stream", it->first}, {"values", json::array()}});
+    result[it->second]["values"].push_back(json::array({std::to_string(r.ts_ms * kNsPerMs), r.message}));
+  }
+  return result;
+}
+
 class Handler {
  public:
   Handler(const QueryEngine& engine, const Clock& clock, const std::string& version, const Params& params)
@@ -364,9 +377,12 @@ class Handler {
       return Json(json{{"version", version_}, {"revision", ""}, {"branch", ""}, {"buildUser", ""},
                        {"buildDate", ""}, {"goVersion", ""}});
     }
+    if (endpoint == "tail") {
+      return BadRequest("/loki/api/v1/tail is a WebSocket: connect with Upgrade: websocket");
+    }
     return Text(404, "logdex does not serve /loki/api/v1/" + std::string(endpoint) +
-                         " (it serves query_range, query, labels, label/<name>/values, series, index/stats and "
-                         "status/buildinfo)");
+                         " (it serves query_range, query, labels, label/<name>/values, series, index/stats, "
+                         "status/buildinfo and tail)");
   }
 
  private:
@@ -443,6 +459,34 @@ class Handler {
   }
 
   Result<LokiReply> LogRange(const logql::LogQuery& log, const TimeRange& range) {
+    auto limit = Limit();
+    if (!limit.ok()) return limit.error();
+    bool forward = false;
+    if (auto d = Param(p_, "direction")) {
+      // Loki reads it in any case.
+      forward = strcasecmp(d->c_str(), "forward") == 0;
+      if (!forward && strcasecmp(d->c_str(), "backward") != 0) {
+        return BadRequest("direction: '" + *d + "' is not forward or backward");
+      }
+    }
+    const int64_t t0 = clock_.MonotonicNs();
+    auto found = Find(log, range, *limit, forward);
+    if (!found.ok()) return found.error();
+    const double seconds = static_cast<double>(clock_.MonotonicNs() - t0) / 1e9;
+    json stats = {{"summary",
+                   {{"execTime", seconds},
+                    {"totalBytesProcessed", found->bytes},
+                    {"totalEntriesReturned", found->records.size()},
+                    {"totalChunksRead", found->chunks}}}};
+    json body = Success(
+        json{{"resultType", "streams"}, {"result", StreamsJson(found->records)}, {"stats", std::move(stats)}});
+    if (!found->warnings.empty()) body["warnings"] = found->warnings;
+    return Json(body);
+  }
+
+ public:
+  // `limit`: default 100, at most the engine's max_limit.
+  Result<uint32_t> Limit() const {
     uint32_t limit = 100;
     if (auto l = Param(p_, "limit")) {
       auto [p, ec] = std::from_chars(l->data(), l->data() + l->size(), limit);
@@ -454,28 +498,30 @@ class Handler {
       return BadRequest("limit: " + std::to_string(limit) + " is over the most this server returns (" +
                         std::to_string(engine_.options().max_limit) + ")");
     }
-    bool forward = false;
-    if (auto d = Param(p_, "direction")) {
-      // Loki reads it in any case.
-      forward = strcasecmp(d->c_str(), "forward") == 0;
-      if (!forward && strcasecmp(d->c_str(), "backward") != 0) {
-        return BadRequest("direction: '" + *d + "' is not forward or backward");
-      }
-    }
+    return limit;
+  }
+
+  struct Found {
+    std::vector<ResultRecord> records;  // newest first; oldest first when forward
+    std::vector<std::string> warnings;
+    uint64_t bytes = 0, chunks = 0;
+  };
+
+  // The `limit` newest (forward: oldest) records of [range.start, range.end]
+  // that pass the query.
+  Result<Found> Find(const logql::LogQuery& log, const TimeRange& range, uint32_t limit, bool forward) {
     auto sel = Select(log);
     if (!sel.ok()) return sel.error();
     auto queries = Plan(engine_, *sel, range.start_ms, range.end_ms + 1, false, false);
     if (!queries.ok()) return queries.error();
 
-    const int64_t t0 = clock_.MonotonicNs();
     // One budget for the whole request, every page of every app: the
     // engine's time budget (else 30 s) and kMaxPages pages.
     const int64_t budget_ms = engine_.options().max_time_ms > 0 ? engine_.options().max_time_ms : 30'000;
-    const int64_t deadline = t0 + budget_ms * kNsPerMs;
+    const int64_t deadline = clock_.MonotonicNs() + budget_ms * kNsPerMs;
     size_t pages = 0;
-    std::vector<ResultRecord> found;
-    std::vector<std::string> warnings;
-    uint64_t bytes = 0, chunks = 0;
+    Found out;
+    std::vector<ResultRecord>& found = out.records;
     for (Query q : *queries) {
       q.limit = forward ? engine_.options().max_limit : std::min(engine_.options().max_limit, std::max(limit, 100u));
       size_t matched = 0;
@@ -488,14 +534,14 @@ class Handler {
             return Error{Errc::kResourceExhausted, "direction=forward reads the range to its end, and this request " +
                                                        why + " first: narrow the range or use direction=backward"};
           }
-          warnings.push_back("logdex " + why + " before finding " + std::to_string(limit) +
-                             " matching records: older ones may be missing; narrow the query");
+          out.warnings.push_back("logdex " + why + " before finding " + std::to_string(limit) +
+                                 " matching records: older ones may be missing; narrow the query");
           break;
         }
         auto answer = engine_.Run(q);
         if (!answer.ok()) return answer.error();
-        bytes += answer->stats.bytes_decompressed;
-        chunks += answer->stats.chunks_read;
+        out.bytes += answer->stats.bytes_decompressed;
+        out.chunks += answer->stats.chunks_read;
         for (ResultRecord& r : answer->records) {
           if (!sel->Passes(r)) continue;
           found.push_back(std::move(r));
@@ -509,7 +555,7 @@ class Handler {
         }
         q.cursor = answer->next_cursor;
       }
-      if (!warnings.empty()) break;
+      if (!out.warnings.empty()) break;
     }
     // Newest first (stable: one query's order is kept among equal times).
     std::stable_sort(found.begin(), found.end(),
@@ -520,24 +566,10 @@ class Handler {
     } else if (found.size() > limit) {
       found.resize(limit);
     }
-    std::map<Labels, size_t> stream_of;
-    json result = json::array();
-    for (const ResultRecord& r : found) {
-      auto [it, added] = stream_of.try_emplace(StreamLabels(r), result.size());
-      if (added) result.push_back(json{{"stream", it->first}, {"values", json::array()}});
-      result[it->second]["values"].push_back(json::array({std::to_string(r.ts_ms * kNsPerMs), r.message}));
-    }
-    const double seconds = static_cast<double>(clock_.MonotonicNs() - t0) / 1e9;
-    json stats = {{"summary",
-                   {{"execTime", seconds},
-                    {"totalBytesProcessed", bytes},
-                    {"totalEntriesReturned", found.size()},
-                    {"totalChunksRead", chunks}}}};
-    json body = Success(json{{"resultType", "streams"}, {"result", std::move(result)}, {"stats", std::move(stats)}});
-    if (!warnings.empty()) body["warnings"] = warnings;
-    return Json(body);
+    return out;
   }
 
+ private:
   // Series of a metric query at `times`: labels -> a value per time.
   Result<std::map<Labels, std::vector<double>>> Metric(const logql::MetricQuery& m, const std::vector<int64_t>& times,
                                                       int64_t step_ms) {
@@ -732,6 +764,74 @@ class Handler {
 
 LokiApi::LokiApi(const QueryEngine& engine, const Clock& clock, std::string version)
     : engine_(engine), clock_(clock), version_(std::move(version)) {}
+
+Result<LokiTail> LokiApi::TailPlan(const Params& params) const {
+  auto text = Param(params, "query");
+  if (!text || text->empty()) return BadRequest("query: missing (a LogQL log query)");
+  auto expr = logql::Parse(*text);
+  if (!expr.ok()) return expr.error();
+  const auto* log = std::get_if<logql::LogQuery>(&*expr);
+  if (log == nullptr) return BadRequest("tail takes a log query (a stream selector and line filters), not a metric query");
+  auto sel = Select(*log);
+  if (!sel.ok()) return sel.error();
+  LokiTail t;
+  t.filter.app = sel->app;
+  t.filter.host = sel->host;
+  if (sel->severities.size() < kAllSeverities.size()) {
+    t.filter.severities.assign(sel->severities.begin(), sel->severities.end());
+  }
+  t.filter.tags = sel->tags;
+  t.filter.contains = sel->contains;
+  t.passes = [s = std::make_shared<const Selector>(std::move(*sel))](const ResultRecord& r) {
+    return !s->nothing && s->Passes(r);
+  };
+  if (auto d = Param(params, "delay_for")) {
+    int delay = -1;
+    auto [p, ec] = std::from_chars(d->data(), d->data() + d->size(), delay);
+    if (ec != std::errc() || p != d->data() + d->size() || delay < 0 || delay > 5) {
+      return BadRequest("delay_for: '" + *d + "' is not a whole number of seconds from 0 to 5");
+    }
+  }
+  const int64_t now = clock_.NowMs();
+  t.start_ms = now - 3'600'000;
+  if (auto start = Param(params, "start")) {
+    auto parsed = LokiTimeMs("start", *start);
+    if (!parsed.ok()) return parsed.error();
+    t.start_ms = *parsed;
+  }
+  Handler h(engine_, clock_, version_, params);
+  auto limit = h.Limit();
+  if (!limit.ok()) return limit.error();
+  t.limit = *limit;
+  t.query = std::make_shared<const logql::LogQuery>(*log);
+  return t;
+}
+
+Result<std::string> LokiApi::TailBackfill(const LokiTail& tail) const {
+  const Params none;
+  Handler h(engine_, clock_, version_, none);
+  const int64_t now = clock_.NowMs();
+  if (tail.start_ms > now) return std::string();
+  auto found = h.Find(*tail.query, TimeRange{tail.start_ms, now}, tail.limit, false);
+  if (!found.ok()) return found.error();
+  std::reverse(found->records.begin(), found->records.end());
+  return TailMessage(tail, found->records, 0, now);
+}
+
+std::string LokiApi::TailMessage(const LokiTail& tail, const std::vector<ResultRecord>& records,
+                                 uint64_t missed_batches, int64_t now_ms) {
+  std::vector<ResultRecord> pass;
+  for (const ResultRecord& r : records) {
+    if (tail.passes(r)) pass.push_back(r);
+  }
+  if (pass.empty() && missed_batches == 0) return {};
+  json msg = {{"streams", StreamsJson(pass)}};
+  if (missed_batches > 0) {
+    msg["dropped_entries"] = json::array({json{{"labels", {{"__logdex_missed_batches__", std::to_string(missed_batches)}}},
+                                               {"timestamp", std::to_string(now_ms * kNsPerMs)}}});
+  }
+  return msg.dump(-1, ' ', false, json::error_handler_t::replace);
+}
 
 Result<LokiReply> LokiApi::Handle(std::string_view endpoint, const Params& params) const {
   Result<LokiReply> reply = Handler(engine_, clock_, version_, params).Run(endpoint);

@@ -23,6 +23,19 @@
 //                 the index rows; bytes is 0: the index does not know it; tag
 //                 matchers other than = are not applied: an upper bound)
 //   status/buildinfo   {"version": ...}
+//   tail          a WebSocket (HttpServer upgrades it; TailPlan, TailBackfill
+//                 and TailMessage here): query (a log query), start (default
+//                 now - 1 h), limit (default 100), delay_for (0 to 5 s;
+//                 accepted and not applied: records are tailed once written).
+//                 First a message with the `limit` newest records since
+//                 start (oldest first), then one per batch of new records:
+//                 {"streams": [...], "dropped_entries": [...]}. A batch the
+//                 tail skipped (server/tail.h) cannot be listed entry by
+//                 entry: it is one dropped entry with the label
+//                 __logdex_missed_batches__ = how many, at the time it was
+//                 noticed. The subscription starts before the first message
+//                 is read, so a record written in between can come twice,
+//                 never not at all.
 // Times: integer nanoseconds since the epoch (Grafana's), float seconds, or
 // RFC 3339; start defaults to end - 1 h, end to now. Steps: a duration (60s)
 // or float seconds.
@@ -58,9 +71,12 @@
 // errors are returned for HttpServer to answer (500/503 with an error id).
 #pragma once
 
+#include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/result.h"
@@ -68,10 +84,23 @@
 
 namespace logdex {
 
+namespace logql {
+struct LogQuery;
+}
+
 struct LokiReply {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
+};
+
+// A live tail request, parsed.
+struct LokiTail {
+  Query filter;  // for TailHub::Subscribe: what the engine part of the selector names
+  std::function<bool(const ResultRecord&)> passes;  // the whole selector and its line filters
+  int64_t start_ms = 0;
+  uint32_t limit = 100;
+  std::shared_ptr<const logql::LogQuery> query;
 };
 
 class LokiApi {
@@ -88,6 +117,17 @@ class LokiApi {
   // "label/app/values"); `params`: the query string's parameters. An error
   // is an engine or store failure that is not the request's fault.
   Result<LokiReply> Handle(std::string_view endpoint, const std::multimap<std::string, std::string>& params) const;
+
+  // /loki/api/v1/tail's parameters. Errors: kInvalidArgument (answer 400).
+  Result<LokiTail> TailPlan(const std::multimap<std::string, std::string>& params) const;
+  // The first message of a tail: the newest records since start, oldest
+  // first; empty when there are none. Errors as Handle's (kInvalidArgument,
+  // kResourceExhausted, or the engine's).
+  Result<std::string> TailBackfill(const LokiTail& tail) const;
+  // A tail message of `records` (those that pass) and of `missed_batches`
+  // skipped; empty when there is nothing to send.
+  static std::string TailMessage(const LokiTail& tail, const std::vector<ResultRecord>& records,
+                                 uint64_t missed_batches, int64_t now_ms);
 
  private:
   const QueryEngine& engine_;

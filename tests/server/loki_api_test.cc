@@ -33,7 +33,9 @@
 #include "server/http_server.h"
 #include "tests/backends.h"
 #include "tests/indexer/workload.h"
+#include "server/tail.h"
 #include "tests/server/http_answer.h"
+#include "tests/server/ws_client.h"
 #include "tests/test_util.h"
 
 namespace logdex {
@@ -431,6 +433,60 @@ TEST_P(LokiApiTest, ASelectorOverMoreAppsThanTheFanOutLimitIsRefusedAndATokenIsR
   Serve(o);
   EXPECT_EQ(Get("labels", {}).status, 401);
   EXPECT_EQ(Get("labels", {}, {{"Authorization", "Bearer s3cret"}}).status, 200);
+}
+
+// /loki/api/v1/tail: its first message holds the `limit` newest records
+// since `start` that pass the query, oldest first (Loki's order), in
+// Loki's tail message; a token-protected server refuses the upgrade without
+// the token. (The live part: tests/server/tail_test.cc, LokiTailHttp; a
+// real browser's WebSocket: tests/ui/ui_test.mjs.)
+TEST_P(LokiApiTest, TailStartsWithTheNewestRecordsSinceStartOldestFirst) {
+  prometheus::Registry tail_registry;
+  DecodeOptions decode;
+  decode.clock = &clock_;
+  TailHub hub(TailOptions{}, decode, tail_registry);
+  HttpServerOptions o;
+  o.tail = &hub;
+  Serve(o);
+  const int64_t from = kStart + 3 * 3'600'000;
+  const std::string query = R"({app="app1", level!="debug"} != "zzz")";
+  testing::WsClient c(server_->port());
+  const std::string head = c.Upgrade("/loki/api/v1/tail?query=" + httplib::detail::encode_query_param(query) +
+                                     "&limit=25&start=" + Ns(from));
+  ASSERT_EQ(head.rfind("HTTP/1.1 101 ", 0), 0u) << head;
+  auto first = c.Next();
+  ASSERT_TRUE(first);
+  ASSERT_EQ(first->opcode, websocket::kText);
+  const json j = json::parse(first->payload);
+  std::vector<std::pair<int64_t, std::string>> got;
+  for (const json& stream : j["streams"]) {
+    EXPECT_EQ(stream["stream"]["app"], "app1");
+    int64_t last = INT64_MIN;
+    for (const json& v : stream["values"]) {
+      const std::string ns = v[0];
+      const int64_t ts = std::stoll(ns.substr(0, ns.size() - 6));
+      EXPECT_GT(ts, last) << "oldest first";
+      last = ts;
+      got.emplace_back(ts, v[1]);
+    }
+  }
+  std::sort(got.begin(), got.end());
+  std::vector<std::string> got_s;
+  for (auto& [ts, m] : got) got_s.push_back(std::to_string(ts) + " " + m);
+  std::vector<std::string> want = Expected(
+      [](const Rec& x) { return x.app == "app1" && x.sev != Severity::kDebug && x.message.find("zzz") == std::string::npos; },
+      from, clock_.NowMs(), 25, false);
+  std::reverse(want.begin(), want.end());
+  ASSERT_EQ(want.size(), 25u);
+  EXPECT_EQ(got_s, want);
+  server_.reset();  // before the hub
+
+  o.bearer_token = "s3cret";
+  Serve(o);
+  testing::WsClient anonymous(server_->port());
+  EXPECT_EQ(anonymous.Upgrade("/loki/api/v1/tail?query=" + httplib::detail::encode_query_param(query)).rfind("HTTP/1.1 401 ", 0),
+            0u);
+  server_.reset();
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, LokiApiTest, ::testing::ValuesIn(AllBackends()), BackendName());

@@ -19,6 +19,8 @@
 #include "common/severity.h"
 #include "server/http_server.h"
 #include "tests/empty_store.h"
+#include "tests/server/written_batch.h"
+#include "tests/server/ws_client.h"
 #include "tests/test_util.h"
 
 namespace logdex {
@@ -28,41 +30,9 @@ using nlohmann::json;
 
 constexpr int64_t kNow = 1'795'910'400'000;
 
-struct Line {
-  std::string app, host;
-  Severity severity;
-  std::string message;
-  std::vector<std::pair<std::string, std::string>> tags;
-};
+using testing::Line;
 
-// A written batch as the consumer hands it over: one main row per chunk
-// (one chunk per (app, host, severity), as ingest stores them).
-WriteBatch Written(const std::vector<Line>& lines, uint64_t* seq) {
-  std::map<std::tuple<std::string, std::string, Severity>, proto::RecordBatch> streams;
-  int64_t ts = kNow - 1000;
-  for (const Line& l : lines) {
-    proto::LogRecord* r = streams[{l.app, l.host, l.severity}].add_records();
-    r->set_ts_ms(ts++);
-    r->set_severity(SeverityCode(l.severity));
-    r->set_message(l.message);
-    for (const auto& [k, v] : l.tags) {
-      proto::Tag* t = r->add_tags();
-      t->set_key(k);
-      t->set_value(v);
-    }
-  }
-  WriteBatch batch;
-  for (const auto& [stream, records] : streams) {
-    PackOptions po;
-    po.producer_id = 5;
-    po.sequence = ++*seq;
-    proto::MainRow row;
-    *row.mutable_chunk() = PackChunk(std::get<0>(stream), std::get<1>(stream), records, po);
-    batch.Put(kMainTable, "k" + std::to_string(*seq), row.SerializeAsString());
-    batch.Put(LevelIndexTable(std::get<2>(stream)), "i" + std::to_string(*seq), "index rows are not tailed");
-  }
-  return batch;
-}
+WriteBatch Written(const std::vector<Line>& lines, uint64_t* seq) { return testing::Written(lines, seq, kNow - 1000); }
 
 // Everything `s` receives until `n` records came or `deadline_ms` passed.
 TailBatch Collect(TailSubscription& s, size_t n, int deadline_ms = 20'000) {
@@ -342,6 +312,144 @@ TEST(AlertsHttp, AnswersTheCallbacksJsonAndChecksItsParameters) {
     ASSERT_TRUE(r);
     EXPECT_EQ(r->status, 400) << bad << ": " << r->body;
   }
+}
+
+}  // namespace
+}  // namespace logdex
+
+namespace logdex {
+namespace {
+
+uint16_t CloseCodeOf(const websocket::Frame& f) {
+  return f.payload.size() < 2 ? 0
+                              : static_cast<uint16_t>((static_cast<uint8_t>(f.payload[0]) << 8) |
+                                                      static_cast<uint8_t>(f.payload[1]));
+}
+
+// GET /loki/api/v1/tail, Loki's live tail, through a WebSocket client:
+// what is refused is refused in plain HTTP before the upgrade (and
+// Grafana's probe of /loki/api/v2alpha/tail must not see a 400, or it
+// would dial that); the handshake's accept key; records that pass the
+// whole LogQL selector as Loki's tail messages; a skipped batch as a dropped
+// entry; a ping answered; the client's close echoed and its place freed;
+// the server's stop a close 1001 with the reason.
+TEST(LokiTailHttp, ALogQlTailStreamsLokisMessagesOverAWebSocket) {
+  ManualClock clock(kNow);
+  prometheus::Registry registry;
+  TailOptions to;
+  to.max_pending_bytes = 4096;  // the big batch below is skipped: a gap
+  TailHub hub(to, Decode(clock), registry);
+  testing::EmptyStore store;
+  QueryEngine engine(store, QueryOptions{});
+  HttpServerOptions ho;
+  ho.tail = &hub;
+  HttpServer server(ho, engine, registry, [] { return ReadyState{true, ""}; }, clock);
+  ASSERT_TRUE(server.Start().ok());
+  const std::string target = "/loki/api/v1/tail?query=" +
+                              httplib::detail::encode_query_param(R"({app="billing", host=~"h[12]"} |= "card" != "test")");
+
+  struct Refused {
+    std::string what, target, headers, status, body;
+  };
+  const std::string ws = "Upgrade: websocket\r\nConnection: keep-alive, Upgrade\r\nSec-WebSocket-Key: " +
+                         std::string(testing::WsClient::kKey) + "\r\n";
+  for (const Refused& r : std::vector<Refused>{
+           {"no upgrade", target, "", " 400 ", "is a WebSocket"},
+           {"version 8", target, ws + "Sec-WebSocket-Version: 8\r\n", " 426 ", "must be 13"},
+           {"a bad key", target,
+            "Upgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Version: 13\r\nSec-WebSocket-Key: short\r\n",
+            " 400 ", "base64 of 16 bytes"},
+           {"a metric query", "/loki/api/v1/tail?query=" + httplib::detail::encode_query_param(R"(rate({app="a"}[1m]))"),
+            ws + "Sec-WebSocket-Version: 13\r\n", " 400 ", "not a metric query"},
+           {"delay_for 6", target + "&delay_for=6", ws + "Sec-WebSocket-Version: 13\r\n", " 400 ", "delay_for"},
+           {"Grafana's v2alpha probe", "/loki/api/v2alpha/tail?query=x", "", " 404 ", "no such endpoint"},
+       }) {
+    testing::WsClient c(server.port());
+    ASSERT_TRUE(c.connected());
+    const std::string head = c.Request(r.target, r.headers);
+    EXPECT_NE(head.find(r.status), std::string::npos) << r.what << ": " << head;
+    const size_t cl = head.find("Content-Length: ");
+    ASSERT_NE(cl, std::string::npos) << r.what << ": " << head;
+    const std::string body = c.Body(std::stoul(head.substr(cl + 16)));
+    EXPECT_NE(body.find(r.body), std::string::npos) << r.what << ": " << body;
+  }
+  EXPECT_EQ(hub.subscribers(), 0u);
+
+  testing::WsClient c(server.port());
+  ASSERT_TRUE(c.connected());
+  const std::string head = c.Upgrade(target + "&delay_for=2&limit=10");
+  ASSERT_EQ(head.rfind("HTTP/1.1 101 ", 0), 0u) << head;
+  EXPECT_NE(head.find("\r\nSec-WebSocket-Accept: s3pPLMBiTxaQ9kYGzzhZRbK+xOo=\r\n"), std::string::npos) << head;
+  EXPECT_NE(head.find("\r\nUpgrade: websocket\r\n"), std::string::npos) << head;
+  ASSERT_TRUE(testing::WaitFor([&] { return hub.subscribers() == 1; }, 20'000));
+
+  uint64_t seq = 0;
+  hub.Publish(Written({{"billing", "h1", Severity::kError, "card declined", {{"k", "v"}}},
+                       {"billing", "h1", Severity::kInfo, "card test: not for the filter", {}},
+                       {"billing", "h3", Severity::kError, "card on another host", {}},
+                       {"web", "h1", Severity::kError, "card in another app", {}},
+                       {"billing", "h2", Severity::kWarn, "card expiring", {}}},
+                      &seq));
+  auto msg = c.Next();
+  ASSERT_TRUE(msg);
+  ASSERT_EQ(msg->opcode, websocket::kText);
+  json j = json::parse(msg->payload);
+  // Loki's tail message: streams of {labels, values [["<ns>", "<line>"]]}.
+  ASSERT_TRUE(j["streams"].is_array()) << j.dump();
+  std::map<std::string, json> lines;
+  for (const json& stream : j["streams"]) {
+    for (const json& v : stream["values"]) {
+      ASSERT_TRUE(v.is_array() && v.size() == 2 && v[0].is_string() && v[1].is_string()) << v.dump();
+      lines[v[1]] = stream["stream"];
+    }
+  }
+  ASSERT_EQ(lines.size(), 2u) << j.dump();
+  EXPECT_EQ(lines["card declined"], json({{"app", "billing"}, {"host", "h1"}, {"level", "error"}, {"k", "v"}}));
+  EXPECT_EQ(lines["card expiring"], json({{"app", "billing"}, {"host", "h2"}, {"level", "warn"}}));
+  EXPECT_FALSE(j.contains("dropped_entries"));
+
+  // A batch over the pending bound is skipped: one dropped entry says how many.
+  std::vector<Line> big;
+  std::mt19937 rng(7);
+  for (int i = 0; i < 100; ++i) {  // incompressible: well over 4096 bytes once packed
+    std::string text = "card ";
+    for (int k = 0; k < 200; ++k) text += static_cast<char>('a' + rng() % 26);
+    big.push_back({"billing", "h1", Severity::kInfo, text, {}});
+  }
+  hub.Publish(Written(big, &seq));
+  msg = c.Next();
+  ASSERT_TRUE(msg);
+  j = json::parse(msg->payload);
+  ASSERT_EQ(j["dropped_entries"].size(), 1u) << j.dump();
+  EXPECT_EQ(j["dropped_entries"][0]["labels"], json({{"__logdex_missed_batches__", "1"}}));
+  EXPECT_EQ(j["dropped_entries"][0]["timestamp"], std::to_string(kNow * 1'000'000));
+  EXPECT_EQ(j["streams"], json::array());
+
+  ASSERT_TRUE(c.SendFrame(websocket::kPing, "are you there"));
+  msg = c.Next();
+  ASSERT_TRUE(msg);
+  EXPECT_EQ(msg->opcode, websocket::kPong);
+  EXPECT_EQ(msg->payload, "are you there");
+
+  ASSERT_TRUE(c.SendFrame(websocket::kClose, std::string("\x03\xe8", 2)));
+  msg = c.Next();
+  ASSERT_TRUE(msg);
+  EXPECT_EQ(msg->opcode, websocket::kClose);
+  EXPECT_EQ(CloseCodeOf(*msg), websocket::kNormal);
+  EXPECT_TRUE(c.Eof());
+  EXPECT_TRUE(testing::WaitFor([&] { return hub.subscribers() == 0; }, 20'000)) << "the closed client's place is freed";
+
+  // The server stops: a close 1001 that says why.
+  testing::WsClient last(server.port());
+  ASSERT_EQ(last.Upgrade(target).rfind("HTTP/1.1 101 ", 0), 0u);
+  ASSERT_TRUE(testing::WaitFor([&] { return hub.subscribers() == 1; }, 20'000));
+  std::thread stop([&] { server.Stop(); });
+  msg = last.Next();
+  stop.join();
+  ASSERT_TRUE(msg);
+  EXPECT_EQ(msg->opcode, websocket::kClose);
+  EXPECT_EQ(CloseCodeOf(*msg), websocket::kGoingAway);
+  EXPECT_EQ(msg->payload.substr(2), "the server is stopping");
 }
 
 }  // namespace

@@ -6,14 +6,16 @@
 // a search shows the first page; scrolling loads the second; a record opens
 // with its tags and "show context" shows the lines around it; a drag across
 // the volume histogram zooms the time range; live tail shows a line shipped
-// during the test; the link of an alert the demo's webhook received opens
+// during the test, and so does Loki's tail WebSocket opened by the page; the link of an alert the demo's webhook received opens
 // its records; the alerts panel lists the demo's alert groups and one opens
-// its records. Screenshots of each view go to ARTIFACT_DIR.
+// its records; against a server with http.auth_token, the page asks for
+// the token and keeps it for the tab. Screenshots of each view go to ARTIFACT_DIR.
 // Exit 0 when all pass, 1 otherwise, 77 when chromium or playwright-core is
 // missing (scripts/install-deps.sh --browser, scripts/ui-deps.sh).
 import { spawn, execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer } from 'node:net';
 import { join } from 'node:path';
 
 const [bin, artifacts] = process.argv.slice(2);
@@ -137,6 +139,22 @@ try {
     const m = await (await fetch(base + '/metrics')).text();
     return /^logdex_tail_clients 1/m.test(m);
   }, 30_000, 'the page subscribed to live tail');
+  // Grafana's live tail dials /loki/api/v1/tail, a WebSocket: Chromium's
+  // WebSocket (a client logdex did not write) listens there too.
+  const lokiQuery = `{app="ui-tail", level="error"} |= "browser test ${process.pid}"`;
+  const wsUrl = base.replace(/^http/, 'ws') + '/loki/api/v1/tail?query=' + encodeURIComponent(lokiQuery);
+  await page.evaluate((url) => new Promise((resolve, reject) => {
+    window.lokiTail = { messages: [], closed: null };
+    const ws = new WebSocket(url);
+    ws.onmessage = (e) => window.lokiTail.messages.push(e.data);
+    ws.onclose = (e) => { window.lokiTail.closed = `${e.code} ${e.reason}`; reject(new Error('closed: ' + e.code)); };
+    ws.onopen = () => resolve();
+    window.lokiTail.ws = ws;
+  }), wsUrl);
+  await waitFor(async () => {
+    const m = await (await fetch(base + '/metrics')).text();
+    return /^logdex_tail_clients 2/m.test(m);
+  }, 30_000, 'a browser WebSocket subscribed to /loki/api/v1/tail');
   const line = `${new Date().toISOString().replace('T', ' ').replace('Z', '').replace('.', ',')} ERROR [main] ui.Test: shipped during the browser test ${process.pid}`;
   const file = join(work, 'tail.log');
   writeFileSync(file, line + '\n');
@@ -145,6 +163,18 @@ try {
   await waitFor(async () => (await page.locator('#results tbody tr.rec td.msg', { hasText: `browser test ${process.pid}` }).count()) === 1,
     20_000, 'live tail shows the line shipped during the test');
   await shot('4-live-tail');
+  const lokiLine = await waitFor(async () => (await page.evaluate(() => window.lokiTail.messages.length)) > 0,
+    20_000, 'the Loki tail WebSocket received a message');
+  if (lokiLine) {
+    const msg = JSON.parse(await page.evaluate(() => window.lokiTail.messages[0]));
+    const stream = (msg.streams || [])[0] || {};
+    check(JSON.stringify(stream.stream) === JSON.stringify({ app: 'ui-tail', host: 'browser', level: 'error' }),
+      `the Loki tail message's stream labels are app, host and level: ${JSON.stringify(stream.stream)}`);
+    const value = (stream.values || [])[0] || [];
+    check(value.length === 2 && /^\d+$/.test(value[0]) && value[1].endsWith(`browser test ${process.pid}`),
+      `its value is ["<ns>", "<line>"]: ${JSON.stringify(value)}`);
+  }
+  await page.evaluate(() => window.lokiTail.ws.close(1000, 'done'));
   await page.uncheck('#live');
 
   // 6. An alert's link.
@@ -169,6 +199,40 @@ try {
   check(groupSevs.every((s) => groupText.startsWith(s)), 'the records shown have the group\'s severity');
   check(external.length === 0, `no request left the server (${external.join(', ')})`);
   check(errors.length === 0, `no script error (${errors.join('; ')})`);
+
+  // 8. A server with http.auth_token: the page asks for the token, keeps it
+  // in the tab's session storage, and asks again when it is wrong.
+  const token = `ui-test-${process.pid}`;
+  const port2 = await freePort();
+  const serve2 = spawn(bin, ['serve', '--embedded-kafka', '--bootstrap-file', join(work, 'bootstrap2'),
+    '--store-dir', join(work, 'store2'), '--http', `127.0.0.1:${port2}`, '--log-level', 'warn'],
+  { stdio: 'ignore', env: { ...process.env, LOGDEX_HTTP_AUTH_TOKEN: token } });
+  try {
+    const base2 = `http://127.0.0.1:${port2}`;
+    await waitFor(async () => (await fetch(base2 + '/readyz')).status === 200, 120_000, 'a serve with http.auth_token came up');
+    check((await fetch(base2 + '/api/v1/query?app=hdfs')).status === 401, 'it refuses a query without the token');
+    const page2 = await browser.newPage({ viewport: { width: 1400, height: 900 } });
+    const errors2 = [];
+    page2.on('pageerror', (e) => errors2.push(e.message));
+    await page2.goto(base2 + '/?app=hdfs');
+    const dialog = page2.locator('#tokendialog');
+    await waitFor(() => dialog.isVisible(), 30_000, 'the page asks for the token');
+    await shot2(page2, '7-token-prompt');
+    await page2.fill('#token', 'wrong');
+    await page2.click('#tokenform button');
+    await waitFor(() => dialog.isVisible(), 30_000, 'a wrong token is asked for again');
+    await page2.fill('#token', token);
+    await page2.click('#tokenform button');
+    await waitFor(async () => (await page2.locator('#more').textContent()) === '0 records', 30_000,
+      'with the token the search answers (no records on this empty server)');
+    check(!(await dialog.isVisible()), 'the token dialog is closed');
+    check(await page2.evaluate(() => sessionStorage.getItem('logdex.token')) === token, 'the token is kept in session storage');
+    check((await page2.locator('#message.error').count()) === 0, `no error is shown (${await page2.locator('#message').textContent()})`);
+    check(errors2.length === 0, `no script error with a token (${errors2.join('; ')})`);
+    await page2.close();
+  } finally {
+    serve2.kill('SIGTERM');
+  }
 } catch (e) {
   check(false, 'unexpected: ' + (e.stack || e));
 } finally {
@@ -177,6 +241,16 @@ try {
 }
 
 // SIGINT to the demo's group (it stops its serve), SIGKILL after 20 s.
+function shot2(page, name) { return page.screenshot({ path: join(artifacts, name + '.png'), fullPage: false }); }
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const srv = createServer();
+    srv.on('error', reject);
+    srv.listen(0, '127.0.0.1', () => { const { port } = srv.address(); srv.close(() => resolve(port)); });
+  });
+}
+
 async function finish() {
   if (demo.exitCode === null) {
     try { process.kill(-demo.pid, 'SIGINT'); } catch (e) { /* gone */ }
