@@ -4,9 +4,11 @@
 // 1,000 records every 10 ms, 10 chunks of 100 records each (10 hosts), staged
 // by the indexer and written to RocksDB as serve does.
 //
-// Two clients in the same run, both subscribed to every record:
+// Three clients in the same run, each subscribed to every record:
 //   - GET /api/v1/tail through HttpServer and a real HTTP client (server-sent
 //     events): what `logdex query --follow` and the web UI see;
+//   - /loki/api/v1/tail, the WebSocket Grafana's live mode dials, read by
+//     websocket::LoopbackClient: Loki's messages, one per batch;
 //   - a TailSubscription read in-process (the baseline: the hub's own
 //     hand-over, no HTTP).
 // Latency per record: the client's receive time minus its batch's commit
@@ -30,6 +32,7 @@
 #include "indexer/indexer.h"
 #include "server/http_server.h"
 #include "server/tail.h"
+#include "server/websocket_client.h"
 
 namespace logdex {
 namespace {
@@ -111,6 +114,32 @@ json BenchTail(const BenchOptions& o) {
             return true;
           });
   });
+  // The Loki tail WebSocket: a message per batch, streams of ["<ns>", "<line>"].
+  std::atomic<bool> loki_subscribed{false};
+  std::atomic<size_t> loki_records{0};
+  std::atomic<bool> loki_done{false};
+  Latencies loki_lat;
+  std::thread loki_client([&] {
+    websocket::LoopbackClient ws(server.port());
+    const std::string head = ws.Upgrade("/loki/api/v1/tail?query=" + httplib::detail::encode_query_param(R"({app="tail-bench"})"));
+    LOGDEX_CHECK(head.rfind("HTTP/1.1 101 ", 0) == 0);
+    loki_subscribed = true;
+    while (!loki_done) {
+      auto frame = ws.Next(200);
+      if (!frame) continue;
+      const int64_t now = bench::NowNs();
+      if (frame->opcode == websocket::kClose) return;
+      if (frame->opcode != websocket::kText) continue;
+      const json msg = json::parse(frame->payload);
+      std::lock_guard<std::mutex> l(mu);
+      for (const json& stream : msg["streams"]) {
+        for (const json& v : stream["values"]) {
+          loki_lat.ms.push_back((now - committed_ns[BatchOf(v[1].get<std::string>())]) / 1e6);
+          ++loki_records;
+        }
+      }
+    }
+  });
   // The in-process baseline.
   auto sub = hub.Subscribe(Query{});
   LOGDEX_CHECK(sub.ok());
@@ -126,10 +155,10 @@ json BenchTail(const BenchOptions& o) {
       if (b.ended || (!producing && b.records.empty())) return;
     }
   });
-  for (int i = 0; i < 2000 && !(http_subscribed && hub.subscribers() == 2); ++i) {
+  for (int i = 0; i < 2000 && !(http_subscribed && loki_subscribed && hub.subscribers() == 3); ++i) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
-  LOGDEX_CHECK(hub.subscribers() == 2);
+  LOGDEX_CHECK(hub.subscribers() == 3);
 
   // The writer: a batch per tick.
   proto::ChunkSource src;
@@ -166,24 +195,32 @@ json BenchTail(const BenchOptions& o) {
   }
   const double wall_s = (bench::NowNs() - t0) / 1e9;
   const size_t total = static_cast<size_t>(batches) * kBatchRecords;
-  for (int i = 0; i < 6000 && (http_records < total); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  for (int i = 0; i < 6000 && (http_records < total || loki_records < total); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
   producing = false;
+  loki_done = true;
   server.Stop();
   http_client.join();
+  loki_client.join();
   hub_client.join();
   hub.Stop();
   std::lock_guard<std::mutex> l(mu);
-  json http = http_lat.Summary(), direct = hub_lat.Summary();
+  json http = http_lat.Summary(), loki = loki_lat.Summary(), direct = hub_lat.Summary();
   return {{"benchmark", "tail_latency"},
           {"target_lines_per_s", lines_per_s},
           {"written_lines_per_s", bench::Round2(total / wall_s)},
           {"lines", total},
           {"http_sse", http},
+          {"loki_websocket", loki},
           {"baseline_in_process", direct},
           {"ratio_http_p99_to_in_process_p99",
            direct["p99_ms"].get<double>() > 0 ? bench::Round2(http["p99_ms"].get<double>() / direct["p99_ms"].get<double>()) : 0.0},
+          {"ratio_loki_p99_to_in_process_p99",
+           direct["p99_ms"].get<double>() > 0 ? bench::Round2(loki["p99_ms"].get<double>() / direct["p99_ms"].get<double>()) : 0.0},
           {"note", "ms from a batch's store write returning (TailHub::Publish) to the client's receipt, per record; "
                    "1,000 INFO lines per batch, 10 chunks; http_sse = GET /api/v1/tail through a real HTTP client, "
+                   "loki_websocket = /loki/api/v1/tail {app=\"tail-bench\"} (Loki's messages), "
                    "in_process = a TailSubscription read directly"}};
 }
 

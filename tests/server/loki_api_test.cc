@@ -35,7 +35,7 @@
 #include "tests/indexer/workload.h"
 #include "server/tail.h"
 #include "tests/server/http_answer.h"
-#include "tests/server/ws_client.h"
+#include "server/websocket_client.h"
 #include "tests/test_util.h"
 
 namespace logdex {
@@ -450,7 +450,7 @@ TEST_P(LokiApiTest, TailStartsWithTheNewestRecordsSinceStartOldestFirst) {
   Serve(o);
   const int64_t from = kStart + 3 * 3'600'000;
   const std::string query = R"({app="app1", level!="debug"} != "zzz")";
-  testing::WsClient c(server_->port());
+  websocket::LoopbackClient c(server_->port());
   const std::string head = c.Upgrade("/loki/api/v1/tail?query=" + httplib::detail::encode_query_param(query) +
                                      "&limit=25&start=" + Ns(from));
   ASSERT_EQ(head.rfind("HTTP/1.1 101 ", 0), 0u) << head;
@@ -483,7 +483,7 @@ TEST_P(LokiApiTest, TailStartsWithTheNewestRecordsSinceStartOldestFirst) {
 
   o.bearer_token = "s3cret";
   Serve(o);
-  testing::WsClient anonymous(server_->port());
+  websocket::LoopbackClient anonymous(server_->port());
   EXPECT_EQ(anonymous.Upgrade("/loki/api/v1/tail?query=" + httplib::detail::encode_query_param(query)).rfind("HTTP/1.1 401 ", 0),
             0u);
   server_.reset();

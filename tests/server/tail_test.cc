@@ -20,7 +20,7 @@
 #include "server/http_server.h"
 #include "tests/empty_store.h"
 #include "tests/server/written_batch.h"
-#include "tests/server/ws_client.h"
+#include "server/websocket_client.h"
 #include "tests/test_util.h"
 
 namespace logdex {
@@ -352,7 +352,7 @@ TEST(LokiTailHttp, ALogQlTailStreamsLokisMessagesOverAWebSocket) {
     std::string what, target, headers, status, body;
   };
   const std::string ws = "Upgrade: websocket\r\nConnection: keep-alive, Upgrade\r\nSec-WebSocket-Key: " +
-                         std::string(testing::WsClient::kKey) + "\r\n";
+                         std::string(websocket::LoopbackClient::kKey) + "\r\n";
   for (const Refused& r : std::vector<Refused>{
            {"no upgrade", target, "", " 400 ", "is a WebSocket"},
            {"version 8", target, ws + "Sec-WebSocket-Version: 8\r\n", " 426 ", "must be 13"},
@@ -364,7 +364,7 @@ TEST(LokiTailHttp, ALogQlTailStreamsLokisMessagesOverAWebSocket) {
            {"delay_for 6", target + "&delay_for=6", ws + "Sec-WebSocket-Version: 13\r\n", " 400 ", "delay_for"},
            {"Grafana's v2alpha probe", "/loki/api/v2alpha/tail?query=x", "", " 404 ", "no such endpoint"},
        }) {
-    testing::WsClient c(server.port());
+    websocket::LoopbackClient c(server.port());
     ASSERT_TRUE(c.connected());
     const std::string head = c.Request(r.target, r.headers);
     EXPECT_NE(head.find(r.status), std::string::npos) << r.what << ": " << head;
@@ -375,7 +375,7 @@ TEST(LokiTailHttp, ALogQlTailStreamsLokisMessagesOverAWebSocket) {
   }
   EXPECT_EQ(hub.subscribers(), 0u);
 
-  testing::WsClient c(server.port());
+  websocket::LoopbackClient c(server.port());
   ASSERT_TRUE(c.connected());
   const std::string head = c.Upgrade(target + "&delay_for=2&limit=10");
   ASSERT_EQ(head.rfind("HTTP/1.1 101 ", 0), 0u) << head;
@@ -440,7 +440,7 @@ TEST(LokiTailHttp, ALogQlTailStreamsLokisMessagesOverAWebSocket) {
   EXPECT_TRUE(testing::WaitFor([&] { return hub.subscribers() == 0; }, 20'000)) << "the closed client's place is freed";
 
   // The server stops: a close 1001 that says why.
-  testing::WsClient last(server.port());
+  websocket::LoopbackClient last(server.port());
   ASSERT_EQ(last.Upgrade(target).rfind("HTTP/1.1 101 ", 0), 0u);
   ASSERT_TRUE(testing::WaitFor([&] { return hub.subscribers() == 1; }, 20'000));
   std::thread stop([&] { server.Stop(); });

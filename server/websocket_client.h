@@ -1,8 +1,10 @@
-// A minimal WebSocket client over a blocking TCP socket, for the tests of
-// /loki/api/v1/tail: it sends the handshake and masked frames, and reads
-// the server's frames with the server's own parser (server/websocket.h).
-// The browser test (tests/ui/ui_test.mjs) dials the same endpoint with
-// Chromium's WebSocket, a client logdex did not write.
+// A minimal WebSocket client over a blocking TCP socket to 127.0.0.1, for
+// `logdex bench tail` and the tests of /loki/api/v1/tail: it sends the
+// handshake and masked frames, and reads the server's frames with the
+// server's own parser (server/websocket.h). Not a general client (no TLS,
+// no redirects, no fragmented messages). The browser test
+// (tests/ui/ui_test.mjs) dials the same endpoint with Chromium's WebSocket,
+// a client logdex did not write.
 #pragma once
 
 #include <arpa/inet.h>
@@ -17,13 +19,13 @@
 
 #include "server/websocket.h"
 
-namespace logdex::testing {
+namespace logdex::websocket {
 
-class WsClient {
+class LoopbackClient {
  public:
   static constexpr const char* kKey = "dGhlIHNhbXBsZSBub25jZQ==";  // RFC 6455's example key
 
-  explicit WsClient(int port) {
+  explicit LoopbackClient(int port) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -31,11 +33,11 @@ class WsClient {
     a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
     connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0;
   }
-  ~WsClient() {
+  ~LoopbackClient() {
     if (fd_ >= 0) ::close(fd_);
   }
-  WsClient(const WsClient&) = delete;
-  WsClient& operator=(const WsClient&) = delete;
+  LoopbackClient(const LoopbackClient&) = delete;
+  LoopbackClient& operator=(const LoopbackClient&) = delete;
 
   bool connected() const { return connected_; }
 
@@ -68,9 +70,9 @@ class WsClient {
     return b;
   }
 
-  bool SendFrame(websocket::Opcode op, const std::string& payload) {
+  bool SendFrame(Opcode op, const std::string& payload) {
     const uint8_t mask[4] = {0x12, 0x34, 0x56, 0x78};
-    return Send(websocket::EncodeFrame(op, payload, mask));
+    return Send(EncodeFrame(op, payload, mask));
   }
   bool Send(const std::string& bytes) {
     return ::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(bytes.size());
@@ -78,19 +80,19 @@ class WsClient {
 
   // The server's next frame within `timeout_ms`; nullopt on timeout, EOF or
   // a frame that breaks the RFC.
-  std::optional<websocket::Frame> Next(int timeout_ms = 20'000) {
+  std::optional<Frame> Next(int timeout_ms = 20'000) {
     const auto end = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
     for (;;) {
-      websocket::Frame f;
+      Frame f;
       size_t consumed = 0;
       std::string error;
-      websocket::CloseCode code;
-      const auto r = websocket::ParseFrame(in_, false, 64 << 20, f, consumed, error, code);
-      if (r == websocket::ParseResult::kFrame) {
+      CloseCode code;
+      const auto r = ParseFrame(in_, false, 64 << 20, f, consumed, error, code);
+      if (r == ParseResult::kFrame) {
         in_.erase(0, consumed);
         return f;
       }
-      if (r == websocket::ParseResult::kError || !Fill(end)) return std::nullopt;
+      if (r == ParseResult::kError || !Fill(end)) return std::nullopt;
     }
   }
 
@@ -124,4 +126,4 @@ class WsClient {
   std::string in_;
 };
 
-}  // namespace logdex::testing
+}  // namespace logdex::websocket
