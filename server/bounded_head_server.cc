@@ -1,5 +1,7 @@
 #include "server/bounded_head_server.h"
 
+#include <spdlog/spdlog.h>
+
 #include <arpa/inet.h>
 #include <netdb.h>
 #include <poll.h>
@@ -268,7 +270,10 @@ bool BoundedHeadServer::process_and_close_socket(socket_t sock) {
       Takeover run = std::move(strm.takeover);
       try {
         run(sock, strm.TakeBuffered());
-      } catch (...) {  // a worker thread must not end on an exception: the connection just closes
+      } catch (const std::exception& e) {  // a worker thread must not end on an exception
+        spdlog::warn("http: a taken-over connection failed: {}", e.what());
+      } catch (...) {
+        spdlog::warn("http: a taken-over connection failed");
       }
       break;
     }

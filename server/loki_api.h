@@ -28,7 +28,8 @@
 //                 now - 1 h), limit (default 100), delay_for (0 to 5 s;
 //                 accepted and not applied: records are tailed once written).
 //                 First a message with the `limit` newest records since
-//                 start (oldest first), then one per batch of new records:
+//                 start (oldest first), then one each time new records
+//                 arrived (a batch's may span several):
 //                 {"streams": [...], "dropped_entries": [...]}. A batch the
 //                 tail skipped (server/tail.h) cannot be listed entry by
 //                 entry: it is one dropped entry with the label

@@ -127,7 +127,14 @@ ParseResult ParseFrame(std::string_view in, bool masked, size_t max_payload, Fra
 }
 
 ServerConnection::ServerConnection(int sock, std::string already_read, int write_timeout_ms)
-    : sock_(sock), write_timeout_ms_(write_timeout_ms), in_(std::move(already_read)) {}
+    : sock_(sock),
+      write_timeout_ms_(write_timeout_ms),
+      in_(std::move(already_read)),
+      last_heard_(std::chrono::steady_clock::now()) {}
+
+int64_t ServerConnection::MsSinceHeard() const {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - last_heard_).count();
+}
 
 bool ServerConnection::SendRaw(std::string_view bytes) {
   if (!open()) return false;
@@ -152,6 +159,7 @@ bool ServerConnection::SendRaw(std::string_view bytes) {
 bool ServerConnection::Poll(int timeout_ms) {
   if (!open()) return false;
   const auto t0 = std::chrono::steady_clock::now();
+  size_t read = 0;
   for (;;) {
     // Handle every whole frame buffered.
     for (;;) {
@@ -170,27 +178,48 @@ bool ServerConnection::Poll(int timeout_ms) {
       if (f.opcode == kPing) {
         if (!SendRaw(EncodeFrame(kPong, f.payload))) return false;
       } else if (f.opcode == kClose) {
+        // Echo a valid status code (RFC 6455 5.5.1); a 1-byte payload or a
+        // code no endpoint may send (7.4) is a protocol error.
+        const uint16_t code = f.payload.size() >= 2 ? static_cast<uint16_t>((static_cast<uint8_t>(f.payload[0]) << 8) |
+                                                                            static_cast<uint8_t>(f.payload[1]))
+                                                    : 0;
+        const bool valid = f.payload.empty() ||
+                           (f.payload.size() >= 2 && code >= 1000 && code < 5000 && code != 1004 && code != 1005 &&
+                            code != 1006 && code != 1015 && !(code > 1015 && code < 3000));
+        if (!valid) {
+          Close(kProtocolError, "an invalid close frame", 0);
+          ended_why_ = "the client sent an invalid close frame";
+          return false;
+        }
         if (!close_sent_) {
           close_sent_ = true;
-          // Echo the client's status code (RFC 6455 5.5.1).
-          (void)SendRaw(EncodeFrame(kClose, std::string_view(f.payload).substr(0, std::min<size_t>(2, f.payload.size()))));
+          (void)SendRaw(EncodeFrame(kClose, std::string_view(f.payload).substr(0, f.payload.empty() ? 0 : 2)));
         }
         End("closed by the client");
         return false;
       }
       // Text, binary, continuation, pong: nothing to do (a tail reads nothing).
     }
+    // A client that sends without pause must not keep the caller here: at
+    // most kMaxReadPerPoll bytes per call, the rest at the next.
+    if (read >= kMaxReadPerPoll) return true;
     const int left = std::max(0, timeout_ms - MsSince(t0));
     const int ready = PollFor(sock_, POLLIN, left);
     if (ready == 0) return true;
+    if (ready < 0) {
+      End("the connection broke");
+      return false;
+    }
     char buf[4096];
-    const ssize_t n = ready < 0 ? -1 : ::recv(sock_, buf, sizeof buf, MSG_DONTWAIT);
+    const ssize_t n = ::recv(sock_, buf, sizeof buf, MSG_DONTWAIT);
     if (n < 0 && (errno == EINTR || errno == EAGAIN || errno == EWOULDBLOCK)) continue;
     if (n <= 0) {
       End("the client went away");
       return false;
     }
     in_.append(buf, static_cast<size_t>(n));
+    read += static_cast<size_t>(n);
+    last_heard_ = std::chrono::steady_clock::now();
     timeout_ms = 0;  // handle what came, then return without waiting again
   }
 }

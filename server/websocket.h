@@ -12,6 +12,7 @@
 // the connection over after the 101 answer (BoundedHeadServer::TakeOver).
 #pragma once
 
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <string>
@@ -68,6 +69,9 @@ class ServerConnection {
  public:
   // Client frames over this many payload bytes close the connection (1009).
   static constexpr size_t kMaxClientPayload = 64 * 1024;
+  // Bytes one Poll() reads at most: a client that sends without pause
+  // cannot keep the caller in Poll().
+  static constexpr size_t kMaxReadPerPoll = 256 * 1024;
 
   // `already_read`: bytes read from the socket after the request's head.
   ServerConnection(int sock, std::string already_read, int write_timeout_ms);
@@ -88,6 +92,8 @@ class ServerConnection {
   void Close(CloseCode code, std::string_view reason, int linger_ms = 1000);
 
   bool open() const { return ended_why_.empty(); }
+  // Since the client last sent a byte (a pong answers a ping), ms.
+  int64_t MsSinceHeard() const;
   const std::string& ended_why() const { return ended_why_; }
 
  private:
@@ -98,6 +104,7 @@ class ServerConnection {
   const int sock_;
   const int write_timeout_ms_;
   std::string in_;
+  std::chrono::steady_clock::time_point last_heard_;
   bool close_sent_ = false;
   std::string ended_why_;
 };

@@ -25,7 +25,7 @@ class LoopbackClient {
  public:
   static constexpr const char* kKey = "dGhlIHNhbXBsZSBub25jZQ==";  // RFC 6455's example key
 
-  explicit LoopbackClient(int port) {
+  explicit LoopbackClient(int port) : port_(port) {
     fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
     sockaddr_in a{};
     a.sin_family = AF_INET;
@@ -44,7 +44,7 @@ class LoopbackClient {
   // Sends a GET of `target` with `headers` (each "Name: value\r\n") and
   // returns the answer's head (up to its blank line), or "" after 20 s.
   std::string Request(const std::string& target, const std::string& headers) {
-    Send("GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1\r\n" + headers + "\r\n");
+    Send("GET " + target + " HTTP/1.1\r\nHost: 127.0.0.1:" + std::to_string(port_) + "\r\n" + headers + "\r\n");
     const auto end = std::chrono::steady_clock::now() + std::chrono::seconds(20);
     size_t at;
     while ((at = in_.find("\r\n\r\n")) == std::string::npos) {
@@ -120,6 +120,7 @@ class LoopbackClient {
     return true;
   }
 
+  const int port_;
   int fd_ = -1;
   bool connected_ = false;
   bool eof_ = false;

@@ -445,6 +445,10 @@ TEST_P(LokiApiTest, TailStartsWithTheNewestRecordsSinceStartOldestFirst) {
   DecodeOptions decode;
   decode.clock = &clock_;
   TailHub hub(TailOptions{}, decode, tail_registry);
+  struct StopFirst {  // the server goes before the hub, however the test ends
+    std::unique_ptr<HttpServer>& server;
+    ~StopFirst() { server.reset(); }
+  } stop_first{server_};
   HttpServerOptions o;
   o.tail = &hub;
   Serve(o);
@@ -479,14 +483,12 @@ TEST_P(LokiApiTest, TailStartsWithTheNewestRecordsSinceStartOldestFirst) {
   std::reverse(want.begin(), want.end());
   ASSERT_EQ(want.size(), 25u);
   EXPECT_EQ(got_s, want);
-  server_.reset();  // before the hub
 
   o.bearer_token = "s3cret";
   Serve(o);
   websocket::LoopbackClient anonymous(server_->port());
   EXPECT_EQ(anonymous.Upgrade("/loki/api/v1/tail?query=" + httplib::detail::encode_query_param(query)).rfind("HTTP/1.1 401 ", 0),
             0u);
-  server_.reset();
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, LokiApiTest, ::testing::ValuesIn(AllBackends()), BackendName());

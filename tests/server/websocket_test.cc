@@ -5,11 +5,15 @@
 #include "server/websocket.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
+#include <cerrno>
 #include <optional>
 #include <string>
+#include <thread>
 
 
 namespace logdex::websocket {
@@ -112,6 +116,8 @@ class WebSocketPair : public ::testing::Test {
         return p.frame;
       }
       if (p.result == ParseResult::kError) return std::nullopt;
+      pollfd readable{fds_[1], POLLIN, 0};
+      if (::poll(&readable, 1, 20'000) <= 0) return std::nullopt;  // a regression fails, never hangs
       const ssize_t n = ::read(fds_[1], buf, sizeof buf);
       if (n <= 0) return std::nullopt;
       in_.append(buf, static_cast<size_t>(n));
@@ -189,6 +195,38 @@ TEST_F(WebSocketPair, TheServersCloseCarriesItsCodeAndAReasonCutToAFrameOnAChara
   ws.Close(kNormal, "again");  // once only
   ::shutdown(fds_[0], SHUT_WR);
   EXPECT_FALSE(ClientReads());
+}
+
+TEST_F(WebSocketPair, AnInvalidCloseFrameIsAProtocolError) {
+  ServerConnection ws(fds_[0], EncodeFrame(kClose, "x", kMask), 5000);  // a 1-byte close payload
+  EXPECT_FALSE(ws.Poll(0));
+  auto close = ClientReads();
+  ASSERT_TRUE(close);
+  EXPECT_EQ((static_cast<uint8_t>(close->payload[0]) << 8) | static_cast<uint8_t>(close->payload[1]), kProtocolError);
+  ServerConnection ws2(fds_[0], EncodeFrame(kClose, std::string("\x03\xed", 2), kMask), 5000);  // 1005: never sent
+  EXPECT_FALSE(ws2.Poll(0));
+}
+
+// A client that sends without pause does not keep the server in Poll():
+// each call returns after at most kMaxReadPerPoll bytes.
+TEST_F(WebSocketPair, AClientSendingWithoutPauseCannotHoldPoll) {
+  ServerConnection ws(fds_[0], "", 5000);
+  std::atomic<bool> stop{false};
+  std::thread flood([&] {
+    const std::string frame = EncodeFrame(kText, std::string(100, 'f'), kMask);
+    std::string burst;
+    for (int i = 0; i < 100; ++i) burst += frame;
+    while (!stop) {
+      pollfd p{fds_[1], POLLOUT, 0};
+      if (::poll(&p, 1, 100) > 0 && ::send(fds_[1], burst.data(), burst.size(), MSG_NOSIGNAL | MSG_DONTWAIT) < 0 &&
+          errno != EAGAIN) {
+        return;
+      }
+    }
+  });
+  for (int i = 0; i < 20; ++i) EXPECT_TRUE(ws.Poll(0));  // each returns, with the flood still going
+  stop = true;
+  flood.join();
 }
 
 }  // namespace
