@@ -69,6 +69,7 @@ uint64_t ContentHash(const proto::LogRecord& r) {
 uint64_t QueryFingerprint(const Query& q) {
   std::string s = q.app + '\x1f' + q.host + '\x1f' + std::to_string(q.from_ms) + '\x1f' +
                   std::to_string(q.to_ms) + '\x1f' + q.contains + '\x1f' + (q.scan ? "1" : "0");
+  for (const TextFilter& f : q.text) s += '\x1c' + TextFilterParam(f) + '=' + f.text;
   std::vector<uint8_t> sevs;
   for (Severity v : q.severities) sevs.push_back(SeverityCode(v));
   std::sort(sevs.begin(), sevs.end());
@@ -292,6 +293,9 @@ class Execution {
     for (auto& [k, v] : q_.tags) {
       if (k.empty()) return bad("a tag filter needs a key (k=v)");
     }
+    auto text = TextMatcher::Compile(q_.text);
+    if (!text.ok()) return Status(text.error());
+    text_ = std::move(*text);
     if (!q_.scan && q_.app.empty() && q_.host.empty() && q_.tags.empty()) {
       return bad("a query needs app, host or tag; set scan=true to scan the whole table");
     }
@@ -322,7 +326,7 @@ class Execution {
     volume_ = &out;
     step_ = vq.step_ms;
     out.step_ms = vq.step_ms;
-    out.read_records = vq.read_records || !q_.contains.empty() || q_.scan;
+    out.read_records = vq.read_records || !q_.contains.empty() || !q_.text.empty() || q_.scan;
     index_counts_ = !out.read_records;
     auto bad = [](std::string why) { return Status(Errc::kInvalidArgument, std::move(why)); };
     if (!q_.cursor.empty()) return bad("a volume query takes no cursor");
@@ -517,7 +521,8 @@ class Execution {
       }
       if (!found) return false;
     }
-    return q_.contains.empty() || r.message().find(q_.contains) != std::string::npos;
+    if (!q_.contains.empty() && r.message().find(q_.contains) == std::string::npos) return false;
+    return text_.Matches(r.message());
   }
 
   void Count(int64_t ts, Severity severity, uint64_t n) {
@@ -778,6 +783,7 @@ class Execution {
   const int64_t start_ns_;
   const uint64_t epoch_;
   std::set<Severity> sevs_;
+  TextMatcher text_;  // q_.text, compiled by Validate()
   AppId app_ = 0;
   HostId host_ = 0;
   std::optional<Cursor> cursor_;

@@ -74,9 +74,9 @@
 //     * like Run(), tags the tag index capped are not seen, and on HBase an
 //       index row whose main row is missing (a write under way or failed
 //       before its main row) is counted: index mode cannot tell.
-// - By reading records (VolumeQuery::read_records, implied by `contains` and
-//   by scan=true): the chunks Run() would read are read and decompressed, every
-//   filter (tags and `contains` included) is applied to each record, and each
+// - By reading records (VolumeQuery::read_records, implied by `contains`, by
+//   any text filter and by scan=true): the chunks Run() would read are read
+//   and decompressed, every filter (tags and text filters included) is applied to each record, and each
 //   record counts in the bucket of its own time if it lies in [from, to):
 //   exactly the records Run() returns, counted.
 //
@@ -101,6 +101,7 @@
 #include "common/clock.h"
 #include "common/result.h"
 #include "common/severity.h"
+#include "indexer/text_filter.h"
 #include "store/table_store.h"
 
 namespace logdex {
@@ -113,6 +114,7 @@ struct Query {
   int64_t from_ms = 0;                 // required: [from_ms, to_ms), ms since the epoch
   int64_t to_ms = 0;
   std::string contains;                // case-sensitive substring of the message
+  std::vector<TextFilter> text;        // more text filters (indexer/text_filter.h); all must pass
   uint32_t limit = 100;                // records per page
   std::string cursor;                  // from a previous page's next_cursor
   bool scan = false;                   // allow the main-table scan path

@@ -50,7 +50,7 @@ constexpr const char* kTextType = "text/plain; charset=utf-8";
 constexpr const char* kMetricsType = "text/plain; version=0.0.4; charset=utf-8";
 
 // The parameters an endpoint takes: the query's filters (app, host,
-// severity, tag, contains, from, to, since, scan) and its own.
+// severity, tag, the text filters, from, to, since, scan) and its own.
 struct EndpointParams {
   const char* known;                // every parameter, for "unknown parameter" answers
   bool paging;                      // limit and cursor (/api/v1/query)
@@ -58,10 +58,34 @@ struct EndpointParams {
   bool range = true;                // from, to, since (required) and scan
 };
 
-const EndpointParams kQueryParams{"app, host, severity, tag, contains, from, to, since, limit, cursor, scan", true, {}};
-const EndpointParams kVolumeParams{"app, host, severity, tag, contains, from, to, since, scan, step, exact", false,
-                                   {"step", "exact"}};
-const EndpointParams kTailParams{"app, host, severity, tag, contains", false, {}, false};
+// Filters every endpoint takes; the text ones are TextFilterOf's and contains.
+const EndpointParams kQueryParams{
+    "app, host, severity, tag, contains, word, phrase, regex, not_contains, not_word, not_phrase, not_regex, from, to, "
+    "since, limit, cursor, scan",
+    true, {}};
+const EndpointParams kVolumeParams{
+    "app, host, severity, tag, contains, word, phrase, regex, not_contains, not_word, not_phrase, not_regex, from, to, "
+    "since, scan, step, exact",
+    false, {"step", "exact"}};
+const EndpointParams kTailParams{
+    "app, host, severity, tag, contains, word, phrase, regex, not_contains, not_word, not_phrase, not_regex", false, {},
+    false};
+
+// The text filters other than `contains` (which is given once), each of
+// which may be given more than once (all must pass).
+std::optional<TextFilter> TextFilterOf(const std::string& param, const std::string& value) {
+  std::string_view name = param;
+  TextFilter f;
+  f.text = value;
+  f.negate = name.starts_with("not_");
+  if (f.negate) name.remove_prefix(4);
+  if (name == "contains" && f.negate) f.kind = TextFilterKind::kContains;
+  else if (name == "word") f.kind = TextFilterKind::kWord;
+  else if (name == "phrase") f.kind = TextFilterKind::kPhrase;
+  else if (name == "regex") f.kind = TextFilterKind::kRegex;
+  else return std::nullopt;
+  return f;
+}
 constexpr const char* kTailPath = "/api/v1/tail";
 
 // Log text may hold any bytes: invalid UTF-8 becomes U+FFFD instead of an exception.
@@ -235,6 +259,12 @@ std::variant<ParsedQuery, BadRequest> ParseQueryParams(const httplib::Params& pa
         return bad("tag", "parameter 'tag': '" + value + "' must be key=value with a non-empty key");
       }
       q.tags.emplace_back(value.substr(0, eq), value.substr(eq + 1));
+    } else if (std::optional<TextFilter> f = TextFilterOf(key, value)) {
+      if (auto compiled = TextMatcher::Compile({*f}); !compiled.ok()) {
+        // The error starts with the parameter's name.
+        return bad(key, "parameter '" + key + "'" + compiled.error().message.substr(key.size()));
+      }
+      q.text.push_back(std::move(*f));
     } else if (is_single(key)) {
       if (!single.emplace(key, value).second) {
         return bad(key, "parameter '" + key + "' is given more than once; give it once");
@@ -390,7 +420,7 @@ std::optional<BadRequest> ParseVolumeParams(const ParsedQuery& pq, uint64_t max_
       return BadRequest{"exact", "parameter 'exact': '" + it->second + "' is not true or false"};
     }
   }
-  if (q.tags.size() > 1 && !vq.read_records && q.contains.empty() && !q.scan) {
+  if (q.tags.size() > 1 && !vq.read_records && q.contains.empty() && q.text.empty() && !q.scan) {
     return BadRequest{"tag", "parameter 'tag': counting from the index takes one tag (the tag index is per chunk); "
                              "add exact=true to count the records that carry all " +
                                  std::to_string(q.tags.size())};
@@ -1074,6 +1104,19 @@ class HttpServer::Impl {
       res.set_header("Sec-WebSocket-Version", "13");
       return SetText(res, 426, "Sec-WebSocket-Version must be 13");
     }
+    // Browsers let any page open a WebSocket to any server (no CORS for
+    // them): without a token, a page elsewhere could read the logs. A
+    // browser always sends Origin; it must be this server (Grafana's Go
+    // client and other programs send none).
+    if (req.has_header("Origin")) {
+      const std::string origin_header = req.get_header_value("Origin");
+      std::string_view origin = origin_header;
+      const size_t scheme = origin.find("://");
+      if (scheme != std::string_view::npos) origin.remove_prefix(scheme + 3);
+      if (origin != req.get_header_value("Host")) {
+        return SetText(res, 403, "Origin '" + origin_header + "' is not this server: a WebSocket from another site's page is refused");
+      }
+    }
     const std::string key = req.get_header_value("Sec-WebSocket-Key");
     if (!websocket::ValidClientKey(key)) {
       return SetText(res, 400, "Sec-WebSocket-Key must be the base64 of 16 bytes");
@@ -1105,10 +1148,17 @@ class HttpServer::Impl {
       return EngineError(req, res, e, QueryStats{});
     }
     tail_streams_.fetch_add(1);
-    auto run = [this, s, tail = std::move(*plan), first = std::move(*first), key](int sock, std::string already_read) {
-      RunLokiTail(sock, std::move(already_read), key, *s, tail, first);
-      s->Close();
-      tail_streams_.fetch_sub(1);
+    auto run = [this, s, tail = std::move(*plan), first = std::move(*first), key](int sock,
+                                                                                  std::string already_read) mutable {
+      struct Done {  // whatever way RunLokiTail leaves
+        Impl* self;
+        TailSubscription* sub;
+        ~Done() {
+          sub->Close();
+          self->tail_streams_.fetch_sub(1);
+        }
+      } done{this, s.get()};
+      RunLokiTail(sock, std::move(already_read), key, *s, tail, std::move(first));
     };
     if (!BoundedHeadServer::TakeOver(std::move(run))) {
       s->Close();
@@ -1119,23 +1169,20 @@ class HttpServer::Impl {
   }
 
   void RunLokiTail(int sock, std::string already_read, const std::string& key, TailSubscription& s,
-                   const LokiTail& tail, const std::string& first) {
+                   const LokiTail& tail, std::string first) {
     websocket::ServerConnection ws(sock, std::move(already_read), std::max(1, options_.write_timeout_seconds) * 1000);
     if (!ws.SendRaw("HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                     "Sec-WebSocket-Accept: " + websocket::AcceptKey(key) + "\r\n\r\n")) {
       return;
     }
     if (!first.empty() && !ws.SendText(first)) return;
-    int64_t idle_since = clock_.MonotonicNs();
+    std::string().swap(first);  // not held for the connection's life
+    auto last_ping = std::chrono::steady_clock::time_point{};
     for (;;) {
       TailBatch b = s.Next(250);
       if (!ws.Poll(0)) break;  // the client closed, went away or broke the protocol
       const std::string msg = LokiApi::TailMessage(tail, b.records, b.missed_batches, clock_.NowMs());
-      const int64_t now = clock_.MonotonicNs();
-      if (!msg.empty()) {
-        if (!ws.SendText(msg)) break;
-        idle_since = now;
-      }
+      if (!msg.empty() && !ws.SendText(msg)) break;
       if (b.ended) {
         const bool slow = b.end_reason.starts_with("the client did not keep up");
         ws.Close(slow ? websocket::kTryAgainLater : websocket::kGoingAway, b.end_reason);
@@ -1145,11 +1192,18 @@ class HttpServer::Impl {
         ws.Close(websocket::kGoingAway, "the server is stopping");
         break;
       }
-      // A ping on an idle connection keeps proxies from closing it and
-      // finds a client that left (the client answers with a pong).
-      if (now - idle_since >= 10'000'000'000) {
+      // A client silent for 10 s gets a ping (which also keeps proxies from
+      // closing an idle connection); one that answers nothing, not even a
+      // pong, for 15 s more is gone without a reset (a lost network) and is
+      // closed.
+      if (ws.MsSinceHeard() > 25'000) {
+        ws.Close(websocket::kGoingAway, "no answer to a ping for 15 s", 0);
+        break;
+      }
+      const auto now = std::chrono::steady_clock::now();
+      if (ws.MsSinceHeard() >= 10'000 && now - last_ping >= std::chrono::seconds(10)) {
         if (!ws.SendPing()) break;
-        idle_since = now;
+        last_ping = now;
       }
     }
     if (!ws.open()) spdlog::debug("http: a Loki tail ended: {}", ws.ended_why());

@@ -36,6 +36,10 @@ struct QueryCommandOptions {
   std::string server;
   std::string app, host, contains;
   std::vector<std::string> severities, tags;
+  // The repeatable text filters, by the API's parameter name (word, not_regex, ...).
+  std::vector<std::pair<std::string, std::vector<std::string>>> text{
+      {"word", {}}, {"phrase", {}}, {"regex", {}}, {"not_contains", {}},
+      {"not_word", {}}, {"not_phrase", {}}, {"not_regex", {}}};
   std::string since, from, to;
   uint64_t limit = 100;
   bool json = false;
@@ -323,6 +327,9 @@ int RunQuery(const QueryCommandOptions& o) {
   if (!o.app.empty()) base.emplace("app", o.app);
   if (!o.host.empty()) base.emplace("host", o.host);
   if (!o.contains.empty()) base.emplace("contains", o.contains);
+  for (const auto& [param, values] : o.text) {
+    for (const std::string& v : values) base.emplace(param, v);
+  }
   for (const std::string& s : o.severities) base.emplace("severity", s);
   for (const std::string& t : o.tags) base.emplace("tag", t);
   if (o.follow) {
@@ -421,6 +428,7 @@ void AddQueryCommand(CLI::App& app, CommandRun& run) {
       "query",
       "Query a logdex server's HTTP API (GET /api/v1/query) and print the records, newest first.\n"
       "  logdex query --server URL [--app A] [--host H] [--severity S]... [--tag k=v]... [--contains TEXT]\n"
+      "               [--word W]... [--phrase P]... [--regex RE]... [--not-contains|--not-word|...]\n"
       "               [--since DURATION | --from T --to T] [--limit N] [--json] [--token T] [--scan]\n"
       "  logdex query --server URL --volume [filters as above] [--step DURATION] [--exact]\n"
       "  logdex query --server URL --follow [filters as above]   # live tail: records as they are written\n"
@@ -430,6 +438,8 @@ void AddQueryCommand(CLI::App& app, CommandRun& run) {
       "Times: RFC 3339 (2026-11-29T10:00:00Z, 2026-11-29T11:00:00+01:00) or milliseconds since the epoch.\n"
       "Durations: 90s, 15m, 72h, 7d, 1h30m (units ms s m h d). --since is resolved by the server's clock.\n"
       "A query needs --app, --host or --tag (or --scan for a full table scan).\n"
+      "Text filters (all must pass; case-sensitive): --contains a substring; --word every word (a run of letters,\n"
+      "digits, '_') anywhere; --phrase its words in a row; --regex an RE2 pattern; --not-... their negations.\n"
       "--json prints one object: {\"records\": [{ts, time, severity, app, host, message, tags}], \"next_cursor\",\n"
       "\"stats\"} with stats summed over the pages fetched.\n"
       "Exit codes: 0 ok; 1 the server refused or failed the query, or could not be reached; 2 bad flags.\n"
@@ -449,6 +459,20 @@ void AddQueryCommand(CLI::App& app, CommandRun& run) {
       ->expected(1)
       ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
   cmd->add_option("--contains", o->contains, "Case-sensitive text the message must contain");
+  for (auto& [param, values] : o->text) {
+    std::string flag = "--" + param;
+    std::replace(flag.begin(), flag.end(), '_', '-');
+    const bool negate = param.starts_with("not_");
+    const std::string kind = negate ? param.substr(4) : param;
+    const std::string help =
+        kind == "word"       ? "Words (runs of letters, digits, '_') that must all be in the message"
+        : kind == "phrase"   ? "Words that must follow each other in the message"
+        : kind == "regex"    ? "RE2 regular expression that must match somewhere in the message"
+                             : "Text the message must contain";
+    cmd->add_option(flag, values, (negate ? "Negated: " : "") + help + " (repeatable)")
+        ->expected(1)
+        ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll);
+  }
   CLI::Option* since = cmd->add_option("--since", o->since, "Look back this far from now (default: 1h)");
   CLI::Option* from = cmd->add_option("--from", o->from, "Start of the time range (inclusive)");
   CLI::Option* to = cmd->add_option("--to", o->to, "End of the time range (exclusive)");
@@ -481,7 +505,7 @@ void AddQueryCommand(CLI::App& app, CommandRun& run) {
                       since_option->count() > 0 || from_option->count() > 0)) {
       run = [] {
         return Usage("--follow streams records as they are written: it takes the filters (--app, --host, --severity, "
-                     "--tag, --contains), not --since/--from/--to, --limit, --cursor, --scan or --volume");
+                     "--tag, the text filters), not --since/--from/--to, --limit, --cursor, --scan or --volume");
       };
       return;
     }

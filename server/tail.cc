@@ -110,6 +110,8 @@ void TailHub::Publish(const WriteBatch& written) {
 }
 
 Result<std::shared_ptr<TailSubscription>> TailHub::Subscribe(const Query& filter) {
+  auto text = TextMatcher::Compile(filter.text);
+  if (!text.ok()) return text.error();
   std::lock_guard<std::mutex> l(mu_);
   if (stopping_) return Error{Errc::kUnavailable, "the server is stopping"};
   if (subs_.size() >= options_.max_clients) {
@@ -117,7 +119,7 @@ Result<std::shared_ptr<TailSubscription>> TailHub::Subscribe(const Query& filter
                                                " live-tail clients are connected, the most this server takes; retry "
                                                "later"};
   }
-  auto s = std::make_shared<TailSubscription>(*this, filter, options_.max_client_bytes);
+  auto s = std::make_shared<TailSubscription>(*this, filter, std::move(*text), options_.max_client_bytes);
   subs_.push_back(s);
   subscriber_count_ = subs_.size();
   clients_.Set(static_cast<double>(subs_.size()));
@@ -208,7 +210,8 @@ bool TailSubscription::Matches(const ResultRecord& r) const {
   for (const auto& want : q.tags) {
     if (std::find(r.tags.begin(), r.tags.end(), want) == r.tags.end()) return false;
   }
-  return q.contains.empty() || r.message.find(q.contains) != std::string::npos;
+  if (!q.contains.empty() && r.message.find(q.contains) == std::string::npos) return false;
+  return text_.Matches(r.message);
 }
 
 TailSubscription::Pushed TailSubscription::Push(ResultRecord r, size_t bytes) {

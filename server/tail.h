@@ -10,8 +10,8 @@
 //                     is told it missed records (a gap).
 //   hub thread        decodes each chunk once and hands each record to every
 //                     subscriber whose filter it passes (app, host,
-//                     severities, tags, contains: Query's meaning; no time
-//                     range).
+//                     severities, tags, text filters: Query's meaning; no
+//                     time range).
 //   subscriber        a bounded queue (max_client_bytes): a client that does
 //                     not keep up is ended with the reason, never waited for
 //                     (logdex_tail_clients_dropped_total).
@@ -84,7 +84,8 @@ class TailHub {
   void Publish(const WriteBatch& written);
 
   // A new subscriber with `filter` (from/to, limit, cursor and scan are not
-  // used). Errors: kResourceExhausted at max_clients; kUnavailable once stopped.
+  // used). Errors: kInvalidArgument for a text filter that does not compile;
+  // kResourceExhausted at max_clients; kUnavailable once stopped.
   Result<std::shared_ptr<TailSubscription>> Subscribe(const Query& filter);
 
   // Ends every subscription ("the server is stopping") and the hub thread.
@@ -129,7 +130,8 @@ class TailSubscription {
   // Ends the subscription from the client's side (it went away).
   void Close();
 
-  TailSubscription(TailHub& hub, Query filter, size_t max_bytes) : hub_(&hub), filter_(std::move(filter)), max_bytes_(max_bytes) {}
+  TailSubscription(TailHub& hub, Query filter, TextMatcher text, size_t max_bytes)
+      : hub_(&hub), filter_(std::move(filter)), text_(std::move(text)), max_bytes_(max_bytes) {}
 
  private:
   friend class TailHub;
@@ -145,6 +147,7 @@ class TailSubscription {
 
   std::atomic<TailHub*> hub_;  // null once removed from the hub
   const Query filter_;
+  const TextMatcher text_;  // filter_.text, compiled
   const size_t max_bytes_;
   std::mutex mu_;
   std::condition_variable cv_;

@@ -56,7 +56,7 @@ function say(text, error = false) {
 // ---- the query bar and the URL ----
 function filtersFromForm() {
   const p = new URLSearchParams();
-  for (const name of ['app', 'host', 'contains']) {
+  for (const name of ['app', 'host', 'contains', 'regex']) {
     const v = form.elements[name].value.trim();
     if (v) p.set(name, v);
   }
@@ -85,7 +85,7 @@ function rangeFromForm() {
 
 function loadForm() {
   const p = new URLSearchParams(location.search);
-  for (const name of ['app', 'host', 'contains']) form.elements[name].value = p.get(name) || '';
+  for (const name of ['app', 'host', 'contains', 'regex']) form.elements[name].value = p.get(name) || '';
   form.elements.tag.value = p.getAll('tag').join(', ');
   const sevs = p.getAll('severity').flatMap((s) => s.split(',')).map((s) => s.trim().toUpperCase());
   for (const o of $('severity').options) o.selected = sevs.includes(o.value);
@@ -392,6 +392,7 @@ async function showAlerts() {
       form.elements.host.value = '';  // a group may span hosts
       form.elements.tag.value = '';
       form.elements.contains.value = '';
+      form.elements.regex.value = '';
       for (const o of $('severity').options) o.selected = o.value === g.severity;
       $('range').value = 'custom';
       $('custom').hidden = false;

@@ -3,7 +3,10 @@
 // baseline, the tag cap, splitting and read repair.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <map>
+#include <regex>
+#include <sstream>
 #include <set>
 
 #include "common/crc32c.h"
@@ -200,6 +203,138 @@ TEST_P(IndexerQuery, RandomQueriesOfEveryShapeMatchBruteForceAndMeetTheirCost) {
     }
   }
   EXPECT_GT(nonempty, 6u * kQueriesPerShape) << "the random queries should mostly find something";
+}
+
+// The text filters' meaning, written again independently of
+// indexer/text_filter.cc: tokens by replacing every non-token byte with a
+// space, a phrase as its tokens joined by single spaces inside the
+// message's, a regex with std::regex (the patterns below mean the same in
+// ECMAScript and RE2).
+bool BruteText(const std::string& message, const TextFilter& f) {
+  auto tokens = [](const std::string& text) {
+    std::string spaced = text;
+    for (char& c : spaced) {
+      const auto u = static_cast<unsigned char>(c);
+      if (!(std::isalnum(u) || c == '_' || u >= 0x80)) c = ' ';
+    }
+    std::istringstream in(spaced);
+    std::vector<std::string> out;
+    for (std::string t; in >> t;) out.push_back(t);
+    return out;
+  };
+  auto joined = [](const std::vector<std::string>& t) {
+    std::string s = " ";
+    for (const std::string& x : t) s += x + " ";
+    return s;
+  };
+  bool hit = false;
+  switch (f.kind) {
+    case TextFilterKind::kContains: hit = message.find(f.text) != std::string::npos; break;
+    case TextFilterKind::kWord: {
+      const std::vector<std::string> have = tokens(message);
+      hit = true;
+      for (const std::string& w : tokens(f.text)) hit = hit && std::find(have.begin(), have.end(), w) != have.end();
+      break;
+    }
+    case TextFilterKind::kPhrase: hit = joined(tokens(message)).find(joined(tokens(f.text))) != std::string::npos; break;
+    case TextFilterKind::kRegex: {
+      static std::map<std::string, std::regex> compiled;  // std::regex compiles slowly: once per pattern
+      auto it = compiled.try_emplace(f.text, f.text).first;
+      hit = std::regex_search(message, it->second);
+      break;
+    }
+  }
+  return hit != f.negate;
+}
+
+TEST_P(IndexerQuery, RandomTextFiltersReturnExactlyWhatABruteForceFilterReturns) {
+  WorkloadSpec spec;
+  spec.apps = 4;
+  spec.hosts = 6;
+  spec.records = 4'000;
+  Workload w = MakeWorkload(spec);
+  Indexer indexer(*store_, Options());
+  Ingest(w.chunks, indexer);
+  QueryEngine engine(*store_, QOptions());
+
+  std::mt19937_64 rng(17);
+  auto word = [&] { return std::string(testing::kWords[rng() % 16]); };
+  const std::vector<std::function<TextFilter()>> makers = {
+      [&] { return TextFilter{TextFilterKind::kWord, false, word()}; },
+      [&] { return TextFilter{TextFilterKind::kWord, false, word() + ", " + word()}; },  // both words, any order
+      [&] { return TextFilter{TextFilterKind::kWord, false, "alp"}; },                   // a prefix is not a word
+      [&] { return TextFilter{TextFilterKind::kPhrase, false, word() + " request"}; },
+      [&] { return TextFilter{TextFilterKind::kPhrase, false, word() + " done"}; },  // only after the number
+      [&] { return TextFilter{TextFilterKind::kPhrase, false, "request  " + std::to_string(rng() % 10)}; },
+      [&] { return TextFilter{TextFilterKind::kRegex, false, "request [0-9]*" + std::to_string(rng() % 10) + " "}; },
+      [&] { return TextFilter{TextFilterKind::kRegex, false, "^" + word().substr(0, 2)}; },
+      [&] { return TextFilter{TextFilterKind::kRegex, false, "(" + word() + "|" + word() + ") done$"}; },
+      [&] { return TextFilter{TextFilterKind::kContains, false, word().substr(1, 3)}; },
+  };
+  uint64_t nonempty = 0, queries = 0;
+  for (int n = 0; n < 40; ++n) {
+    Query q;
+    q.from_ms = w.start_ms;
+    q.to_ms = w.start_ms + spec.duration_ms;
+    q.limit = 50 + static_cast<uint32_t>(rng() % 300);
+    if (rng() % 4 == 0) {
+      q.scan = true;
+    } else {
+      q.app = "app" + std::to_string(rng() % spec.apps);
+    }
+    for (int i = 0, k = 1 + static_cast<int>(rng() % 3); i < k; ++i) {
+      TextFilter f = makers[rng() % makers.size()]();
+      f.negate = rng() % 4 == 0;
+      q.text.push_back(std::move(f));
+    }
+    std::string what = "#" + std::to_string(n) + (q.scan ? " scan" : " " + q.app);
+    for (const TextFilter& f : q.text) what += " " + TextFilterParam(f) + "=" + f.text;
+    std::vector<const Rec*> want;
+    for (const Rec* r : BruteForce(w, q)) {
+      if (std::all_of(q.text.begin(), q.text.end(), [&](const TextFilter& f) { return BruteText(r->message, f); })) {
+        want.push_back(r);
+      }
+    }
+    Paged got = RunAll(engine, q);
+    ExpectSame(got.records, want, what);
+    nonempty += !want.empty();
+    ++queries;
+
+    // Volume counts by reading the records with the same filters.
+    VolumeQuery vq;
+    vq.filter = q;
+    vq.filter.limit = 100;
+    vq.step_ms = 3'600'000;
+    auto volume = engine.Volume(vq);
+    ASSERT_TRUE(volume.ok()) << what << ": " << volume.error().ToString();
+    EXPECT_TRUE(volume->read_records) << what << ": a text filter implies reading the records";
+    EXPECT_EQ(volume->totals.total, want.size()) << what;
+  }
+  EXPECT_GT(nonempty, queries / 2) << "the random filters should mostly find something";
+
+  // A cursor belongs to its filters: the same query with another text filter refuses it.
+  Query q;
+  q.app = "app0";
+  q.from_ms = w.start_ms;
+  q.to_ms = w.start_ms + spec.duration_ms;
+  q.limit = 5;
+  q.text = {{TextFilterKind::kWord, false, "request"}};
+  auto first = engine.Run(q);
+  ASSERT_TRUE(first.ok());
+  ASSERT_FALSE(first->next_cursor.empty());
+  q.cursor = first->next_cursor;
+  q.text[0].text = "done";
+  auto other = engine.Run(q);
+  ASSERT_FALSE(other.ok());
+  EXPECT_EQ(other.error().code, Errc::kInvalidArgument);
+  // A regex RE2 refuses is a 400's error, naming the parameter.
+  q.cursor.clear();
+  q.text = {{TextFilterKind::kRegex, true, "(unclosed"}};
+  auto bad = engine.Run(q);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.error().code, Errc::kInvalidArgument);
+  EXPECT_EQ(bad.error().message.rfind("not_regex: '(unclosed' is not an RE2 regular expression", 0), 0u)
+      << bad.error().message;
 }
 
 // hosts × chunks_per_host chunks of 25 records, all at the same millisecond,

@@ -273,6 +273,11 @@ TEST_F(HttpServerTest, BadParametersAre400sNamingTheParameterAndTheProblem) {
       {"foreign cursor", {{"app", "app1"}, {"from", f}, {"to", t}, {"cursor", "AAAA"}}, 400, "cursor",
        "invalid cursor"},
       {"range too long", {{"app", "app1"}, {"since", "40d"}}, 400, "", "time range spans"},
+      {"bad regex", {{"app", "app1"}, {"since", "1h"}, {"regex", "a(b"}}, 400, "regex",
+       "parameter 'regex': 'a(b' is not an RE2 regular expression: missing )"},
+      {"word without a token", {{"app", "app1"}, {"since", "1h"}, {"not_word", "--"}}, 400, "not_word",
+       "parameter 'not_word': '--' has no token"},
+      {"empty phrase", {{"app", "app1"}, {"since", "1h"}, {"phrase", ""}}, 400, "phrase", "parameter 'phrase': empty"},
   };
   for (const BadCase& bc : cases) {
     SCOPED_TRACE(bc.what);

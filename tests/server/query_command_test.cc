@@ -147,6 +147,36 @@ TEST_F(QueryCommandTest, FromToAndTagFiltersReachTheServer) {
   for (const json& rec : j["records"]) EXPECT_EQ(rec["tags"]["k"], "v3");
 }
 
+// The text filter flags reach the server as their parameters, repeated.
+TEST_F(QueryCommandTest, TextFilterFlagsReachTheServer) {
+  served_->Serve();
+  const int64_t from = 1'790'000'000'000, to = from + 24 * 3'600'000;
+  Query q;
+  q.app = "app1";
+  q.from_ms = from;
+  q.to_ms = to;
+  q.limit = 10'000;
+  q.text = {{TextFilterKind::kWord, false, "request"},
+            {TextFilterKind::kRegex, false, "^(alpha|bravo) "},
+            {TextFilterKind::kPhrase, true, "alpha request"},
+            {TextFilterKind::kWord, true, "delta"}};
+  std::vector<QueryAnswer> want = served_->EnginePages(q);
+  ASSERT_EQ(want.size(), 1u);
+  ASSERT_FALSE(want[0].records.empty());
+  CliRun r = Logdex({"query", "--server", Url(), "--app", "app1", "--from", std::to_string(from), "--to",
+                     std::to_string(to), "--limit", "10000", "--json", "--word", "request", "--regex",
+                     "^(alpha|bravo) ", "--not-phrase", "alpha request", "--not-word", "delta"});
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json j = json::parse(r.out, nullptr, false);
+  ASSERT_TRUE(j.is_object());
+  ASSERT_EQ(j["records"].size(), want[0].records.size());
+  for (const json& rec : j["records"]) {
+    const std::string m = rec["message"];
+    EXPECT_EQ(m.rfind("bravo ", 0), 0u) << m;  // alpha lines all start "alpha request"
+    EXPECT_EQ(m.find("delta"), std::string::npos) << m;
+  }
+}
+
 TEST_F(QueryCommandTest, TablePrintsOneLinePerRecordWithAHeader) {
   served_->Serve();
   CliRun r = Logdex({"query", "--server", Url(), "--app", "utf8app", "--since", "8h"});

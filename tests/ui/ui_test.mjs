@@ -99,6 +99,17 @@ try {
   await waitFor(async () => (await page.locator('#histogram rect').count()) > 0, 30_000, 'the volume histogram draws bars');
   await shot('1-search');
 
+  // 1b. A regex narrows the search (the query API's regex filter, RE2).
+  await page.fill('input[name=regex]', 'Receiving block blk_-?[0-9]+ src');
+  await page.click('#search');
+  await waitFor(async () => new URL(page.url()).searchParams.get('regex') === 'Receiving block blk_-?[0-9]+ src' &&
+    (await rows().count()) > 0 &&
+    (await page.locator('#results tbody tr.rec td.msg').allTextContents()).every((m) => /Receiving block blk_-?[0-9]+ src/.test(m)),
+  30_000, 'a regex search shows only matching records and is in the URL');
+  await page.fill('input[name=regex]', '');
+  await page.click('#search');
+  await waitFor(async () => (await rows().count()) >= 100, 30_000, 'clearing the regex brings the first page back');
+
   // 2. Infinite scroll: the second page.
   await page.locator('#more').scrollIntoViewIfNeeded();
   await waitFor(async () => (await rows().count()) >= 200, 30_000, 'scrolling to the end loads the second page');
@@ -220,7 +231,9 @@ try {
     await shot2(page2, '7-token-prompt');
     await page2.fill('#token', 'wrong');
     await page2.click('#tokenform button');
-    await waitFor(() => dialog.isVisible(), 30_000, 'a wrong token is asked for again');
+    // Kept, refused (401), and asked for again.
+    await waitFor(async () => (await page2.evaluate(() => sessionStorage.getItem('logdex.token'))) === 'wrong' &&
+      (await dialog.isVisible()), 30_000, 'a wrong token is asked for again');
     await page2.fill('#token', token);
     await page2.click('#tokenform button');
     await waitFor(async () => (await page2.locator('#more').textContent()) === '0 records', 30_000,
@@ -232,6 +245,11 @@ try {
     await page2.close();
   } finally {
     serve2.kill('SIGTERM');
+    const end = Date.now() + 20_000;
+    while (serve2.exitCode === null && serve2.signalCode === null && Date.now() < end) {
+      await new Promise((r) => setTimeout(r, 100));
+    }
+    if (serve2.exitCode === null && serve2.signalCode === null) serve2.kill('SIGKILL');
   }
 } catch (e) {
   check(false, 'unexpected: ' + (e.stack || e));

@@ -1,0 +1,34 @@
+// The token rule of full-text search, defined once: the `word` and `phrase`
+// filters (indexer/text_filter.h) and, later, the token index use it.
+//
+// A token is a maximal run of token bytes: ASCII letters, digits and '_',
+// and every byte >= 0x80 (so a UTF-8 letter of any script stays inside its
+// word; so do non-ASCII punctuation and spaces, which are rare in logs).
+// Everything else separates tokens. Tokens are compared byte for byte: case
+// matters ("Error" is not "ERROR"), as in `contains`.
+#pragma once
+
+#include <string_view>
+
+namespace logdex {
+
+constexpr bool IsTokenByte(unsigned char c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c >= 0x80;
+}
+
+// Calls f(token) for each token of `text`, in order; stops early when f
+// returns false. Returns false when stopped.
+template <class F>
+bool ForEachToken(std::string_view text, F&& f) {
+  size_t i = 0;
+  const size_t n = text.size();
+  while (i < n) {
+    while (i < n && !IsTokenByte(static_cast<unsigned char>(text[i]))) ++i;
+    const size_t start = i;
+    while (i < n && IsTokenByte(static_cast<unsigned char>(text[i]))) ++i;
+    if (i > start && !f(text.substr(start, i - start))) return false;
+  }
+  return true;
+}
+
+}  // namespace logdex

@@ -1,0 +1,57 @@
+// Text filters on a record's message, for queries (Query::text) and live
+// tail: all must pass.
+//
+//   contains  the text is a substring of the message (byte for byte)
+//   word      every token of the text (common/tokens.h) is a token of the
+//             message, anywhere
+//   phrase    the tokens of the text are consecutive tokens of the message
+//             (whatever separates them: "connection refused" matches
+//             "connection: refused" and "connection  refused")
+//   regex     an RE2 pattern matches somewhere in the message (RE2 syntax:
+//             no backreferences; linear time on any input)
+// each with its negation (the record passes when the positive would not).
+// Every filter is verified on the decompressed record: an index may only
+// ever make a query faster, never change its answer.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/result.h"
+
+namespace logdex {
+
+enum class TextFilterKind { kContains, kWord, kPhrase, kRegex };
+
+struct TextFilter {
+  TextFilterKind kind = TextFilterKind::kContains;
+  bool negate = false;
+  std::string text;
+
+  bool operator==(const TextFilter&) const = default;
+};
+
+// The query API's parameter of a filter: contains, word, phrase, regex and
+// not_contains, not_word, not_phrase, not_regex.
+std::string TextFilterParam(const TextFilter& f);
+
+// Filters compiled once (regexes, token lists) and checked per message.
+class TextMatcher {
+ public:
+  TextMatcher() = default;
+  // Errors (kInvalidArgument, naming the parameter): an empty text, a word
+  // or phrase without a token, a regex RE2 does not accept (or one over
+  // 64 KiB compiled).
+  static Result<TextMatcher> Compile(const std::vector<TextFilter>& filters);
+
+  bool empty() const { return compiled_.empty(); }
+  bool Matches(std::string_view message) const;
+
+ private:
+  struct Compiled;
+  std::vector<std::shared_ptr<const Compiled>> compiled_;
+};
+
+}  // namespace logdex
