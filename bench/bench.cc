@@ -283,6 +283,7 @@ json BenchAlert(const BenchOptions& o);                                         
 int RunShipBench(const BenchOptions& o);  // ship_bench.cc
 json BenchStorage(const BenchOptions& o);  // storage_bench.cc
 json BenchTail(const BenchOptions& o);     // tail_bench.cc
+json BenchQuery(const BenchOptions& o);    // query_bench.cc
 
 int RunBench(const BenchOptions& o) {
   const bool all = o.name == "all";
@@ -309,6 +310,11 @@ int RunBench(const BenchOptions& o) {
   }
   if (all || o.name == "alert") std::printf("%s\n", BenchAlert(o).dump().c_str());
   if (all || o.name == "tail") std::printf("%s\n", BenchTail(o).dump().c_str());
+  if (all || o.name == "query") {
+    json j = BenchQuery(o);
+    std::printf("%s\n", j.dump().c_str());
+    if (j.contains("error")) return 1;
+  }
   if (all || o.name == "consume") {
     std::vector<std::string> lines = bench::LoadLines(o.data_dir);
     if (lines.empty()) {

@@ -13,7 +13,7 @@ class Clock;
 class LineDecoder;
 
 struct BenchOptions {
-  std::string name;      // store | codec | fuzzy | index | ship | storage | consume | alert | tail | all
+  std::string name;      // store | codec | fuzzy | index | ship | storage | consume | alert | tail | query | all
   std::string dir;       // scratch directory; empty = a new temporary one
   std::string data_dir = LOGDEX_DEFAULT_DATA_DIR;  // loghub samples
   double scale = 1.0;    // workload size factor

@@ -38,6 +38,7 @@
 
 #include "bench/bench.h"
 #include "bench/bench_util.h"
+#include "bench/indexing_sink.h"
 #include "common/clock.h"
 #include "indexer/compactor.h"
 #include "indexer/indexer.h"
@@ -54,39 +55,6 @@ using bench::CpuSeconds;
 using bench::Round2;
 
 
-// Hands each chunk the Chunker makes to the Indexer, 256 at a time (a
-// consumer batch), as serve does.
-class IndexingSink final : public ship::ChunkSink {
- public:
-  explicit IndexingSink(Indexer& indexer) : indexer_(indexer) { source_.set_topic("bench"); }
-
-  Status Send(ship::OutgoingChunk c) override {
-    pending_.push_back(std::move(c.value));
-    ++chunks_;
-    if (pending_.size() >= 256) return Drain();
-    return Status::Ok();
-  }
-
-  Status Drain() {
-    if (pending_.empty()) return Status::Ok();
-    Status s = indexer_.IngestSerialized(pending_, source_);
-    pending_.clear();
-    return s;
-  }
-
-  void Poll(int) override {}
-  uint64_t LowestUnresolved() const override { return UINT64_MAX; }
-  ship::DeliveryReport Finish(int64_t) override { return {}; }
-
-  uint64_t chunks() const { return chunks_; }
-
- private:
-  Indexer& indexer_;
-  proto::ChunkSource source_;
-  std::vector<std::string> pending_;
-  uint64_t chunks_ = 0;
-};
-
 struct Workload {
   std::string name;
   uint64_t lines = 0;       // replay
@@ -95,14 +63,6 @@ struct Workload {
   int64_t max_chunk_span_ms = 60'000;  // the indexer's (indexer.max_chunk_span)
 };
 
-Severity PickSeverity(std::mt19937_64& rng) {
-  const uint64_t p = rng() % 100;
-  if (p < 88) return Severity::kInfo;
-  if (p < 96) return Severity::kWarn;
-  if (p < 99) return Severity::kError;
-  return Severity::kDebug;
-}
-
 json RunOne(const BenchOptions& o, const Workload& w, proto::Codec codec, const std::vector<std::string>& samples) {
   bench::ScratchDir dir(o.dir, "storage");
   auto store = bench::OpenStoreWithTables(dir.str());
@@ -110,7 +70,7 @@ json RunOne(const BenchOptions& o, const Workload& w, proto::Codec codec, const 
   io.retention_ms = 7ll * 24 * 3600 * 1000;
   io.max_chunk_span_ms = w.max_chunk_span_ms;
   Indexer indexer(*store, io);
-  IndexingSink sink(indexer);
+  bench::IndexingSink sink(indexer);
 
   // A whole minute, so that the indexer's 60 s windows fall the same way every run.
   const int64_t end_ms = SystemClock::Instance().NowMs() / 60'000 * 60'000;
@@ -147,7 +107,7 @@ json RunOne(const BenchOptions& o, const Workload& w, proto::Codec codec, const 
     const int64_t start_ms = end_ms - 24ll * 3600 * 1000;
     for (uint64_t i = 0; i < w.lines; ++i) {
       const int64_t ts = start_ms + static_cast<int64_t>(i * (24ull * 3600 * 1000) / w.lines);
-      emit(ts, apps[rng() % apps.size()], hosts[rng() % hosts.size()], PickSeverity(rng));
+      emit(ts, apps[rng() % apps.size()], hosts[rng() % hosts.size()], bench::PickSeverity(rng));
     }
   } else {
     // Stream i is (app i % 4, host i / 4); each logs at a fixed offset within its second.
@@ -170,7 +130,7 @@ json RunOne(const BenchOptions& o, const Workload& w, proto::Codec codec, const 
         const int64_t ts = start_ms + sec * 1000 + s * 1000 / w.streams;
         advance_to(ts);
         emit(ts, apps[static_cast<size_t>(s) % apps.size()], hosts[static_cast<size_t>(s) / apps.size()],
-             PickSeverity(rng));
+             bench::PickSeverity(rng));
       }
     }
     advance_to(end_ms);

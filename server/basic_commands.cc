@@ -23,9 +23,9 @@ void AddVersionCommand(CLI::App& app, CommandRun& run) {
 void AddBenchCommand(CLI::App& app, CommandRun& run) {
   auto options = std::make_shared<BenchOptions>();
   CLI::App* cmd = app.add_subcommand("bench", "Run a benchmark and print its figures as JSON");
-  cmd->add_option("name", options->name, "Benchmark: store | codec | fuzzy | index | ship | storage | consume | alert | tail | all")
+  cmd->add_option("name", options->name, "Benchmark: store | codec | fuzzy | index | ship | storage | consume | alert | tail | query | all")
       ->required()
-      ->check(CLI::IsMember({"store", "codec", "fuzzy", "index", "ship", "storage", "consume", "alert", "tail", "all"}));
+      ->check(CLI::IsMember({"store", "codec", "fuzzy", "index", "ship", "storage", "consume", "alert", "tail", "query", "all"}));
   cmd->add_option("--dir", options->dir, "Scratch directory for store benchmarks (default: a temporary one)");
   cmd->add_option("--data", options->data_dir, "Directory of loghub samples for the codec benchmark")
       ->capture_default_str();
