@@ -670,6 +670,8 @@ class Execution {
     for (size_t i = 0; i < sources_.size(); ++i) {
       if (Status s = advance(i); !s.ok()) return s;
     }
+    Status over_budget;
+    bool took = false;  // an index row was taken on this page
     while (answer_.records.size() < q_.limit) {
       if (heap.empty()) {
         Emit(INT64_MIN);
@@ -678,10 +680,15 @@ class Execution {
       const size_t i = heap.top();
       Emit(heads_[i].last_ts);  // nothing unread is newer than this chunk's end
       if (answer_.records.size() >= q_.limit) break;
+      // Checked before the head is taken, so that a page stopped here
+      // resumes at it, and once a row was taken, so that every page moves
+      // on (re-reading a cursor's open chunks may use the budget up alone).
+      if (took) over_budget = CheckBudget();
+      if (!over_budget.ok()) break;
       heap.pop();
+      took = true;
       const Candidate c = heads_[i];
       ++stats_.rows_scanned;
-      if (Status s = CheckBudget(); !s.ok()) return s;
       if (Status s = advance(i); !s.ok()) return s;
       if (!KeyMatches(c)) continue;
       auto row = store_.Get(kMainTable, c.value.main_key.Encode());
@@ -692,13 +699,25 @@ class Execution {
       }
       if (Status s = Collect(c.value.main_key, **row); !s.ok()) return s;
     }
-    if (answer_.records.size() >= q_.limit && (!pending_.empty() || !heap.empty())) {
+    const bool stopped = !over_budget.ok();
+    if ((answer_.records.size() >= q_.limit || stopped) && (!pending_.empty() || !heap.empty())) {
       Cursor next;
       next.last = last_;
       next.same = same_;
       next.epoch = epoch_;
+      if (!have_last_) {  // nothing returned yet, on this page or before: every record is still to come
+        next.last.ts = INT64_MAX;
+        next.last.app = next.last.host = next.last.content = next.last.chunk = UINT64_MAX;
+        next.last.sev = UINT8_MAX;
+        next.last.index = UINT32_MAX;
+        next.same = 0;
+      }
       std::set<std::string> chunks;
       for (const Pending& p : pending_) chunks.insert(p.key.Encode());
+      // A page stopped by its budget that returned nothing continues only
+      // from saved positions (a cursor by the last record alone would start
+      // over): else the budget error stands.
+      if (stopped && answer_.records.empty() && chunks.size() > kMaxCursorChunks) return over_budget;
       if (chunks.size() <= kMaxCursorChunks) {
         next.stateful = true;
         next.pending_chunks.assign(chunks.begin(), chunks.end());
@@ -708,6 +727,7 @@ class Execution {
         next.ranges.insert(next.ranges.end(), finished_.begin(), finished_.end());
       }
       answer_.next_cursor = EncodeCursor(QueryFingerprint(q_), next);
+      if (stopped) answer_.stopped_early = stats_.budget_exhausted;
     }
     return Status::Ok();
   }

@@ -172,8 +172,10 @@ struct QueryStats {
   uint64_t index_rows_without_main = 0;  // skipped: the main row is missing (read repair)
   uint64_t meta_rows = 0;            // meta rows read to plan (host-only queries)
   uint64_t corrupt_chunks = 0;       // stored chunks that failed to decode: skipped
-  // Which budget stopped the query (Run() then fails with kResourceExhausted):
-  // "time", "rows_scanned", "bytes_decompressed", "scan_records"; empty otherwise.
+  // Which budget stopped the query: "time", "rows_scanned",
+  // "bytes_decompressed", "scan_records"; empty otherwise. Run() then
+  // returns the page so far (QueryAnswer::stopped_early), or fails with
+  // kResourceExhausted where it cannot continue (see QueryAnswer).
   std::string budget_exhausted;
 };
 
@@ -181,6 +183,14 @@ struct QueryAnswer {
   std::vector<ResultRecord> records;
   std::string next_cursor;  // empty when there is nothing more
   QueryStats stats;
+  // The budget that ended this page early ("time", "rows_scanned",
+  // "bytes_decompressed"), empty otherwise. The index path stops a page at
+  // its budget and returns the records found so far (every one final:
+  // nothing unread is newer) with a next_cursor that continues where it
+  // stopped, possibly with no record. Where it cannot continue (the scan
+  // path, which sorts only at its end; Volume(); a page with no record and
+  // more than 64 chunks open), Run() fails with kResourceExhausted instead.
+  std::string stopped_early;
 };
 
 // A Volume() request: `filter` as for Run() (its limit and cursor are not

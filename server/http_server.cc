@@ -469,6 +469,8 @@ json AnswerToJson(const QueryAnswer& a, const std::string& next_cursor) {
   for (const ResultRecord& r : a.records) records.push_back(RecordToJson(r));
   json j = {{"records", std::move(records)}, {"stats", StatsToJson(a.stats)}};
   j["next_cursor"] = next_cursor.empty() ? json(nullptr) : json(next_cursor);
+  // The budget that ended the page early: next_cursor continues it.
+  j["stopped_early"] = a.stopped_early.empty() ? json(nullptr) : json(a.stopped_early);
   return j;
 }
 
@@ -567,8 +569,9 @@ class HttpServer::Impl {
                      .Register(registry)),
         budget_exhausted_(prometheus::BuildCounter()
                               .Name("logdex_query_budget_exhausted_total")
-                              .Help("Queries stopped over their budget (answered 422), by budget: time, "
-                                    "rows_scanned, bytes_decompressed, scan_records")
+                              .Help("Queries or pages stopped over their budget, by budget: time, rows_scanned, "
+                                    "bytes_decompressed, scan_records (a page with a cursor to continue, or a 422 "
+                                    "where the query cannot continue)")
                               .Register(registry)),
         internal_errors_(prometheus::BuildCounter()
                              .Name("logdex_http_internal_errors_total")
@@ -937,6 +940,11 @@ class HttpServer::Impl {
     if (answer->stats.corrupt_chunks > 0) {
       corrupt_chunks_.Increment(static_cast<double>(answer->stats.corrupt_chunks));
       spdlog::warn("http: query skipped {} stored chunks that do not decode", answer->stats.corrupt_chunks);
+    }
+    if (!answer->stopped_early.empty()) {
+      budget_exhausted_.Add({{"budget", answer->stopped_early}}).Increment();
+      spdlog::debug("http: a query page stopped early at its {} budget, with a cursor to continue",
+                    answer->stopped_early);
     }
     std::string next = answer->next_cursor;
     if (pq.since && !next.empty()) next = WrapCursor(pq.query.from_ms, pq.query.to_ms, next);

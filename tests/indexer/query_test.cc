@@ -95,6 +95,7 @@ class IndexerQuery : public ::testing::TestWithParam<Backend> {
     QueryStats total;
     uint64_t pages = 0;
     uint64_t max_page_seeks = 0;
+    uint64_t stopped_pages = 0;  // pages a budget ended early
   };
   Paged RunAll(const QueryEngine& engine, Query q) {
     Paged p;
@@ -110,6 +111,11 @@ class IndexerQuery : public ::testing::TestWithParam<Backend> {
       p.total.bytes_decompressed += a->stats.bytes_decompressed;
       p.max_page_seeks = std::max(p.max_page_seeks, a->stats.seeks);
       p.total.plan = a->stats.plan;
+      if (!a->stopped_early.empty()) {
+        ++p.stopped_pages;
+        EXPECT_EQ(a->stopped_early, a->stats.budget_exhausted);
+        EXPECT_FALSE(a->next_cursor.empty()) << "a page stopped early continues";
+      }
       EXPECT_LE(a->records.size(), q.limit);
       for (auto& r : a->records) p.records.push_back(std::move(r));
       if (a->next_cursor.empty()) break;
@@ -203,6 +209,56 @@ TEST_P(IndexerQuery, RandomQueriesOfEveryShapeMatchBruteForceAndMeetTheirCost) {
     }
   }
   EXPECT_GT(nonempty, 6u * kQueriesPerShape) << "the random queries should mostly find something";
+}
+
+// A budget ends a page early with the records found so far and a cursor
+// that continues where it stopped: paging to the end returns exactly the
+// whole answer, however small the budget (one index row per page).
+TEST_P(IndexerQuery, BudgetsStopPagesEarlyAndTheirCursorsContinueToTheWholeAnswer) {
+  WorkloadSpec spec;
+  spec.apps = 3;
+  spec.hosts = 5;
+  spec.tag_values = 5;
+  spec.records = 3'000;
+  Workload w = MakeWorkload(spec);
+  Indexer indexer(*store_, Options());
+  Ingest(w.chunks, indexer);
+  struct Budget {
+    uint64_t rows, bytes;
+  };
+  for (const Budget& b : {Budget{1, 0}, Budget{8, 0}, Budget{0, 1}, Budget{0, 3'000}}) {
+    QueryOptions qo = QOptions();
+    qo.max_rows_scanned = b.rows;
+    qo.max_bytes_decompressed = b.bytes;
+    QueryEngine engine(*store_, qo);
+    std::vector<Query> shapes(4);
+    shapes[0].app = "app0";
+    shapes[1].host = "host1";
+    shapes[2].tags = {{"k", "v3"}};
+    shapes[3].app = "app2";
+    shapes[3].contains = "alpha";
+    for (Query& q : shapes) {
+      q.from_ms = w.start_ms;
+      q.to_ms = w.start_ms + spec.duration_ms;
+      q.limit = 200;
+      const std::string what = "rows " + std::to_string(b.rows) + " bytes " + std::to_string(b.bytes) + " app " +
+                               q.app + " host " + q.host + (q.tags.empty() ? "" : " tag");
+      Paged got = RunAll(engine, q);
+      ExpectSame(got.records, BruteForce(w, q), what);
+      EXPECT_GT(got.stopped_pages, 0u) << what;
+    }
+  }
+  // The scan path sorts only at its end: over its budget it still fails.
+  QueryOptions qo = QOptions();
+  qo.max_rows_scanned = 5;
+  QueryEngine engine(*store_, qo);
+  Query scan;
+  scan.scan = true;
+  scan.from_ms = w.start_ms;
+  scan.to_ms = w.start_ms + spec.duration_ms;
+  auto a = engine.Run(scan);
+  ASSERT_FALSE(a.ok());
+  EXPECT_EQ(a.error().code, Errc::kResourceExhausted);
 }
 
 // The text filters' meaning, written again independently of
