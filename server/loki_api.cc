@@ -144,31 +144,15 @@ struct RecordCheck {
   }
 };
 
-struct LineCheck {
-  logql::FilterOp op;
-  std::string text;
-  std::shared_ptr<RE2> re;
-
-  bool Passes(std::string_view line) const {
-    switch (op) {
-      case logql::FilterOp::kContains: return line.find(text) != std::string_view::npos;
-      case logql::FilterOp::kNotContains: return line.find(text) == std::string_view::npos;
-      case logql::FilterOp::kRegex: return RE2::PartialMatch(line, *re);
-      case logql::FilterOp::kNotRegex: return !RE2::PartialMatch(line, *re);
-    }
-    return false;
-  }
-};
-
 // A stream selector and its line filters, split into what the engine takes
 // and what is checked per record.
 struct Selector {
   std::string app, host;  // from =; empty: none
   std::set<Severity> severities{kAllSeverities.begin(), kAllSeverities.end()};
   std::vector<std::pair<std::string, std::string>> tags;  // k="v", v not empty
-  std::string contains;                                   // the first |=
+  std::vector<TextFilter> text;  // the line filters, as the engine's text filters (same meaning)
+  TextMatcher lines;             // `text`, compiled
   std::vector<RecordCheck> checks;
-  std::vector<LineCheck> lines;
   bool nothing = false;  // contradictory matchers: matches no record
 
   static std::string_view TagValue(const ResultRecord& r, std::string_view key) {
@@ -187,10 +171,7 @@ struct Selector {
     for (const RecordCheck& c : checks) {
       if (!c.Passes(LabelValue(r, c.label))) return false;
     }
-    for (const LineCheck& l : lines) {
-      if (!l.Passes(r.message)) return false;
-    }
-    return true;
+    return lines.Matches(r.message);
   }
   // Whether a catalog stream can hold matching records (app/host/level only).
   bool StreamPasses(const StreamInfo& s) const {
@@ -266,15 +247,19 @@ Result<Selector> Select(const logql::LogQuery& q) {
   }
   if (s.severities.empty()) s.nothing = true;
   for (const logql::LineFilter& f : q.filters) {
-    std::shared_ptr<RE2> re;
-    if (f.op == logql::FilterOp::kRegex || f.op == logql::FilterOp::kNotRegex) {
-      auto compiled = Compile(f.text, "line filter");
-      if (!compiled.ok()) return compiled.error();
-      re = *compiled;
+    const bool regex = f.op == logql::FilterOp::kRegex || f.op == logql::FilterOp::kNotRegex;
+    const bool negate = f.op == logql::FilterOp::kNotContains || f.op == logql::FilterOp::kNotRegex;
+    // An empty |= "" or |~ "" passes every line in Loki (and its negation
+    // none); the engine refuses empty filters.
+    if (f.text.empty()) {
+      if (negate) s.nothing = true;
+      continue;
     }
-    if (f.op == logql::FilterOp::kContains && s.contains.empty()) s.contains = f.text;
-    s.lines.push_back(LineCheck{f.op, f.text, re});
+    s.text.push_back(TextFilter{regex ? TextFilterKind::kRegex : TextFilterKind::kContains, negate, f.text});
   }
+  auto lines = TextMatcher::Compile(s.text);
+  if (!lines.ok()) return BadRequest("line filter " + lines.error().message);
+  s.lines = std::move(*lines);
   return s;
 }
 
@@ -288,7 +273,7 @@ Result<std::vector<Query>> Plan(const QueryEngine& engine, const Selector& sel, 
   base.host = sel.host;
   if (sel.severities.size() < kAllSeverities.size()) base.severities.assign(sel.severities.begin(), sel.severities.end());
   base.tags = sel.tags;
-  base.contains = sel.contains;
+  base.text = sel.text;
   base.from_ms = from_ms;
   base.to_ms = to_ms;
   if (sel.nothing) return std::vector<Query>{};
@@ -588,11 +573,6 @@ class Handler {
     if (sel->ChecksOnTags()) {
       return BadRequest("a metric query takes tag matchers with = only (counts come from the index)");
     }
-    for (const LineCheck& l : sel->lines) {
-      if (l.op != logql::FilterOp::kContains || sel->lines.size() > 1) {
-        return BadRequest("a metric query takes at most one line filter, |= \"text\"");
-      }
-    }
     // App and host matchers other than = hold by construction: the plan runs
     // one query per app (and host) that passes them.
     const bool app_checks = sel->ChecksOn("app"), host_checks = sel->ChecksOn("host");
@@ -781,7 +761,7 @@ Result<LokiTail> LokiApi::TailPlan(const Params& params) const {
     t.filter.severities.assign(sel->severities.begin(), sel->severities.end());
   }
   t.filter.tags = sel->tags;
-  t.filter.contains = sel->contains;
+  t.filter.text = sel->text;
   t.passes = [s = std::make_shared<const Selector>(std::move(*sel))](const ResultRecord& r) {
     return !s->nothing && s->Passes(r);
   };

@@ -43,9 +43,9 @@
 //
 // How a selector runs (the engine needs an app, a host or a tag):
 //   app, host, tag k="v" with = are the engine query's; level (any operator)
-//   becomes its severity set; other matchers and the line filters are applied
-//   to each record returned (the first |= goes to the engine as `contains`
-//   too). With no app, host or tag named by =, the apps in the catalog that
+//   becomes its severity set; the line filters are the engine's text filters
+//   (|= and != contains and not_contains, |~ and !~ regex and not_regex, RE2
+//   as Loki's); other matchers are applied to each record returned. With no app, host or tag named by =, the apps in the catalog that
 //   pass the matchers get a query each (at most kMaxFanOut; more is a 400),
 //   and their answers are merged newest first.
 //   direction=forward reads the range newest first to its end (at most
@@ -63,9 +63,10 @@
 // next); one that does not start on the grid counts the buckets that start
 // inside it; windows with no record are left out, as Loki leaves them out.
 // Without sum, a series per stream: one query per (app, host), at most
-// kMaxFanOut. In a metric query, app, host and tag
-// matchers other than = (apps by =~ too, through the fan-out) and line filters
-// other than one |= are refused with a 400; `sum by` takes app, host and level.
+// kMaxFanOut. A metric query with line filters counts by reading the records
+// (exact, and as costly as the log query). In a metric query, tag matchers
+// other than = are refused with a 400 (app and host ones hold through the
+// fan-out); `sum by` takes app, host and level.
 //
 // Errors: 400 with a plain-text reason for what is wrong or not supported
 // (Grafana shows the body), 422 for a query over its budget; other engine

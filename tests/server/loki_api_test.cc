@@ -301,6 +301,33 @@ TEST_P(LokiApiTest, TheLogsVolumeQueryCountsEachWindowAsTheVolumeApiDoes) {
   EXPECT_EQ(got_total, records);
 }
 
+// Grafana's log volume repeats the log query's line filters: any of them
+// (|=, !=, |~, !~) is counted by reading the records, exactly.
+TEST_P(LokiApiTest, TheLogsVolumeOfAQueryWithLineFiltersCountsExactlyTheLinesThatPass) {
+  const int64_t step = 3'600'000;
+  const int64_t start = (w_.start_ms / step) * step, end = start + 8 * step;
+  Reply r = Get("query_range",
+                {{"end", Ns(end)},
+                 {"query", R"(sum by (level) (count_over_time({app="app1"} |~ "(alpha|bravo) request" != "done!" !~ "request [0-9]*7 " | drop __error__[1h])))"},
+                 {"start", Ns(start)},
+                 {"step", "3600000ms"}});
+  ASSERT_EQ(r.status, 200) << r.body;
+  std::map<std::string, uint64_t> got;
+  for (const json& series : r.j["data"]["result"]) {
+    for (const json& v : series["values"]) got[series["metric"]["level"]] += std::stoull(v[1].get<std::string>());
+  }
+  // Every point's window is the hour before it: the points from start + 1 h to end cover [start, end).
+  std::map<std::string, uint64_t> want;
+  const std::regex pass("(alpha|bravo) request"), drop("request [0-9]*7 ");
+  for (const Rec& x : w_.records) {
+    if (x.app != "app1" || x.ts < start || x.ts >= end) continue;
+    if (!std::regex_search(x.message, pass) || std::regex_search(x.message, drop)) continue;
+    ++want[Level(x)];
+  }
+  ASSERT_FALSE(want.empty());
+  EXPECT_EQ(got, want);
+}
+
 TEST_P(LokiApiTest, InstantRateSumByAppCountsEveryRecordOfAWindowOverTheWholeWorkload) {
   const int64_t t = w_.end_ms + 60'000;
   Reply r = Get("query", {{"query", R"(sum by (app) (rate({level="error"}[7h])))"}, {"time", Ns(t)}});
@@ -382,7 +409,7 @@ TEST_P(LokiApiTest, WhatIsNotSupportedOrWrongIsA400ThatSaysWhat) {
       {R"(topk(3, count_over_time({app="app0"}[1m])))", "'topk' is not supported", {}},
       {R"(sum without (app) (count_over_time({app="app0"}[1m])))", "sum without", {}},
       {R"(sum by (k) (count_over_time({app="app0"}[1m])))", "groups metric queries by app, host and level", {}},
-      {R"(count_over_time({app="app0"} |~ "x"[1m]))", "at most one line filter", {}},
+      {R"(count_over_time({app="app0"} |~ "(x"[1m]))", "line filter regex: '(x' is not an RE2 regular expression", {}},
       {R"(count_over_time({app="app0", k!="v1"}[1m]))", "tag matchers with = only", {}},
       {R"(count_over_time({app="app0"}[5x]))", "not a duration", {}},
       {R"({app="app0"})", "direction", {{"direction", "sideways"}}},
