@@ -4,6 +4,7 @@
 #   json_lines_fuzz     a `logdex-format: json` message through serve's batch path
 #   text_lines_fuzz     a `logdex-format: text` message through serve's batch path
 #   ship_chunk_fuzz     any records through ship's Chunker; serve's checks on every chunk
+#   query_input_fuzz    WebSocket frames, LogQL and the text filters (tests/fuzz/query_input_fuzz.cc)
 #   scripts/fuzz.sh [SECONDS] [TARGET...]
 # SECONDS (default $LOGDEX_FUZZ_SECONDS, else 30) is the total, split evenly
 # between the targets (at least 1 s each). Each corpus starts from seeds the
@@ -17,7 +18,7 @@ cd "$(dirname "$0")/.."
 seconds=${1:-${LOGDEX_FUZZ_SECONDS:-30}}
 shift || true
 targets=("$@")
-[ ${#targets[@]} -gt 0 ] || targets=(chunk_decoder_fuzz json_lines_fuzz text_lines_fuzz ship_chunk_fuzz)
+[ ${#targets[@]} -gt 0 ] || targets=(chunk_decoder_fuzz json_lines_fuzz text_lines_fuzz ship_chunk_fuzz query_input_fuzz)
 scripts/install-deps.sh --fuzz >/dev/null
 scripts/build.sh fuzz >/dev/null
 per=$(( seconds / ${#targets[@]} ))
@@ -32,6 +33,7 @@ for t in "${targets[@]}"; do
     chunk_decoder_fuzz|ship_chunk_fuzz) args+=(-max_len=65536) ;;
     json_lines_fuzz) args+=(-max_len="${LOGDEX_FUZZ_MAX_LEN:-300000}" -dict=tests/fuzz/json.dict) ;;
     text_lines_fuzz) args+=(-max_len="${LOGDEX_FUZZ_MAX_LEN:-300000}") ;;
+    query_input_fuzz) args+=(-max_len=70000) ;;
   esac
   LOGDEX_FUZZ_SEED_DIR="$corpus" "build-fuzz/tests/fuzz/$t" -runs=0 "$corpus" >/dev/null 2>&1 || true
   echo "== $t: ${per}s"

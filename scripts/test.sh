@@ -57,7 +57,7 @@ fi
 
 fuzz_seconds=${LOGDEX_FUZZ_SECONDS:-30}
 if [ "$fuzz_seconds" != 0 ]; then
-  step "fuzz the chunk, JSON-lines and text-lines decoders and ship's chunker for ${fuzz_seconds}s in all"
+  step "fuzz the chunk, JSON-lines and text-lines decoders, ship's chunker and the query inputs for ${fuzz_seconds}s in all"
   scripts/fuzz.sh "$fuzz_seconds"
 fi
 step "all tests passed"
