@@ -612,6 +612,8 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
   // store_rejected and the store's error, and writes the rest. Messages
   // already dead-lettered by processing are skipped. On return `out` holds
   // the batch's totals for metrics and its offsets to commit; false on stop.
+  // on_written is called for each message written (and again by the caller
+  // for `out`, whose writes are then empty).
   bool Salvage(const std::vector<InMessage>& batch, ProcessedBatch& out, const Status& rejection,
                const std::atomic<bool>& stop) {
     metrics_.store_rejected_batches.Increment();
@@ -636,6 +638,9 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
           chunks += one.chunks;
           records += one.records;
           alerts += one.alerts_staged;
+          // Each message written here is a written batch of its own (live
+          // tail sees it): `out` has no writes left to hand over.
+          if (o_.on_written) o_.on_written(one);
           break;
         case Written::kStopped:
           return false;

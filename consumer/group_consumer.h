@@ -66,7 +66,9 @@ struct GroupConsumerOptions {
   int64_t retry_backoff_max_ms = 5'000;
   // Called on the Run thread after each batch is written (e.g. to wake the
   // alert dispatcher when the batch staged alerts); durable too, unless
-  // `flush` is set (then durable at the next flush).
+  // `flush` is set (then durable at the next flush). A batch the store
+  // refused for good is written message by message: each one written is
+  // handed over on its own, then the batch with no writes left.
   std::function<void(const ProcessedBatch&)> on_written;
   // When set, a written batch is durable only once this returns ok (a
   // RocksDB memtable flush, for durability skip_wal: Kafka is then the

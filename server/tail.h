@@ -21,8 +21,9 @@
 // store.durability: skip_wal a written batch is durable at the next flush,
 // so tail can show a record a crash before that flush would lose (Kafka
 // replays it). Chunks the compactor writes are not tailed (their records
-// were tailed when they arrived), nor the messages of a batch the store
-// refused and the consumer then wrote one by one (GroupConsumer's salvage).
+// were tailed when they arrived). The messages of a batch the store refused
+// for good, which the consumer then writes one by one (GroupConsumer's
+// salvage), are tailed one by one.
 //
 // Thread-safety: every method may be called from any thread.
 #pragma once
