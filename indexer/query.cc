@@ -69,7 +69,9 @@ uint64_t ContentHash(const proto::LogRecord& r) {
 uint64_t QueryFingerprint(const Query& q) {
   std::string s = q.app + '\x1f' + q.host + '\x1f' + std::to_string(q.from_ms) + '\x1f' +
                   std::to_string(q.to_ms) + '\x1f' + q.contains + '\x1f' + (q.scan ? "1" : "0");
-  for (const TextFilter& f : q.text) s += '\x1c' + TextFilterParam(f) + '=' + f.text;
+  for (const TextFilter& f : q.text) {
+    s += '\x1c' + TextFilterParam(f) + ':' + std::to_string(f.text.size()) + ':' + f.text;  // length-prefixed: unambiguous
+  }
   std::vector<uint8_t> sevs;
   for (Severity v : q.severities) sevs.push_back(SeverityCode(v));
   std::sort(sevs.begin(), sevs.end());
@@ -373,7 +375,8 @@ class Execution {
       return over("rows_scanned", "read " + std::to_string(stats_.rows_scanned) + " rows", "query.max_rows_scanned",
                   std::to_string(options_.max_rows_scanned));
     }
-    if (options_.max_bytes_decompressed > 0 && stats_.bytes_decompressed > options_.max_bytes_decompressed) {
+    if (options_.max_bytes_decompressed > 0 &&
+        stats_.bytes_decompressed - budget_bytes_base_ > options_.max_bytes_decompressed) {
       return over("bytes_decompressed", "decompressed " + std::to_string(stats_.bytes_decompressed) + " bytes",
                   "query.max_bytes_decompressed", std::to_string(options_.max_bytes_decompressed) + " bytes");
     }
@@ -666,12 +669,22 @@ class Execution {
         if (!row->has_value()) continue;  // expired since
         if (Status s = Collect(*key, **row); !s.ok()) return s;
       }
+      // Re-reading an earlier page's open chunks is not this page's work:
+      // charged to the bytes budget, a small one would let every page take
+      // a single index row.
+      budget_bytes_base_ = stats_.bytes_decompressed;
     }
     for (size_t i = 0; i < sources_.size(); ++i) {
       if (Status s = advance(i); !s.ok()) return s;
     }
     Status over_budget;
     bool took = false;  // an index row was taken on this page
+    // A page may stop with no record only where its cursor resumes exactly:
+    // not a page that started over after a merge (its `last` and `same`
+    // are of the old layout, and only a record it returns gives a new one),
+    // nor one made while a merge lands (odd epoch: the next page would start
+    // over from the same `last` and could stop again, forever).
+    const bool may_stop_empty = !(cursor_ && cursor_->merged_since) && epoch_ % 2 == 0;
     while (answer_.records.size() < q_.limit) {
       if (heap.empty()) {
         Emit(INT64_MIN);
@@ -683,7 +696,7 @@ class Execution {
       // Checked before the head is taken, so that a page stopped here
       // resumes at it, and once a row was taken, so that every page moves
       // on (re-reading a cursor's open chunks may use the budget up alone).
-      if (took) over_budget = CheckBudget();
+      if (took && (may_stop_empty || !answer_.records.empty())) over_budget = CheckBudget();
       if (!over_budget.ok()) break;
       heap.pop();
       took = true;
@@ -804,6 +817,7 @@ class Execution {
   const uint64_t epoch_;
   std::set<Severity> sevs_;
   TextMatcher text_;  // q_.text, compiled by Validate()
+  uint64_t budget_bytes_base_ = 0;  // bytes decompressed not charged to the budget (a cursor's open chunks)
   AppId app_ = 0;
   HostId host_ = 0;
   std::optional<Cursor> cursor_;

@@ -187,9 +187,13 @@ struct QueryAnswer {
   // "bytes_decompressed"), empty otherwise. The index path stops a page at
   // its budget and returns the records found so far (every one final:
   // nothing unread is newer) with a next_cursor that continues where it
-  // stopped, possibly with no record. Where it cannot continue (the scan
-  // path, which sorts only at its end; Volume(); a page with no record and
-  // more than 64 chunks open), Run() fails with kResourceExhausted instead.
+  // stopped, possibly with no record. A page that started over after a
+  // merge, or runs while one lands, stops only once it has a record (its
+  // cursor must carry a position of the new layout). Re-reading a cursor's
+  // open chunks is not charged to the bytes budget. Where it cannot
+  // continue (the scan path, which sorts only at its end; Volume(); a page
+  // with no record and more than 64 chunks open), Run() fails with
+  // kResourceExhausted instead.
   std::string stopped_early;
 };
 

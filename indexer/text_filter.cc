@@ -55,6 +55,10 @@ std::string TextFilterParam(const TextFilter& f) {
 }
 
 Result<TextMatcher> TextMatcher::Compile(const std::vector<TextFilter>& filters) {
+  if (filters.size() > kMaxFilters) {
+    return Error{Errc::kInvalidArgument, "text filters: " + std::to_string(filters.size()) + " given, at most " +
+                                             std::to_string(kMaxFilters) + " in one query"};
+  }
   TextMatcher m;
   for (const TextFilter& f : filters) {
     const std::string param = TextFilterParam(f);
@@ -79,7 +83,7 @@ Result<TextMatcher> TextMatcher::Compile(const std::vector<TextFilter>& filters)
       case TextFilterKind::kRegex: {
         RE2::Options o;
         o.set_log_errors(false);
-        o.set_max_mem(64 << 20);
+        o.set_max_mem(8 << 20);
         c->re = std::make_unique<RE2>(f.text, o);
         if (!c->re->ok()) {
           return Error{Errc::kInvalidArgument, param + ": '" + f.text + "' is not an RE2 regular expression: " +

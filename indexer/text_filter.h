@@ -41,9 +41,11 @@ std::string TextFilterParam(const TextFilter& f);
 class TextMatcher {
  public:
   TextMatcher() = default;
+  static constexpr size_t kMaxFilters = 16;
+
   // Errors (kInvalidArgument, naming the parameter): an empty text, a word
   // or phrase without a token, a regex RE2 does not accept (or one over
-  // 64 KiB compiled).
+  // 8 MiB compiled); more than kMaxFilters filters.
   static Result<TextMatcher> Compile(const std::vector<TextFilter>& filters);
 
   bool empty() const { return compiled_.empty(); }

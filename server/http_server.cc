@@ -273,6 +273,11 @@ std::variant<ParsedQuery, BadRequest> ParseQueryParams(const httplib::Params& pa
       return bad(key, "unknown parameter '" + key + "' (known: " + endpoint.known + ")");
     }
   }
+  if (q.text.size() > TextMatcher::kMaxFilters) {
+    const std::string key = TextFilterParam(q.text.back());
+    return bad(key, "parameter '" + key + "': at most " + std::to_string(TextMatcher::kMaxFilters) +
+                        " text filters in one query (" + std::to_string(q.text.size()) + " given)");
+  }
   auto get = [&](const char* key) -> const std::string* {
     auto it = single.find(key);
     return it == single.end() ? nullptr : &it->second;
@@ -1114,14 +1119,24 @@ class HttpServer::Impl {
     }
     // Browsers let any page open a WebSocket to any server (no CORS for
     // them): without a token, a page elsewhere could read the logs. A
-    // browser always sends Origin; it must be this server (Grafana's Go
-    // client and other programs send none).
+    // browser always sends Origin; its host must be this server's (Grafana's
+    // Go client and other programs send none). Host names only, without
+    // ports and case: a proxy in front may drop or change the port.
     if (req.has_header("Origin")) {
       const std::string origin_header = req.get_header_value("Origin");
-      std::string_view origin = origin_header;
-      const size_t scheme = origin.find("://");
-      if (scheme != std::string_view::npos) origin.remove_prefix(scheme + 3);
-      if (origin != req.get_header_value("Host")) {
+      const std::string host_header = req.get_header_value("Host");
+      const auto host_of = [](std::string_view authority) {
+        if (const size_t scheme = authority.find("://"); scheme != std::string_view::npos) {
+          authority.remove_prefix(scheme + 3);
+        }
+        authority = authority.substr(0, authority.find('/'));
+        // [v6]:port, or name:port
+        const size_t end = authority.starts_with('[') ? authority.find(']') + 1 : authority.rfind(':');
+        std::string h(authority.substr(0, std::min(end, authority.size())));
+        for (char& c : h) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        return h;
+      };
+      if (host_of(origin_header).empty() || host_of(origin_header) != host_of(host_header)) {
         return SetText(res, 403, "Origin '" + origin_header + "' is not this server: a WebSocket from another site's page is refused");
       }
     }
@@ -1186,6 +1201,7 @@ class HttpServer::Impl {
     if (!first.empty() && !ws.SendText(first)) return;
     std::string().swap(first);  // not held for the connection's life
     auto last_ping = std::chrono::steady_clock::time_point{};
+    auto last_data = std::chrono::steady_clock::now();
     for (;;) {
       TailBatch b = s.Next(250);
       if (!ws.Poll(0)) break;  // the client closed, went away or broke the protocol
@@ -1201,14 +1217,16 @@ class HttpServer::Impl {
         break;
       }
       // A client silent for 10 s gets a ping (which also keeps proxies from
-      // closing an idle connection); one that answers nothing, not even a
-      // pong, for 15 s more is gone without a reset (a lost network) and is
-      // closed.
-      if (ws.MsSinceHeard() > 25'000) {
+      // closing an idle connection). One that answers nothing, not even a
+      // pong, for 15 s more while nothing else was sent to it (a pong may
+      // wait behind records a slow reader has not read yet) is gone without
+      // a reset (a lost network) and is closed.
+      const auto now = std::chrono::steady_clock::now();
+      if (!msg.empty()) last_data = now;
+      if (ws.MsSinceHeard() > 25'000 && now - last_data > std::chrono::seconds(15)) {
         ws.Close(websocket::kGoingAway, "no answer to a ping for 15 s", 0);
         break;
       }
-      const auto now = std::chrono::steady_clock::now();
       if (ws.MsSinceHeard() >= 10'000 && now - last_ping >= std::chrono::seconds(10)) {
         if (!ws.SendPing()) break;
         last_ping = now;

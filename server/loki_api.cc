@@ -505,28 +505,39 @@ class Handler {
     const int64_t budget_ms = engine_.options().max_time_ms > 0 ? engine_.options().max_time_ms : 30'000;
     const int64_t deadline = clock_.MonotonicNs() + budget_ms * kNsPerMs;
     size_t pages = 0;
+    uint64_t rows = 0;
     Found out;
     std::vector<ResultRecord>& found = out.records;
     for (Query q : *queries) {
       q.limit = forward ? engine_.options().max_limit : std::min(engine_.options().max_limit, std::max(limit, 100u));
       size_t matched = 0;
       for (;;) {
-        if (++pages > LokiApi::kMaxPages || clock_.MonotonicNs() > deadline) {
-          const std::string why = pages > LokiApi::kMaxPages
-                                      ? "read " + std::to_string(LokiApi::kMaxPages) + " pages"
-                                      : "used its time budget (" + std::to_string(budget_ms) + " ms)";
+        // The engine's budgets are per page: the request keeps its own
+        // totals against them too.
+        const QueryOptions& eo = engine_.options();
+        const bool over_bytes = eo.max_bytes_decompressed > 0 && out.bytes > eo.max_bytes_decompressed;
+        const bool over_rows = eo.max_rows_scanned > 0 && rows > eo.max_rows_scanned;
+        if (++pages > LokiApi::kMaxPages || clock_.MonotonicNs() > deadline || over_bytes || over_rows) {
+          const std::string why =
+              pages > LokiApi::kMaxPages ? "read " + std::to_string(LokiApi::kMaxPages) + " pages"
+              : over_bytes ? "decompressed over query.max_bytes_decompressed (" + std::to_string(eo.max_bytes_decompressed) + " bytes)"
+              : over_rows  ? "read over query.max_rows_scanned (" + std::to_string(eo.max_rows_scanned) + " rows)"
+                           : "used its time budget (" + std::to_string(budget_ms) + " ms)";
           if (forward) {
             return Error{Errc::kResourceExhausted, "direction=forward reads the range to its end, and this request " +
                                                        why + " first: narrow the range or use direction=backward"};
           }
           out.warnings.push_back("logdex " + why + " before finding " + std::to_string(limit) +
-                                 " matching records: older ones may be missing; narrow the query");
+                                 " matching records: older ones" +
+                                 (queries->size() > 1 ? std::string(", and those of apps not read yet,") : "") +
+                                 " may be missing; narrow the query");
           break;
         }
         auto answer = engine_.Run(q);
         if (!answer.ok()) return answer.error();
         out.bytes += answer->stats.bytes_decompressed;
         out.chunks += answer->stats.chunks_read;
+        rows += answer->stats.rows_scanned;
         for (ResultRecord& r : answer->records) {
           if (!sel->Passes(r)) continue;
           found.push_back(std::move(r));

@@ -20,6 +20,7 @@ let cursor = null;       // next_cursor of the last page, null when there is no 
 let loadingGen = -1;    // the search whose page is being fetched (-1: none)
 let generation = 0;      // bumped by every new search: late answers of older ones are dropped
 let tail = null;         // AbortController of the live tail
+let emptyStops = 0;      // pages in a row the server's budget stopped with no record
 
 // ---- API access, with the bearer token when the server wants one ----
 function token() { return sessionStorage.getItem('logdex.token') || ''; }
@@ -217,15 +218,20 @@ async function loadPage() {
     for (const r of answer.records) tbody.append(row(r, false));
     cursor = answer.next_cursor || null;
     showStats(answer.stats);
+    // A page the server's budget stopped early continues from its cursor;
+    // after a few in a row with nothing found, continuing waits for a click.
+    emptyStops = answer.stopped_early && answer.records.length === 0 ? emptyStops + 1 : 0;
     const n = tbody.querySelectorAll('tr.rec').length;
     $('more').textContent = cursor ? `${n} records; scroll for more` : `${n} records`;
-    say('');
+    if (emptyStops >= 5) $('more').textContent = `${n} records; search on (click)`;
+    say(emptyStops >= 5 ? `the server stopped ${emptyStops} pages in a row at its ${answer.stopped_early} budget ` +
+        'without finding a record: click "search on" below, or narrow the query' : '');
   } catch (e) {
     if (mine === generation) { say(e.message, true); cursor = null; }
   } finally {
     if (loadingGen === mine) loadingGen = -1;
   }
-  if (mine === generation && cursor && moreVisible()) loadPage();
+  if (mine === generation && cursor && moreVisible() && emptyStops < 5) loadPage();
 }
 
 function moreVisible() {
@@ -414,6 +420,7 @@ function search() {
   const filters = filtersFromForm();
   saveUrl(filters, range);
   generation++;
+  emptyStops = 0;
   query = { filters, from: Math.floor(range.from), to: Math.ceil(range.to) };
   cursor = '';
   tbody.textContent = '';
@@ -433,7 +440,8 @@ $('live').addEventListener('change', () => {
   }
 });
 $('showstats').addEventListener('change', () => { $('stats').hidden = !$('showstats').checked; });
-new IntersectionObserver((entries) => { if (entries.some((e) => e.isIntersecting)) loadPage(); }).observe($('more'));
+new IntersectionObserver((entries) => { if (entries.some((e) => e.isIntersecting) && emptyStops < 5) loadPage(); }).observe($('more'));
+$('more').addEventListener('click', () => { if (emptyStops >= 5) { emptyStops = 0; loadPage(); } });
 zoomable();
 if (loadForm()) search();
 else say('Name an app, a host or a tag (k=v) and search.');

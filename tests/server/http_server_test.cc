@@ -283,6 +283,9 @@ TEST_F(HttpServerTest, BadParametersAre400sNamingTheParameterAndTheProblem) {
     SCOPED_TRACE(bc.what);
     ExpectRefused(Get(*c, "/api/v1/query", bc.params), bc);
   }
+  BadCase many{"17 text filters", {{"app", "app1"}, {"since", "1h"}}, 400, "word", "at most 16 text filters"};
+  for (int i = 0; i < 17; ++i) many.params.emplace("word", "w" + std::to_string(i));
+  ExpectRefused(Get(*c, "/api/v1/query", many.params), many);
 }
 
 // The volume endpoint's JSON, field by field, against the engine run directly.
