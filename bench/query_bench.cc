@@ -18,9 +18,15 @@
 // it (limit 10,000) unless it is a first page; reported: p50 and p95 (of 5
 // runs: the slowest) wall ms, and per run the records, rows scanned, chunks
 // read and bytes decompressed. Every text query's count is checked against
-// what was planted: a wrong answer ends the benchmark with an error. The token index does not exist yet (issue 17): every text
-// filter decompresses the chunks of its range, so there is no "with index"
-// column.
+// what was planted: a wrong answer ends the benchmark with an error.
+//
+// Then the store is compacted (indexer/compactor.h, as serve's compactor
+// does with compaction.enabled), which writes a token filter
+// (common/token_bloom.h) with each merged chunk, and every text query runs
+// again with the engine reading the filters and not: the "with index"
+// and "without index" columns. Reported beside them: the filters' bytes
+// against the SST bytes, the CPU building them against ingest's, and each
+// filtered query's false-positive rate.
 #include <sys/wait.h>
 
 #include <cinttypes>
@@ -41,8 +47,11 @@
 #include "common/defaults.h"
 #include "common/ids.h"
 #include "common/row_keys.h"
+#include "common/token_bloom.h"
 #include "common/tokens.h"
+#include "indexer/compactor.h"
 #include "indexer/indexer.h"
+#include "indexer/tables.h"
 #include "indexer/query.h"
 #include "ship/chunker.h"
 #include "ship/sequence.h"
@@ -69,7 +78,7 @@ json Measure(const QueryEngine& engine, const Shape& s, int runs) {
   json last;
   for (int r = 0; r < runs; ++r) {
     Query q = s.query;
-    uint64_t records = 0, rows = 0, chunks = 0, bytes = 0, pages = 0;
+    uint64_t records = 0, rows = 0, chunks = 0, bytes = 0, pages = 0, filters = 0, skipped = 0, returned = 0;
     std::string plan;
     const int64_t t0 = bench::NowNs();
     for (;;) {
@@ -80,6 +89,9 @@ json Measure(const QueryEngine& engine, const Shape& s, int runs) {
       rows += a->stats.rows_scanned;
       chunks += a->stats.chunks_read;
       bytes += a->stats.bytes_decompressed;
+      filters += a->stats.token_filters_read;
+      skipped += a->stats.chunks_skipped_by_tokens;
+      returned += a->stats.chunks_returned;
       plan = a->stats.plan;
       if (!s.all_pages || a->next_cursor.empty()) break;
       q.cursor = a->next_cursor;
@@ -92,6 +104,17 @@ json Measure(const QueryEngine& engine, const Shape& s, int runs) {
     }
     last = {{"records", records}, {"pages", pages},           {"rows_scanned", rows},
             {"chunks_read", chunks}, {"bytes_decompressed", bytes}, {"plan", plan}};
+    if (filters > 0) {
+      // False positives: chunks a filter passed that returned nothing (for a
+      // word whose records all return, the chunks without the token), of
+      // the filtered chunks without it.
+      const uint64_t passed = filters - skipped, negatives = filters - std::min(filters, returned);
+      const uint64_t false_positives = passed - std::min(passed, returned);
+      last["token_filters_read"] = filters;
+      last["chunks_skipped_by_tokens"] = skipped;
+      last["chunks_returned"] = returned;
+      last["false_positive_rate"] = negatives ? Round2(100.0 * static_cast<double>(false_positives) / static_cast<double>(negatives)) / 100 : 0.0;
+    }
   }
   std::sort(ms.begin(), ms.end());
   last["query"] = s.name;
@@ -329,6 +352,11 @@ json BenchQuery(const BenchOptions& o) {
                     true, kRare});
   shapes.push_back({"regex with a literal, one app",
                     text(base("app0"), TextFilterKind::kRegex, "zqx7rare[0-9]+ ze[t]a"), true, kRare});
+  // Its literals hold a whole token ("zqx7rare42" between '=' and ' '):
+  // the token filters can rule chunks out (the one above, whose literals
+  // are token fragments, cannot).
+  shapes.push_back({"regex with a whole-token literal, one app",
+                    text(base("app0"), TextFilterKind::kRegex, "id=zqx7rare42 ze[t]a"), true, kRare});
   // No literal at all (no sample line matches it: the planted count holds).
   shapes.push_back({"regex without a literal, one app",
                     text(base("app0"), TextFilterKind::kRegex, "[a-z]{3}[0-9][a-z]{4}[0-9]{2} [x-z][a-z]{3}"), true,
@@ -348,8 +376,75 @@ json BenchQuery(const BenchOptions& o) {
   }
   std::fprintf(stderr, "bench query: modelling a token index over the stored chunks\n");
   const json model = TokenIndexModel(*store, qo.decode, store->disk_usage()->sst);
+  const uint64_t sst_ingested = store->disk_usage()->sst;
+
+  // The same store compacted (indexer/compactor.h: chunks of up to 8192
+  // records), which writes a token filter with each merged chunk; the text
+  // queries again, reading the filters and not.
+  std::fprintf(stderr, "bench query: compacting\n");
+  CompactorOptions cpo;
+  cpo.lookback_ms = 48ll * 3600 * 1000;
+  cpo.max_pass_bytes = UINT64_MAX;
+  cpo.indexer = io;
+  auto compactor = Compactor::Create(*store, cpo);
+  LOGDEX_CHECK(compactor.ok());
+  const double compact_cpu0 = bench::CpuSeconds();
+  auto pass = (*compactor)->Pass(end_ms + cpo.settle_ms + cpo.max_span_ms + 1);
+  if (!pass.ok()) return {{"benchmark", "query"}, {"error", "compaction: " + pass.error().ToString()}};
+  const double compact_cpu = bench::CpuSeconds() - compact_cpu0;
+  LOGDEX_CHECK(store->Flush().ok());
+  std::vector<std::string> tables = IndexTableNames();
+  for (std::string_view t : {kMainTable, kMergedTable, kTokenTable}) tables.emplace_back(t);
+  for (const std::string& t : tables) LOGDEX_CHECK(store->CompactTable(t).ok());
+  const uint64_t sst_compacted = store->disk_usage()->sst;
+  QueryOptions merged_qo = qo;
+  merged_qo.max_chunk_span_ms = cpo.max_span_ms;  // serve pads by the longest span it stored
+  QueryOptions unfiltered_qo = merged_qo;
+  unfiltered_qo.use_token_filters = false;
+  const QueryEngine with_filters(*store, merged_qo), without_filters(*store, unfiltered_qo);
+  json compacted_with = json::array(), compacted_without = json::array();
+  for (const Shape& s : shapes) {
+    if (s.query.text.empty()) continue;
+    for (auto [engine, out] : {std::pair{&with_filters, &compacted_with}, std::pair{&without_filters, &compacted_without}}) {
+      out->push_back(Measure(*engine, s, runs));
+      std::fprintf(stderr, "bench query (compacted, token filters %s): %s\n", engine == &with_filters ? "on" : "off",
+                   out->back().dump().c_str());
+      if (out->back().contains("error")) return {{"benchmark", "query"}, {"error", out->back().dump()}};
+    }
+  }
+
+  // The filters' false-positive rate, measured: every filter probed with
+  // tokens no record holds.
+  uint64_t probes = 0, false_hits = 0;
+  LOGDEX_CHECK(store->Scan(ScanSpec{std::string(kTokenTable), "", "", false, 0}, [&](std::string_view, std::string_view v) {
+    const TokenBloomView filter(v);
+    for (int i = 0; i < 64; ++i) {
+      ++probes;
+      false_hits += filter.MayContain(TokenHash("absent" + std::to_string(probes) + "qq"));
+    }
+    return true;
+  }).ok());
+
   const double rare_p50 = queries[3]["p50_ms"].get<double>();
+  const double rare_filtered_p50 = compacted_with[0]["p50_ms"].get<double>();
   const double grep_best = grep[0]["best_ms"].get<double>();
+  auto percent = [](double part, double whole) { return whole > 0 ? Round2(100.0 * part / whole) : 0.0; };
+  const json compaction = {
+      {"merges", pass->merges},
+      {"parts", pass->parts},
+      {"cpu_s", Round2(compact_cpu)},
+      {"token_filters", pass->token_filters},
+      {"token_filters_skipped", pass->token_filters_skipped},
+      {"token_filter_bytes", pass->token_filter_bytes},
+      {"token_filter_build_s", Round2(static_cast<double>(pass->token_filter_ns) / 1e9)},
+      {"token_filter_false_positive_rate",
+       probes ? Round2(1e4 * static_cast<double>(false_hits) / static_cast<double>(probes)) / 1e4 : 0.0},
+      {"token_filter_probes", probes},
+      {"token_filter_percent_of_sst", percent(static_cast<double>(pass->token_filter_bytes), static_cast<double>(sst_compacted))},
+      {"token_filter_build_percent_of_ingest_cpu", percent(static_cast<double>(pass->token_filter_ns) / 1e9, ingest_cpu)},
+      {"sst_bytes_as_ingested", sst_ingested},
+      {"sst_bytes_compacted", sst_compacted}};
+  std::fprintf(stderr, "bench query: compaction %s\n", compaction.dump().c_str());
   return {{"benchmark", "query"},
           {"lines", lines},
           {"raw_bytes", raw_bytes},
@@ -363,7 +458,13 @@ json BenchQuery(const BenchOptions& o) {
           {"queries", queries},
           {"grep", grep},
           {"ratio_rare_token_one_app_p50_to_grep_whole_file_best", grep_best > 0 ? Round2(rare_p50 / grep_best) : 0.0},
-          {"token_index", "not built yet (issue 17): every text filter decompresses the chunks of its range"},
+          {"compaction", compaction},
+          {"compacted_with_token_filters", compacted_with},
+          {"compacted_without_token_filters", compacted_without},
+          {"speedup_rare_token_one_app_as_ingested_to_compacted_with_filters",
+           rare_filtered_p50 > 0 ? Round2(rare_p50 / rare_filtered_p50) : 0.0},
+          {"ratio_rare_token_one_app_with_filters_p50_to_grep_whole_file_best",
+           grep_best > 0 ? Round2(rare_filtered_p50 / grep_best) : 0.0},
           {"token_index_model", model},
           {"note", "QueryEngine in process over RocksDB (logdex's tables, flushed, block cache warm after the first "
                    "run); every page at limit 10,000 unless a first page; p95 of 5 runs is the slowest run; grep: "

@@ -25,6 +25,8 @@ inline constexpr std::string_view kTagIndexTable = "idx_tag";
 inline constexpr std::string_view kMetaTable = "meta";
 inline constexpr std::string_view kOutboxTable = "alert_outbox";
 inline constexpr std::string_view kMergedTable = "merged";
+// A stored chunk's token filter (common/token_bloom.h), keyed by its main key.
+inline constexpr std::string_view kTokenTable = "tok";
 // "idx_<level>", e.g. idx_error.
 std::string LevelIndexTable(Severity s);
 

@@ -8,13 +8,24 @@
 // matters ("Error" is not "ERROR"), as in `contains`.
 #pragma once
 
+#include <array>
 #include <string_view>
 
 namespace logdex {
 
-constexpr bool IsTokenByte(unsigned char c) {
+constexpr bool IsTokenByteSlow(unsigned char c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c >= 0x80;
 }
+
+// A table: one load per byte instead of a chain of compares (tokenizing is
+// on the compactor's and the text filters' hot path).
+inline constexpr std::array<bool, 256> kTokenBytes = [] {
+  std::array<bool, 256> t{};
+  for (int c = 0; c < 256; ++c) t[static_cast<size_t>(c)] = IsTokenByteSlow(static_cast<unsigned char>(c));
+  return t;
+}();
+
+constexpr bool IsTokenByte(unsigned char c) { return kTokenBytes[c]; }
 
 // Calls f(token) for each token of `text`, in order; stops early when f
 // returns false. Returns false when stopped.

@@ -275,6 +275,7 @@ Status Compactor::WriteMerge(std::vector<Part>& parts, CompactionPass& pass) {
             MergedKey{HostIdOf(head.host()), AppIdOf(head.app()), parts.front().key.severity, merged.last_ts_ms(), id}
                 .Encode(),
             id_bytes);
+  const IndexerCounters counted = indexer_.counters();
   if (Status s = indexer_.StageMerged(merged, bytes, id, merged_records, parts.front().row.source(), batch); !s.ok()) {
     indexer_.Settle(false);
     return s;
@@ -298,6 +299,10 @@ Status Compactor::WriteMerge(std::vector<Part>& parts, CompactionPass& pass) {
   pass.records += static_cast<uint64_t>(merged_records.records_size());
   pass.bytes_in += bytes_in;
   pass.bytes_out += bytes.size();
+  pass.token_filters += indexer_.counters().token_filters - counted.token_filters;
+  pass.token_filter_bytes += indexer_.counters().token_filter_bytes - counted.token_filter_bytes;
+  pass.token_filters_skipped += indexer_.counters().token_filters_skipped - counted.token_filters_skipped;
+  pass.token_filter_ns += indexer_.counters().token_filter_ns - counted.token_filter_ns;
   pass.uncompressed += uncompressed;
   return Status::Ok();
 }

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "common/bytes.h"
+#include "common/token_bloom.h"
 #include "indexer/tables.h"
 
 namespace logdex {
@@ -35,7 +36,9 @@ std::string MainRowHead(size_t chunk_size, const proto::ChunkSource& source) {
 }
 
 
-IndexValue ValueOf(const StreamChunk& c) { return IndexValue{c.main_key, c.chunk->record_count()}; }
+IndexValue ValueOf(const StreamChunk& c) {
+  return IndexValue{c.main_key, c.chunk->record_count(), c.has_token_filter};
+}
 
 class MainRowObserver final : public ChunkObserver {
  public:
@@ -189,15 +192,17 @@ std::string IndexValue::Encode() const {
   char count[4] = {static_cast<char>(record_count >> 24), static_cast<char>(record_count >> 16),
                    static_cast<char>(record_count >> 8), static_cast<char>(record_count)};
   v.append(count, 4);
+  if (has_token_filter) v.push_back(1);
   return v;
 }
 
 std::optional<IndexValue> IndexValue::Decode(std::string_view value) {
-  if (value.size() != MainKey::kSize + 4) return std::nullopt;
+  if (value.size() != MainKey::kSize + 4 && value.size() != MainKey::kSize + 5) return std::nullopt;
   auto key = MainKey::Decode(value.substr(0, MainKey::kSize));
   if (!key) return std::nullopt;
   const auto* p = reinterpret_cast<const uint8_t*>(value.data() + MainKey::kSize);
-  return IndexValue{*key, (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3]};
+  const bool token_filter = value.size() > MainKey::kSize + 4 && (p[4] & 1);
+  return IndexValue{*key, (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3], token_filter};
 }
 
 ChunkId StoredChunkId(const proto::LogChunk& chunk, const proto::ChunkSource& source) {
@@ -271,6 +276,22 @@ Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view byt
       case TagGuard::Verdict::kOverCap: ++counters_.tag_values_over_cap; break;
       case TagGuard::Verdict::kKeyOverCap: ++counters_.tag_keys_over_cap; break;
     }
+  }
+  if (merged && records && options_.token_filter_max_ratio > 0) {
+    const int64_t start_ns = options_.decode.clock->MonotonicNs();
+    TokenSet tokens;
+    for (const proto::LogRecord& r : records->records()) tokens.AddMessage(r.message());
+    TokenBloomOptions bo;
+    bo.max_bytes = static_cast<size_t>(static_cast<double>(bytes.size()) * options_.token_filter_max_ratio);
+    if (auto filter = BuildTokenBloom(tokens.TakeDistinct(), bo)) {
+      ++counters_.token_filters;
+      counters_.token_filter_bytes += filter->size();
+      batch.Put(kTokenTable, c.main_key.Encode(), std::move(*filter));
+      c.has_token_filter = true;
+    } else {
+      ++counters_.token_filters_skipped;
+    }
+    counters_.token_filter_ns += static_cast<uint64_t>(options_.decode.clock->MonotonicNs() - start_ns);
   }
   ++counters_.stored_chunks;
   for (size_t i = index_only ? 1 : 0; i < observers_.size(); ++i) {
@@ -407,6 +428,7 @@ void Indexer::StageRemoval(const proto::LogChunk& part, const MainKey& key, cons
                            WriteBatch& batch) {
   const int64_t last = part.last_ts_ms();
   batch.Delete(kMainTable, key.Encode());
+  batch.Delete(kTokenTable, key.Encode());  // a merged part's, if any
   batch.Delete(LevelIndexTable(key.severity), LevelIndexKey{key.app, last, key.host, key.chunk}.Encode());
   batch.Delete(kHostIndexTable, HostIndexKey{key.host, key.app, last, key.severity, key.chunk}.Encode());
   std::vector<TagId> tags;

@@ -70,6 +70,9 @@ struct IndexerOptions {
   // 0: not checked. merged_max_span_ms: the compactor's max_span.
   int64_t merged_check_ms = 0;
   int64_t merged_max_span_ms = 0;
+  // The token filter of a merged chunk (common/token_bloom.h) may take at
+  // most this share of the chunk's stored bytes; 0: none is written.
+  double token_filter_max_ratio = 0.05;
 };
 
 // One stored chunk (one stream: app, host, severity) as the observers see it.
@@ -86,6 +89,8 @@ struct StreamChunk {
   MainKey main_key;
   // Distinct tags of the chunk's records.
   std::vector<std::pair<std::string_view, std::string_view>> tags;
+  // A token filter of the chunk is staged in `tok` (merged chunks).
+  bool has_token_filter = false;
   // The chunk's records when they were decompressed; otherwise null.
   const proto::RecordBatch* records = nullptr;
 };
@@ -101,10 +106,13 @@ class ChunkObserver {
   virtual void Settle(bool /*written*/) {}
 };
 
-// The value of every index row: the main row key and the chunk's record count.
+// The value of every index row: the main row key, the chunk's record count
+// and, when the chunk has a token filter in `tok`, a flags byte (bit 0 set):
+// 38 or 39 bytes. A query reads `tok` only for flagged chunks.
 struct IndexValue {
   MainKey main_key;
   uint32_t record_count = 0;
+  bool has_token_filter = false;
   std::string Encode() const;
   static std::optional<IndexValue> Decode(std::string_view value);
 };
@@ -141,6 +149,10 @@ struct IndexerCounters {
   uint64_t store_read_failures = 0;   // stagings failed by a store read (retried)
   uint64_t past_retention_records = 0;  // records of chunks wholly older than retention_ms
   uint64_t merged_resends = 0;  // stored chunks not written again: merged already (merged_check_ms)
+  uint64_t token_filters = 0;         // token filters written (merged chunks)
+  uint64_t token_filter_bytes = 0;    // their bytes
+  uint64_t token_filters_skipped = 0; // merged chunks too varied for a useful filter within the ratio
+  uint64_t token_filter_ns = 0;       // wall time tokenizing and building them (on the compactor's thread)
 };
 
 class Indexer {

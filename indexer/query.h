@@ -148,6 +148,10 @@ struct QueryOptions {
   // moved is run again (up to 3 runs), and a cursor from another epoch
   // resumes without its saved positions. Null: no compactor. Not owned.
   const std::atomic<uint64_t>* store_epoch = nullptr;
+  // Read merged chunks' token filters (common/token_bloom.h) to skip chunks
+  // no record of which can pass a word, phrase, contains or regex filter.
+  // Answers are the same either way; false measures the difference.
+  bool use_token_filters = true;
   // The clock max_time_ms is measured on (MonotonicNs). Null: SystemClock. Not owned.
   const Clock* clock = nullptr;
   DecodeOptions decode;
@@ -172,6 +176,8 @@ struct QueryStats {
   uint64_t index_rows_without_main = 0;  // skipped: the main row is missing (read repair)
   uint64_t meta_rows = 0;            // meta rows read to plan (host-only queries)
   uint64_t corrupt_chunks = 0;       // stored chunks that failed to decode: skipped
+  uint64_t token_filters_read = 0;   // `tok` rows read (chunks with a token filter, text filters given)
+  uint64_t chunks_skipped_by_tokens = 0;  // of those, chunks their filter ruled out: not read
   // Which budget stopped the query: "time", "rows_scanned",
   // "bytes_decompressed", "scan_records"; empty otherwise. Run() then
   // returns the page so far (QueryAnswer::stopped_early), or fails with

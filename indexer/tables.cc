@@ -45,6 +45,14 @@ Status CreateTables(TableStore& store, const TableLayout& layout) {
   merged.ordered_prefix = 17;  // host · app · severity (a memtable insert hint)
   if (Status s = store.CreateTable(kMergedTable, merged); !s.ok()) return s;
 
+  // Token filters of merged chunks, read by queries with text filters before
+  // the main row: near the other small rows of a query. The filters are
+  // random bits: no compression.
+  TableOptions tokens = index;
+  tokens.compression = Compression::kNone;
+  tokens.ordered_prefix = 10;  // as the main table's
+  if (Status s = store.CreateTable(kTokenTable, tokens); !s.ok()) return s;
+
   TableOptions outbox;  // pending notifications: small, hot, kept until delivered
   outbox.bloom_filter = true;
   return store.CreateTable(kOutboxTable, outbox);

@@ -1,9 +1,11 @@
 #include "indexer/text_filter.h"
 
+#include <re2/filtered_re2.h>
 #include <re2/re2.h>
 
 #include <algorithm>
 
+#include "common/token_bloom.h"
 #include "common/tokens.h"
 
 namespace logdex {
@@ -109,6 +111,65 @@ bool TextMatcher::Matches(std::string_view message) const {
     if (hit == c->filter.negate) return false;
   }
   return true;
+}
+
+struct RegexTokenProbe::State {
+  re2::FilteredRE2 prefilter{3};  // literals shorter than 3 bytes are not worth a check
+  // Per literal (FilteredRE2's atom index): its whole tokens' hashes; empty
+  // when it has none, or bytes >= 0x80 (RE2 lower-cases those by Unicode
+  // rules, the token hash by ASCII ones): such a literal may always be there.
+  std::vector<std::vector<uint64_t>> atom_tokens;
+};
+
+RegexTokenProbe::RegexTokenProbe() : state_(std::make_unique<State>()) {}
+RegexTokenProbe::~RegexTokenProbe() = default;
+
+// Whether the pattern turns case folding on anywhere ((?i) or (?i:...)):
+// RE2 then folds by Unicode rules, where non-ASCII runes match ASCII
+// letters (U+212A KELVIN SIGN matches 'k'), so a message's token may differ
+// from the literal's in bytes, not only in ASCII case.
+bool FoldsCase(const std::string& pattern) {
+  for (size_t at = pattern.find("(?"); at != std::string::npos; at = pattern.find("(?", at + 2)) {
+    for (size_t i = at + 2; i < pattern.size() && pattern[i] != ')' && pattern[i] != ':'; ++i) {
+      if (pattern[i] == 'i') return true;
+    }
+  }
+  return false;
+}
+
+std::unique_ptr<RegexTokenProbe> RegexTokenProbe::Make(const std::string& pattern) {
+  if (FoldsCase(pattern)) return nullptr;
+  std::unique_ptr<RegexTokenProbe> probe(new RegexTokenProbe());
+  RE2::Options o;
+  o.set_log_errors(false);
+  o.set_max_mem(8 << 20);
+  int id = 0;
+  if (probe->state_->prefilter.Add(pattern, o, &id) != RE2::NoError) return nullptr;
+  std::vector<std::string> atoms;
+  probe->state_->prefilter.Compile(&atoms);
+  bool useful = false;
+  for (const std::string& atom : atoms) {
+    std::vector<uint64_t> hashes;
+    const bool ascii = std::all_of(atom.begin(), atom.end(), [](char c) { return static_cast<unsigned char>(c) < 0x80; });
+    if (ascii) ContainedTokenHashes(atom, hashes);
+    useful = useful || !hashes.empty();
+    probe->state_->atom_tokens.push_back(std::move(hashes));
+  }
+  if (!useful) return nullptr;
+  return probe;
+}
+
+bool RegexTokenProbe::MayMatch(const TokenBloomView& filter) const {
+  std::vector<int> present;
+  for (size_t i = 0; i < state_->atom_tokens.size(); ++i) {
+    const auto& tokens = state_->atom_tokens[i];
+    if (std::all_of(tokens.begin(), tokens.end(), [&](uint64_t h) { return filter.MayContain(h); })) {
+      present.push_back(static_cast<int>(i));
+    }
+  }
+  std::vector<int> regexps;
+  state_->prefilter.AllPotentials(present, &regexps);
+  return !regexps.empty();
 }
 
 }  // namespace logdex

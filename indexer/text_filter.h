@@ -56,4 +56,26 @@ class TextMatcher {
   std::vector<std::shared_ptr<const Compiled>> compiled_;
 };
 
+class TokenBloomView;
+
+// What a token filter (common/token_bloom.h) can tell about a regex: RE2's
+// prefilter (FilteredRE2: an AND/OR tree of literals any match holds,
+// lower-cased) with each literal's whole tokens. A chunk whose filter lacks
+// a token of every literal some branch needs cannot match.
+class RegexTokenProbe {
+ public:
+  ~RegexTokenProbe();
+  // Null when the pattern gives nothing to check (no literal with a whole
+  // token), folds case ((?i): Unicode folding matches non-ASCII runes to
+  // ASCII letters), or does not compile.
+  static std::unique_ptr<RegexTokenProbe> Make(const std::string& pattern);
+  // False only when no message with the filter's tokens can match.
+  bool MayMatch(const TokenBloomView& filter) const;
+
+ private:
+  RegexTokenProbe();
+  struct State;
+  std::unique_ptr<State> state_;
+};
+
 }  // namespace logdex

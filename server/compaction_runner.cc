@@ -32,6 +32,12 @@ CompactionRunner::CompactionRunner(prometheus::Registry& registry, Compactor& co
                     .Register(registry);
   bytes_in_ = &bytes.Add({{"dir", "in"}});
   bytes_out_ = &bytes.Add({{"dir", "out"}});
+  token_filters_ = Counter(registry, "logdex_compaction_token_filters_total",
+                           "Token filters written with merged chunks (text queries skip chunks they rule out)");
+  token_filter_bytes_ = Counter(registry, "logdex_compaction_token_filter_bytes_total", "Bytes of those token filters");
+  token_filters_skipped_ = Counter(registry, "logdex_compaction_token_filters_skipped_total",
+                                   "Merged chunks written without a token filter: too many distinct tokens for its "
+                                   "byte share (indexer.token_filter_max_ratio); text queries read them");
   cpu_ = Counter(registry, "logdex_compaction_cpu_seconds_total", "CPU time of compaction passes");
   passes_ = Counter(registry, "logdex_compaction_passes_total", "Compaction passes run");
   failures_ = Counter(registry, "logdex_compaction_failures_total",
@@ -78,6 +84,9 @@ Result<CompactionPass> CompactionRunner::RunOnce() {
   bytes_in_->Increment(static_cast<double>(pass->bytes_in));
   bytes_out_->Increment(static_cast<double>(pass->bytes_out));
   cpu_->Increment(static_cast<double>(pass->cpu_ns) / 1e9);
+  token_filters_->Increment(static_cast<double>(pass->token_filters));
+  token_filter_bytes_->Increment(static_cast<double>(pass->token_filter_bytes));
+  token_filters_skipped_->Increment(static_cast<double>(pass->token_filters_skipped));
   corrupt_->Increment(static_cast<double>(pass->corrupt_parts));
   waiting_->Set(static_cast<double>(pass->unsafe_parts));
   runs_left_->Set(static_cast<double>(pass->runs_left));
@@ -85,6 +94,11 @@ Result<CompactionPass> CompactionRunner::RunOnce() {
   if (pass->merges > 0) {
     spdlog::info("compaction: merged {} chunks into {} ({} records; {} -> {} bytes) in {:.1f} ms of CPU", pass->parts,
                  pass->merges, pass->records, pass->bytes_in, pass->bytes_out, pass->cpu_ns / 1e6);
+  }
+  if (pass->token_filters_skipped > 0) {
+    spdlog::info("compaction: {} merged chunks got no token filter (too many distinct tokens for {} % of their bytes); "
+                 "text queries read them",
+                 pass->token_filters_skipped, compactor_.options().indexer.token_filter_max_ratio * 100);
   }
   if (pass->corrupt_parts > 0) {
     spdlog::warn("compaction: {} stored chunks did not decode and were left as they are", pass->corrupt_parts);

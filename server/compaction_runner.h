@@ -46,6 +46,7 @@ class CompactionRunner {
   const Clock& clock_;
   const int64_t interval_ms_;
   const uint64_t max_rate_bytes_;
+  prometheus::Counter *token_filters_, *token_filter_bytes_, *token_filters_skipped_;
   prometheus::Counter *merges_, *parts_, *records_, *bytes_in_, *bytes_out_, *cpu_, *passes_, *failures_, *corrupt_;
   prometheus::Gauge *waiting_, *runs_left_, *lag_;
   int64_t warned_ms_ = INT64_MIN / 2;

@@ -359,7 +359,8 @@ Result<ServeConfig> ParseConfig(const std::string& yaml, const std::string& name
                         {"interval", w.Duration(x.interval_ms, 100)},
                         {"max_rate", w.Bytes(x.max_rate_bytes)},
                         {"max_pass_bytes", w.Bytes(x.max_pass_bytes)},
-                        {"zstd_level", w.Number<int>(x.zstd_level, 1, 19)}});
+                        {"zstd_level", w.Number<int>(x.zstd_level, 1, 19)},
+                        {"token_filter_percent", w.Number<uint32_t>(x.token_filter_percent, 0, 50)}});
                })},
               {"query", F([&](const YAML::Node& n, const std::string& p) {
                  w.Map(n, p,

@@ -384,7 +384,9 @@ json StatsToJson(const QueryStats& s) {
           {"chunks_returned", s.chunks_returned},
           {"bytes_decompressed", s.bytes_decompressed},
           {"index_rows_without_main", s.index_rows_without_main},
-          {"meta_rows", s.meta_rows}};
+          {"meta_rows", s.meta_rows},
+          {"token_filters_read", s.token_filters_read},
+          {"chunks_skipped_by_tokens", s.chunks_skipped_by_tokens}};
 }
 
 json CountsToJson(const VolumeCounts& c) {

@@ -372,6 +372,8 @@ int RunQuery(const QueryCommandOptions& o) {
                   {"bytes_decompressed", 0},
                   {"index_rows_without_main", 0},
                   {"meta_rows", 0},
+                  {"token_filters_read", 0},
+                  {"chunks_skipped_by_tokens", 0},
                   {"pages", 0}};
     std::string cursor = o.cursor;
     bool more = false;

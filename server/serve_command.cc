@@ -414,6 +414,7 @@ int Serve(const ServeFlags& flags) {
     co.store_epoch = &store_epoch;
     co.indexer = io;
     co.indexer.merged_check_ms = 0;  // the compactor's own indexer writes merged chunks only
+    co.indexer.token_filter_max_ratio = config.compaction.token_filter_percent / 100.0;
     // A part is merged only once its offset is committed: a replay can no
     // longer write it again beside the merged chunk.
     co.replay_safe = [&consumer](const proto::ChunkSource& src) {

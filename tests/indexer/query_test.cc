@@ -109,6 +109,8 @@ class IndexerQuery : public ::testing::TestWithParam<Backend> {
       p.total.chunks_read += a->stats.chunks_read;
       p.total.chunks_returned += a->stats.chunks_returned;
       p.total.bytes_decompressed += a->stats.bytes_decompressed;
+      p.total.token_filters_read += a->stats.token_filters_read;
+      p.total.chunks_skipped_by_tokens += a->stats.chunks_skipped_by_tokens;
       p.max_page_seeks = std::max(p.max_page_seeks, a->stats.seeks);
       p.total.plan = a->stats.plan;
       if (!a->stopped_early.empty()) {
@@ -391,6 +393,143 @@ TEST_P(IndexerQuery, RandomTextFiltersReturnExactlyWhatABruteForceFilterReturns)
   EXPECT_EQ(bad.error().code, Errc::kInvalidArgument);
   EXPECT_EQ(bad.error().message.rfind("not_regex: '(unclosed' is not an RE2 regular expression", 0), 0u)
       << bad.error().message;
+}
+
+// Chunks with a token filter (written as the compactor writes merged ones,
+// through Indexer::StageMerged, so that both backends hold them): random
+// text filters answer exactly what the brute force answers, whether the
+// engine reads the filters or not, and the filters skip chunks for rare
+// tokens. A filter that is corrupt or missing makes its chunk read.
+TEST_P(IndexerQuery, TokenFiltersSkipChunksAndNeverChangeAnAnswer) {
+  WorkloadSpec spec;
+  spec.apps = 3;
+  spec.hosts = 4;
+  spec.records = 12'000;
+  spec.max_records_per_chunk = 400;  // merged-chunk sizes
+  spec.mixed_every = 0;              // a merged chunk holds one severity
+  Workload w = MakeWorkload(spec);
+  Indexer indexer(*store_, Options());
+  uint64_t chunks = 0;
+  std::vector<MainKey> keys;
+  for (size_t i = 0; i < w.chunks.size(); ++i) {
+    auto chunk = DecodeChunk(w.chunks[i], Options().decode);
+    ASSERT_TRUE(chunk.ok());
+    auto records = UnpackRecords(*chunk, Options().decode);
+    ASSERT_TRUE(records.ok());
+    WriteBatch batch;
+    const ChunkId id = ChunkIdOf(5, i);
+    ASSERT_TRUE(indexer.StageMerged(*chunk, w.chunks[i], id, *records, proto::ChunkSource{}, batch).ok());
+    ASSERT_TRUE(store_->Write(batch).ok());
+    indexer.Settle(true);
+    const AppId app = AppIdOf(chunk->app());
+    const HostId host = HostIdOf(chunk->host());
+    keys.push_back(MainKey{SaltOf(app, host, kDefaultSaltBuckets), app, *SeverityFromCode(chunk->severity()),
+                           chunk->first_ts_ms(), host, id});
+    ++chunks;
+  }
+  ASSERT_GT(indexer.counters().token_filters, chunks * 9 / 10) << "chunks of ~200 records get a filter";
+  EXPECT_LE(indexer.counters().token_filter_bytes, 0.05 * static_cast<double>([&] {
+              uint64_t n = 0;
+              for (const std::string& c : w.chunks) n += c.size();
+              return n;
+            }())) << "at most 5 % of the stored chunks' bytes";
+
+  QueryEngine with(*store_, QOptions());
+  QueryOptions off = QOptions();
+  off.use_token_filters = false;
+  QueryEngine without(*store_, off);
+
+  std::mt19937_64 rng(23);
+  auto word = [&] { return std::string(testing::kWords[rng() % 16]); };
+  // A number of some record: rare (about one record in 100,000 numbers each).
+  auto number = [&] {
+    const std::string& m = w.records[rng() % w.records.size()].message;
+    const size_t at = m.find("request ") + 8;
+    return m.substr(at, m.find(' ', at) - at);
+  };
+  const std::vector<std::function<TextFilter()>> makers = {
+      [&] { return TextFilter{TextFilterKind::kWord, false, number()}; },
+      [&] { return TextFilter{TextFilterKind::kWord, false, number() + " " + word()}; },
+      [&] { return TextFilter{TextFilterKind::kWord, false, word()}; },
+      [&] { return TextFilter{TextFilterKind::kWord, false, "ALPHA"}; },  // case matters: nothing
+      [&] { return TextFilter{TextFilterKind::kPhrase, false, "request " + number()}; },
+      [&] { return TextFilter{TextFilterKind::kContains, false, "t " + number() + " "}; },
+      [&] { return TextFilter{TextFilterKind::kContains, false, number().substr(1)}; },  // no whole token
+      [&] { return TextFilter{TextFilterKind::kRegex, false, "request " + number() + " [a-z]+ done"}; },
+      [&] { return TextFilter{TextFilterKind::kRegex, false, "[Rr]EQUEST " + number() + "|[rR]equest " + number() + " "}; },
+      [&] { return TextFilter{TextFilterKind::kRegex, false, "(" + word() + "|" + number() + ") done"}; },
+      [&] { return TextFilter{TextFilterKind::kRegex, false, "[0-9]{5} "}; },  // no literal
+  };
+  uint64_t nonempty = 0, skipped = 0, read = 0;
+  for (int n = 0; n < 60; ++n) {
+    Query q;
+    q.from_ms = w.start_ms;
+    q.to_ms = w.start_ms + spec.duration_ms;
+    q.limit = 20 + static_cast<uint32_t>(rng() % 200);
+    switch (rng() % 3) {
+      case 0: q.app = "app" + std::to_string(rng() % spec.apps); break;
+      case 1:
+        q.app = "app" + std::to_string(rng() % spec.apps);
+        q.host = "host" + std::to_string(rng() % spec.hosts);
+        break;
+      case 2: q.tags = {{"k", "v" + std::to_string(rng() % spec.tag_values)}}; break;
+    }
+    for (int i = 0, k = 1 + static_cast<int>(rng() % 2); i < k; ++i) {
+      TextFilter f = makers[rng() % makers.size()]();
+      f.negate = rng() % 5 == 0;
+      q.text.push_back(std::move(f));
+    }
+    std::string what = "#" + std::to_string(n) + " " + q.app + "/" + q.host;
+    for (const TextFilter& f : q.text) what += " " + TextFilterParam(f) + "=" + f.text;
+    std::vector<const Rec*> want;
+    for (const Rec* r : BruteForce(w, q)) {
+      if (std::all_of(q.text.begin(), q.text.end(), [&](const TextFilter& f) { return BruteText(r->message, f); })) {
+        want.push_back(r);
+      }
+    }
+    Paged got = RunAll(with, q);
+    ExpectSame(got.records, want, what + " (token filters read)");
+    ExpectSame(RunAll(without, q).records, want, what + " (token filters not read)");
+    nonempty += !want.empty();
+    skipped += got.total.chunks_skipped_by_tokens;
+    read += got.total.token_filters_read;
+    EXPECT_LE(got.total.chunks_skipped_by_tokens, got.total.token_filters_read) << what;
+
+    VolumeQuery vq;
+    vq.filter = q;
+    vq.step_ms = 3'600'000;
+    auto volume = with.Volume(vq);
+    ASSERT_TRUE(volume.ok()) << what << ": " << volume.error().ToString();
+    EXPECT_EQ(volume->totals.total, want.size()) << what;
+  }
+  EXPECT_GT(nonempty, 20u) << "the random filters should often find something";
+  EXPECT_GT(skipped, read / 3) << "rare tokens rule most chunks out (" << skipped << " of " << read << ")";
+
+  // The chunk holding a rare number: a corrupt or missing filter is read, never skipped.
+  const Rec& rare = w.records[w.records.size() / 2];
+  Query q;
+  q.app = rare.app;
+  q.from_ms = w.start_ms;
+  q.to_ms = w.start_ms + spec.duration_ms;
+  q.text = {{TextFilterKind::kPhrase, false, rare.message}};
+  auto before = with.Run(q);
+  ASSERT_TRUE(before.ok());
+  ASSERT_FALSE(before->records.empty());
+  EXPECT_GT(before->stats.chunks_skipped_by_tokens, 0u);
+  for (const MainKey& k : keys) {
+    WriteBatch batch;
+    if (k.chunk % 2) {
+      batch.Put(kTokenTable, k.Encode(), std::string("\x07garbage"));
+    } else {
+      batch.Delete(kTokenTable, k.Encode());
+    }
+    ASSERT_TRUE(store_->Write(batch).ok());
+  }
+  auto after = with.Run(q);
+  ASSERT_TRUE(after.ok());
+  EXPECT_EQ(after->records.size(), before->records.size());
+  EXPECT_EQ(after->stats.chunks_skipped_by_tokens, 0u);
+  EXPECT_GT(after->stats.chunks_read, before->stats.chunks_read);
 }
 
 // hosts × chunks_per_host chunks of 25 records, all at the same millisecond,

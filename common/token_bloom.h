@@ -1,0 +1,83 @@
+// The token index of a stored chunk: a bloom filter of its messages' tokens
+// (common/tokens.h), kept in the `tok` table under the chunk's main key, so
+// that a query with `word`, `phrase`, `contains` or `regex` filters can
+// discard a chunk before it reads its main row (indexer/query.h).
+//
+// Why a per-chunk bloom filter, built by the compactor only: `logdex bench
+// query`'s token_index_model measured, on 10^7 Loghub lines, a 1 % bloom
+// filter per chunk ingest makes (about 50 records) at 13.9 % of the SST
+// bytes, over the 5 % goal; merged chunks (thousands of records) share most
+// tokens between records and cost a few percent. A chunk ingest stored as it
+// came has no token row and is read, as before.
+//
+// Tokens are folded to ASCII lower case before hashing, so one filter
+// serves case-sensitive word filters and RE2's case-folded literals (a
+// filter only says "may hold"; the records are always verified).
+//
+// Encoding (the `tok` row value): version u8 (1) · k u8 (hash functions,
+// 1..16) · the bit array (8 × size bits, at least one byte). Bit i of the
+// array is bit (i % 8) of byte i / 8. A token's hash h is FNV-1a-64 of its
+// folded bytes (offset basis xor "token"), xor its length, through
+// MurmurHash3's 64-bit finalizer; its j-th bit is ((h + j · s) · bits) >> 64
+// (128-bit product), s = (h · 0x9e3779b97f4a7c15) | 1, all mod 2^64.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace logdex {
+
+// The hash of a token, ASCII-folded to lower case: the filter's key.
+uint64_t TokenHash(std::string_view token);
+
+// The distinct token hashes of messages.
+class TokenSet {
+ public:
+  void AddMessage(std::string_view message);
+  // Distinct, in no particular order; the set is left empty.
+  std::vector<uint64_t> TakeDistinct();
+
+ private:
+  std::vector<uint64_t> hashes_;
+};
+
+struct TokenBloomOptions {
+  // Target bits per distinct token: 10 gives about 1 % false positives.
+  double bits_per_token = 10;
+  // The filter may use at most this many bytes (the caller's share of the
+  // chunk's stored bytes); fewer bits per token raise the false-positive rate.
+  size_t max_bytes = 0;
+  // Below this many bits per token a filter would pass too much to be worth
+  // its read (2 bits: about 40 %); none is built.
+  double min_bits_per_token = 2;
+};
+
+// A filter of `hashes` (distinct), or nullopt when max_bytes does not allow
+// min_bits_per_token.
+std::optional<std::string> BuildTokenBloom(const std::vector<uint64_t>& hashes, const TokenBloomOptions& options);
+
+// A decoded filter's view; invalid (valid() false) for a value of another
+// version or shape: such a chunk must be read, never skipped.
+class TokenBloomView {
+ public:
+  explicit TokenBloomView(std::string_view encoded);
+  bool valid() const { return bits_ != 0; }
+  bool MayContain(uint64_t token_hash) const;
+  uint64_t bits() const { return bits_; }
+  unsigned hashes() const { return k_; }
+
+ private:
+  std::string_view array_;
+  uint64_t bits_ = 0;
+  unsigned k_ = 0;
+};
+
+// The tokens any record passing `contains` must hold: those the substring
+// holds whole (a run at its start or end may be part of a longer token),
+// appended as hashes to `out`.
+void ContainedTokenHashes(std::string_view substring, std::vector<uint64_t>& out);
+
+}  // namespace logdex
