@@ -1,5 +1,6 @@
 // The token rule of full-text search, defined once: the `word` and `phrase`
-// filters (indexer/text_filter.h) and, later, the token index use it.
+// filters (indexer/text_filter.h) and the token filters of merged chunks
+// (common/token_bloom.h, which tokenizes by the same table) use it.
 //
 // A token is a maximal run of token bytes: ASCII letters, digits and '_',
 // and every byte >= 0x80 (so a UTF-8 letter of any script stays inside its

@@ -524,8 +524,8 @@ class Execution {
     if ((token_probe_.empty() && regex_probes_.empty()) || !c.value.has_token_filter) return false;
     auto row = store_.Get(kTokenTable, c.value.main_key.Encode());
     if (!row.ok()) return row.error();
-    ++stats_.token_filters_read;
     if (!row->has_value()) return false;
+    ++stats_.token_filters_read;
     const TokenBloomView filter(**row);
     const bool ruled_out =
         std::any_of(token_probe_.begin(), token_probe_.end(), [&](uint64_t h) { return !filter.MayContain(h); }) ||

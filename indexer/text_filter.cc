@@ -124,11 +124,19 @@ struct RegexTokenProbe::State {
 RegexTokenProbe::RegexTokenProbe() : state_(std::make_unique<State>()) {}
 RegexTokenProbe::~RegexTokenProbe() = default;
 
-// Whether the pattern turns case folding on anywhere ((?i) or (?i:...)):
-// RE2 then folds by Unicode rules, where non-ASCII runes match ASCII
-// letters (U+212A KELVIN SIGN matches 'k'), so a message's token may differ
-// from the literal's in bytes, not only in ASCII case.
-bool FoldsCase(const std::string& pattern) {
+namespace {
+
+// Whether the pattern may make RE2's prefilter give a literal whose bytes
+// are not the message's up to ASCII case: case folding ((?i) or (?i:...)),
+// where non-ASCII runes match ASCII letters (U+212A KELVIN SIGN matches
+// 'k'); and any non-ASCII rune, written or as \x{...}, because the
+// prefilter lower-cases literals by Unicode rules even without (?i)
+// (U+017F LATIN SMALL LETTER LONG S becomes 's').
+bool MayFoldToAscii(const std::string& pattern) {
+  if (pattern.find("\\x{") != std::string::npos) return true;
+  if (std::any_of(pattern.begin(), pattern.end(), [](char c) { return static_cast<unsigned char>(c) >= 0x80; })) {
+    return true;
+  }
   for (size_t at = pattern.find("(?"); at != std::string::npos; at = pattern.find("(?", at + 2)) {
     for (size_t i = at + 2; i < pattern.size() && pattern[i] != ')' && pattern[i] != ':'; ++i) {
       if (pattern[i] == 'i') return true;
@@ -137,8 +145,10 @@ bool FoldsCase(const std::string& pattern) {
   return false;
 }
 
+}  // namespace
+
 std::unique_ptr<RegexTokenProbe> RegexTokenProbe::Make(const std::string& pattern) {
-  if (FoldsCase(pattern)) return nullptr;
+  if (MayFoldToAscii(pattern)) return nullptr;
   std::unique_ptr<RegexTokenProbe> probe(new RegexTokenProbe());
   RE2::Options o;
   o.set_log_errors(false);

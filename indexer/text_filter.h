@@ -66,7 +66,8 @@ class RegexTokenProbe {
  public:
   ~RegexTokenProbe();
   // Null when the pattern gives nothing to check (no literal with a whole
-  // token), folds case ((?i): Unicode folding matches non-ASCII runes to
+  // token), folds case ((?i)), holds a non-ASCII rune (RE2's prefilter
+  // lower-cases literals by Unicode rules, where U+017F and U+212A become
   // ASCII letters), or does not compile.
   static std::unique_ptr<RegexTokenProbe> Make(const std::string& pattern);
   // False only when no message with the filter's tokens can match.

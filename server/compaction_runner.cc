@@ -37,7 +37,7 @@ CompactionRunner::CompactionRunner(prometheus::Registry& registry, Compactor& co
   token_filter_bytes_ = Counter(registry, "logdex_compaction_token_filter_bytes_total", "Bytes of those token filters");
   token_filters_skipped_ = Counter(registry, "logdex_compaction_token_filters_skipped_total",
                                    "Merged chunks written without a token filter: too many distinct tokens for its "
-                                   "byte share (indexer.token_filter_max_ratio); text queries read them");
+                                   "byte share (compaction.token_filter_percent); text queries read them");
   cpu_ = Counter(registry, "logdex_compaction_cpu_seconds_total", "CPU time of compaction passes");
   passes_ = Counter(registry, "logdex_compaction_passes_total", "Compaction passes run");
   failures_ = Counter(registry, "logdex_compaction_failures_total",
@@ -96,8 +96,8 @@ Result<CompactionPass> CompactionRunner::RunOnce() {
                  pass->merges, pass->records, pass->bytes_in, pass->bytes_out, pass->cpu_ns / 1e6);
   }
   if (pass->token_filters_skipped > 0) {
-    spdlog::info("compaction: {} merged chunks got no token filter (too many distinct tokens for {} % of their bytes); "
-                 "text queries read them",
+    spdlog::info("compaction: {} merged chunks got no token filter (too many distinct tokens for {} % of their bytes, "
+                 "compaction.token_filter_percent); text queries read them",
                  pass->token_filters_skipped, compactor_.options().indexer.token_filter_max_ratio * 100);
   }
   if (pass->corrupt_parts > 0) {

@@ -532,6 +532,82 @@ TEST_P(IndexerQuery, TokenFiltersSkipChunksAndNeverChangeAnAnswer) {
   EXPECT_GT(after->stats.chunks_read, before->stats.chunks_read);
 }
 
+// Token filters against case and non-ASCII text: chunks of filler, each with
+// one message of mixed case or non-ASCII letters, written as merged chunks;
+// each query answers what it answers without the filters, and what it must
+// (counted by hand: RE2 matches U+017F for [sſ] and \x{17F}, U+212A for
+// (?i)k, while the filters hash tokens ASCII-folded).
+TEST_P(IndexerQuery, TokenFiltersKeepAnswersExactAcrossCaseAndNonAsciiText) {
+  const std::vector<std::string> special = {"Error: disk FULL on sda1", "user \u017Fam logged in",
+                                            "a wor\u212Aer 7 started", "na\u00EFve \u00C9t\u00E9 caf\u00E9 ok"};
+  Indexer indexer(*store_, Options());
+  const int64_t t0 = 1'790'000'000'000;
+  for (size_t c = 0; c < special.size(); ++c) {
+    proto::RecordBatch batch;
+    for (int i = 0; i < 200; ++i) {
+      proto::LogRecord* r = batch.add_records();
+      r->set_ts_ms(t0 + static_cast<int64_t>(c) * 100'000 + i);
+      r->set_severity(SeverityCode(Severity::kInfo));
+      r->set_message(i == 100 ? special[c] : "filler " + std::to_string(i * 7919 + c) + " ok");
+    }
+    PackOptions po;
+    po.producer_id = 9;
+    po.sequence = c;
+    const proto::LogChunk chunk = PackChunk("app", "host", batch, po);
+    WriteBatch wb;
+    ASSERT_TRUE(indexer.StageMerged(chunk, chunk.SerializeAsString(), ChunkIdOf(9, c), batch, proto::ChunkSource{}, wb).ok());
+    ASSERT_TRUE(store_->Write(wb).ok());
+    indexer.Settle(true);
+  }
+  ASSERT_EQ(indexer.counters().token_filters, special.size());
+
+  QueryEngine with(*store_, QOptions());
+  QueryOptions off = QOptions();
+  off.use_token_filters = false;
+  QueryEngine without(*store_, off);
+  struct Case {
+    TextFilterKind kind;
+    std::string text;
+    size_t want;
+  };
+  const std::vector<Case> cases = {
+      {TextFilterKind::kWord, "Error", 1},           {TextFilterKind::kWord, "error", 0},
+      {TextFilterKind::kWord, "FULL sda1", 1},       {TextFilterKind::kPhrase, "disk FULL", 1},
+      {TextFilterKind::kContains, ": disk FULL o", 1}, {TextFilterKind::kContains, " disk full ", 0},
+      {TextFilterKind::kRegex, "[Ee]rror: disk FULL", 1}, {TextFilterKind::kRegex, "ERROR: disk", 0},
+      {TextFilterKind::kRegex, "user [s\u017F]am logged", 1}, {TextFilterKind::kRegex, "user \\x{17F}am logged", 1},
+      {TextFilterKind::kRegex, "user sam logged", 0},  {TextFilterKind::kRegex, "(?i)b worker 7 s", 0},
+      {TextFilterKind::kRegex, "(?i)a worker 7 s", 1},   {TextFilterKind::kWord, "caf\u00E9", 1},
+      {TextFilterKind::kPhrase, "\u00C9t\u00E9 caf\u00E9", 1}, {TextFilterKind::kWord, "CAF\u00C9", 0},
+      {TextFilterKind::kContains, "e \u00C9t\u00E9 c", 1},
+  };
+  for (const Case& c : cases) {
+    Query q;
+    q.app = "app";
+    q.from_ms = t0;
+    q.to_ms = t0 + 3'600'000;
+    q.text = {{c.kind, false, c.text}};
+    auto a = with.Run(q);
+    auto b = without.Run(q);
+    ASSERT_TRUE(a.ok() && b.ok()) << c.text;
+    EXPECT_EQ(a->records.size(), c.want) << TextFilterParam(q.text[0]) << "=" << c.text;
+    EXPECT_EQ(b->records.size(), c.want) << TextFilterParam(q.text[0]) << "=" << c.text << " without filters";
+    if (c.want == 0 && c.kind != TextFilterKind::kRegex) {
+      EXPECT_GT(a->stats.chunks_skipped_by_tokens, 0u) << c.text << ": no chunk holds it";
+    }
+  }
+  // Query::contains (the API's `contains`) probes the filters too.
+  Query q;
+  q.app = "app";
+  q.from_ms = t0;
+  q.to_ms = t0 + 3'600'000;
+  q.contains = " disk FULL ";
+  auto a = with.Run(q);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(a->records.size(), 1u);
+  EXPECT_EQ(a->stats.chunks_skipped_by_tokens, special.size() - 1);
+}
+
 // hosts × chunks_per_host chunks of 25 records, all at the same millisecond,
 // paged 7 at a time: every record exactly once.
 void PageThroughTies(IndexerQuery& t, int hosts, int chunks_per_host);
