@@ -16,10 +16,11 @@
 //
 // Encoding (the `tok` row value): version u8 (1) · k u8 (hash functions,
 // 1..16) · the bit array (8 × size bits, at least one byte). Bit i of the
-// array is bit (i % 8) of byte i / 8. A token's hash h is FNV-1a-64 of its
-// folded bytes (offset basis xor "token"), xor its length, through
-// MurmurHash3's 64-bit finalizer; its j-th bit is ((h + j · s) · bits) >> 64
-// (128-bit product), s = (h · 0x9e3779b97f4a7c15) | 1, all mod 2^64.
+// array is bit (i % 8) of byte i / 8. A token's hash h (TokenHash, in
+// token_bloom.cc: its ASCII-folded bytes packed 8 to a word, each word
+// mixed in by a multiply, then its length and MurmurHash3's finalizer) sets
+// bits ((h + j · s) · bits) >> 64 (128-bit product) for j < k, with
+// s = (h · 0x9e3779b97f4a7c15) | 1, all mod 2^64.
 #pragma once
 
 #include <cstdint>
@@ -33,7 +34,9 @@ namespace logdex {
 // The hash of a token, ASCII-folded to lower case: the filter's key.
 uint64_t TokenHash(std::string_view token);
 
-// The distinct token hashes of messages.
+// The distinct token hashes of messages: an open-addressing set, filled
+// while tokenizing (a filter's build is mostly this). Reuse one across
+// chunks: TakeDistinct empties it and keeps its memory.
 class TokenSet {
  public:
   void AddMessage(std::string_view message);
@@ -41,7 +44,12 @@ class TokenSet {
   std::vector<uint64_t> TakeDistinct();
 
  private:
-  std::vector<uint64_t> hashes_;
+  void Insert(uint64_t h);
+  void Grow();
+
+  std::vector<uint64_t> table_;  // 0 = empty slot; size a power of two
+  size_t size_ = 0;
+  bool zero_ = false;  // the hash 0, which the table cannot hold
 };
 
 struct TokenBloomOptions {

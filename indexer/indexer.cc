@@ -279,11 +279,10 @@ Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view byt
   }
   if (merged && records && options_.token_filter_max_ratio > 0) {
     const int64_t start_ns = options_.decode.clock->MonotonicNs();
-    TokenSet tokens;
-    for (const proto::LogRecord& r : records->records()) tokens.AddMessage(r.message());
+    for (const proto::LogRecord& r : records->records()) token_set_.AddMessage(r.message());
     TokenBloomOptions bo;
     bo.max_bytes = static_cast<size_t>(static_cast<double>(bytes.size()) * options_.token_filter_max_ratio);
-    if (auto filter = BuildTokenBloom(tokens.TakeDistinct(), bo)) {
+    if (auto filter = BuildTokenBloom(token_set_.TakeDistinct(), bo)) {
       ++counters_.token_filters;
       counters_.token_filter_bytes += filter->size();
       batch.Put(kTokenTable, c.main_key.Encode(), std::move(*filter));

@@ -33,6 +33,7 @@
 #include "common/ids.h"
 #include "common/row_keys.h"
 #include "common/severity.h"
+#include "common/token_bloom.h"
 #include "indexer/ingest_verify.h"
 #include "indexer/tag_guard.h"
 #include "store/table_store.h"
@@ -219,6 +220,7 @@ class Indexer {
   IndexerCounters counters_;
   std::map<std::string, uint64_t> past_retention_;
   std::string verify_scratch_;  // decompressed bytes of the chunk being verified
+  TokenSet token_set_;          // a merged chunk's tokens (reused: its table stays allocated)
 };
 
 // The id of a stored chunk: hash(producer id, sequence), or hash of the Kafka

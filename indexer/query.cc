@@ -12,7 +12,6 @@
 #include "common/ids.h"
 #include "common/row_keys.h"
 #include "common/token_bloom.h"
-#include "common/tokens.h"
 #include "indexer/indexer.h"
 
 namespace logdex {
@@ -300,21 +299,7 @@ class Execution {
     auto text = TextMatcher::Compile(q_.text);
     if (!text.ok()) return Status(text.error());
     text_ = std::move(*text);
-    if (options_.use_token_filters) {
-      ContainedTokenHashes(q_.contains, token_probe_);
-      for (const TextFilter& f : q_.text) {
-        if (f.negate) continue;
-        if (f.kind == TextFilterKind::kContains) ContainedTokenHashes(f.text, token_probe_);
-        if (f.kind == TextFilterKind::kWord || f.kind == TextFilterKind::kPhrase) {
-          ForEachToken(f.text, [&](std::string_view t) { return token_probe_.push_back(TokenHash(t)), true; });
-        }
-        if (f.kind == TextFilterKind::kRegex) {
-          if (auto probe = RegexTokenProbe::Make(f.text)) regex_probes_.push_back(std::move(probe));
-        }
-      }
-      std::sort(token_probe_.begin(), token_probe_.end());
-      token_probe_.erase(std::unique(token_probe_.begin(), token_probe_.end()), token_probe_.end());
-    }
+    if (options_.use_token_filters) token_probe_ = TokenProbe::For(q_.text, q_.contains);
     if (!q_.scan && q_.app.empty() && q_.host.empty() && q_.tags.empty()) {
       return bad("a query needs app, host or tag; set scan=true to scan the whole table");
     }
@@ -521,15 +506,13 @@ class Execution {
   // pass the text filters: then its main row is not read. A chunk without a
   // filter, or with one this build cannot read, is read.
   Result<bool> RuledOutByTokens(const Candidate& c) {
-    if ((token_probe_.empty() && regex_probes_.empty()) || !c.value.has_token_filter) return false;
+    if (token_probe_.empty() || !c.value.has_token_filter) return false;
     auto row = store_.Get(kTokenTable, c.value.main_key.Encode());
     if (!row.ok()) return row.error();
     if (!row->has_value()) return false;
     ++stats_.token_filters_read;
     const TokenBloomView filter(**row);
-    const bool ruled_out =
-        std::any_of(token_probe_.begin(), token_probe_.end(), [&](uint64_t h) { return !filter.MayContain(h); }) ||
-        std::any_of(regex_probes_.begin(), regex_probes_.end(), [&](const auto& p) { return !p->MayMatch(filter); });
+    const bool ruled_out = !token_probe_.MayMatch(filter);
     stats_.chunks_skipped_by_tokens += ruled_out;
     return ruled_out;
   }
@@ -857,8 +840,7 @@ class Execution {
   const uint64_t epoch_;
   std::set<Severity> sevs_;
   TextMatcher text_;  // q_.text, compiled by Validate()
-  std::vector<uint64_t> token_probe_;  // token hashes every matching record holds (sorted, distinct)
-  std::vector<std::unique_ptr<RegexTokenProbe>> regex_probes_;  // the regex filters' literals
+  TokenProbe token_probe_;  // what a chunk's token filter must hold (empty: use none)
   uint64_t budget_bytes_base_ = 0;  // bytes decompressed not charged to the budget (a cursor's open chunks)
   AppId app_ = 0;
   HostId host_ = 0;

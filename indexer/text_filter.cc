@@ -182,4 +182,35 @@ bool RegexTokenProbe::MayMatch(const TokenBloomView& filter) const {
   return !regexps.empty();
 }
 
+TokenProbe::TokenProbe() = default;
+TokenProbe::TokenProbe(TokenProbe&&) noexcept = default;
+TokenProbe& TokenProbe::operator=(TokenProbe&&) noexcept = default;
+TokenProbe::~TokenProbe() = default;
+
+TokenProbe TokenProbe::For(const std::vector<TextFilter>& filters, std::string_view contains) {
+  TokenProbe p;
+  ContainedTokenHashes(contains, p.tokens_);
+  for (const TextFilter& f : filters) {
+    if (f.negate) continue;
+    switch (f.kind) {
+      case TextFilterKind::kContains: ContainedTokenHashes(f.text, p.tokens_); break;
+      case TextFilterKind::kWord:
+      case TextFilterKind::kPhrase:
+        ForEachToken(f.text, [&](std::string_view t) { return p.tokens_.push_back(TokenHash(t)), true; });
+        break;
+      case TextFilterKind::kRegex:
+        if (auto probe = RegexTokenProbe::Make(f.text)) p.regexes_.push_back(std::move(probe));
+        break;
+    }
+  }
+  std::sort(p.tokens_.begin(), p.tokens_.end());
+  p.tokens_.erase(std::unique(p.tokens_.begin(), p.tokens_.end()), p.tokens_.end());
+  return p;
+}
+
+bool TokenProbe::MayMatch(const TokenBloomView& filter) const {
+  return std::all_of(tokens_.begin(), tokens_.end(), [&](uint64_t h) { return filter.MayContain(h); }) &&
+         std::all_of(regexes_.begin(), regexes_.end(), [&](const auto& r) { return r->MayMatch(filter); });
+}
+
 }  // namespace logdex

@@ -79,4 +79,25 @@ class RegexTokenProbe {
   std::unique_ptr<State> state_;
 };
 
+// What a chunk's token filter must hold for any of its records to pass a
+// query's text filters (and `contains`): the tokens of positive words and
+// phrases, those a `contains` text holds whole, and each regex's literals
+// (RegexTokenProbe); negations need nothing.
+class TokenProbe {
+ public:
+  TokenProbe();
+  TokenProbe(TokenProbe&&) noexcept;
+  TokenProbe& operator=(TokenProbe&&) noexcept;
+  ~TokenProbe();
+  static TokenProbe For(const std::vector<TextFilter>& filters, std::string_view contains = {});
+  // Nothing to check: every chunk may match.
+  bool empty() const { return tokens_.empty() && regexes_.empty(); }
+  // False only when no record of a chunk with this filter can pass.
+  bool MayMatch(const TokenBloomView& filter) const;
+
+ private:
+  std::vector<uint64_t> tokens_;  // sorted, distinct
+  std::vector<std::unique_ptr<RegexTokenProbe>> regexes_;
+};
+
 }  // namespace logdex

@@ -6,13 +6,16 @@
 //   - LogQL (server/logql.h): parses or fails with an error;
 //   - text filters (indexer/text_filter.h): a filter compiles or fails with
 //     kInvalidArgument; one that compiles matches a message, and its
-//     negation matches exactly when it does not.
+//     negation matches exactly when it does not; and a message it matches
+//     is never ruled out by the token filter of the message's own tokens
+//     (TokenProbe: the token index may only skip what cannot match).
 // The first byte picks the parser; the rest is its input.
 #include <cstddef>
 #include <cstdint>
 #include <string>
 #include <string_view>
 
+#include "common/token_bloom.h"
 #include "indexer/text_filter.h"
 #include "server/logql.h"
 #include "server/websocket.h"
@@ -56,7 +59,18 @@ void Filter(std::string_view in) {
     if (positive.error().code != logdex::Errc::kInvalidArgument) __builtin_trap();
     return;
   }
-  if (positive->Matches(message) == negative->Matches(message)) __builtin_trap();
+  const bool matches = positive->Matches(message);
+  if (matches == negative->Matches(message)) __builtin_trap();
+  if (matches) {
+    logdex::TokenSet tokens;
+    tokens.AddMessage(message);
+    logdex::TokenBloomOptions o;
+    o.max_bytes = 1 << 20;
+    const auto filter = logdex::BuildTokenBloom(tokens.TakeDistinct(), o);
+    if (!filter || !logdex::TokenProbe::For({{kind, false, text}}).MayMatch(logdex::TokenBloomView(*filter))) {
+      __builtin_trap();
+    }
+  }
 }
 
 }  // namespace
