@@ -50,6 +50,37 @@ TEST(TokenBloom, AMessagesTokensHashAsEachTokenAloneFoldedToAsciiLowerCase) {
   EXPECT_NE(TokenHash(""), TokenHash("a"));
 }
 
+// The hash is part of the stored format (common/token_bloom.h): a change
+// must come with a new version byte, or old filters would rule chunks out.
+TEST(TokenBloom, TheTokenHashIsPinnedByTheFormat) {
+  EXPECT_EQ(TokenHash("error"), 0x7fb1d73207abc5c2ull);
+  EXPECT_EQ(TokenHash("zqx7rare42_and_more"), 0x9cc3735ceae79cf4ull);
+  const std::string filter = Filter(Hashes({"error"}));
+  EXPECT_EQ(static_cast<uint8_t>(filter[0]), 1u) << "the version byte";
+}
+
+// A reused set grows past its first table, empties, and keeps answering
+// exactly for the next (smaller) chunk.
+TEST(TokenBloom, AReusedTokenSetGrowsAndEmpties) {
+  TokenSet set;
+  std::string big;
+  for (int i = 0; i < 50'000; ++i) big += "t" + std::to_string(i) + " T" + std::to_string(i) + " ";
+  set.AddMessage(big);
+  std::vector<uint64_t> got = set.TakeDistinct();
+  EXPECT_EQ(got.size(), 50'000u) << "t<i> and T<i> fold to one token";
+  std::sort(got.begin(), got.end());
+  EXPECT_TRUE(std::binary_search(got.begin(), got.end(), TokenHash("t49999")));
+  for (int round = 0; round < 3; ++round) {
+    set.AddMessage("alpha beta alpha");
+    std::vector<uint64_t> small = set.TakeDistinct();
+    std::sort(small.begin(), small.end());
+    std::vector<uint64_t> want = Hashes({"alpha", "beta"});
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(small, want) << "round " << round;
+  }
+  EXPECT_TRUE(set.TakeDistinct().empty());
+}
+
 TEST(TokenBloom, HasNoFalseNegativesAndAboutTheTheorysFalsePositives) {
   std::mt19937_64 rng(7);
   for (size_t n : {1u, 7u, 100u, 5'000u, 50'000u}) {
