@@ -159,15 +159,11 @@ bool TokenBloomView::MayContain(uint64_t token_hash) const {
 }
 
 void ContainedTokenHashes(std::string_view s, std::vector<uint64_t>& out) {
-  const size_t n = s.size();
-  size_t i = 0;
-  while (i < n) {
-    while (i < n && !IsTokenByte(static_cast<unsigned char>(s[i]))) ++i;
-    const size_t start = i;
-    while (i < n && IsTokenByte(static_cast<unsigned char>(s[i]))) ++i;
+  ForEachToken(s, [&](std::string_view t) {
     // A run touching either end may continue outside the substring.
-    if (i > start && start > 0 && i < n) out.push_back(TokenHash(s.substr(start, i - start)));
-  }
+    if (t.data() > s.data() && t.data() + t.size() < s.data() + s.size()) out.push_back(TokenHash(t));
+    return true;
+  });
 }
 
 }  // namespace logdex
