@@ -1,6 +1,8 @@
 // The token rule of full-text search, defined once: the `word` and `phrase`
 // filters (indexer/text_filter.h) and the token filters of merged chunks
-// (common/token_bloom.h, which tokenizes by the same table) use it.
+// (common/token_bloom.h) use it. token_bloom.cc also writes this rule as
+// SSE2 compares (FoldBlock64), checked against this table for every byte
+// value by tests/indexer/token_bloom_test.cc: change both together.
 //
 // A token is a maximal run of token bytes: ASCII letters, digits and '_',
 // and every byte >= 0x80 (so a UTF-8 letter of any script stays inside its

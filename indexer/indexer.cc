@@ -282,10 +282,12 @@ Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view byt
     for (const proto::LogRecord& r : records->records()) token_set_.AddMessage(r.message());
     TokenBloomOptions bo;
     bo.max_bytes = static_cast<size_t>(static_cast<double>(bytes.size()) * options_.token_filter_max_ratio);
+    const std::string key = c.main_key.Encode();
+    bo.salt = static_cast<uint32_t>(Hash64(key));
     if (auto filter = BuildTokenBloom(token_set_.TakeDistinct(), bo)) {
       ++counters_.token_filters;
       counters_.token_filter_bytes += filter->size();
-      batch.Put(kTokenTable, c.main_key.Encode(), std::move(*filter));
+      batch.Put(kTokenTable, key, std::move(*filter));
       c.has_token_filter = true;
     } else {
       ++counters_.token_filters_skipped;

@@ -220,7 +220,7 @@ class Indexer {
   IndexerCounters counters_;
   std::map<std::string, uint64_t> past_retention_;
   std::string verify_scratch_;  // decompressed bytes of the chunk being verified
-  TokenSet token_set_;          // a merged chunk's tokens (reused: its table stays allocated)
+  TokenSet token_set_;          // a merged chunk's tokens (reused: its buffers stay allocated)
 };
 
 // The id of a stored chunk: hash(producer id, sequence), or hash of the Kafka

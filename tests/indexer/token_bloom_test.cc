@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <random>
 #include <string>
@@ -50,13 +51,75 @@ TEST(TokenBloom, AMessagesTokensHashAsEachTokenAloneFoldedToAsciiLowerCase) {
   EXPECT_NE(TokenHash(""), TokenHash("a"));
 }
 
+// The tokenizer reads 64 bytes at a time (SSE2) and hashes from a padded
+// copy: tokens across block edges, at a message's end, of 16 and 17 bytes,
+// any byte, and messages of random lengths (the first 300 rounds: every
+// length below 200 for one of their messages) must give what the
+// byte-at-a-time rule (ForEachToken) and TokenHash give.
+TEST(TokenBloom, TheBlockTokenizerAgreesWithTheByteRuleOnRandomMessages) {
+  std::mt19937_64 rng(17);
+  const std::string alphabet = "aZ9_ -.:/=\x7f@[`{";
+  TokenSet set;
+  for (int round = 0; round < 3'000; ++round) {
+    std::vector<std::string> messages(1 + rng() % 4);
+    for (std::string& m : messages) {
+      const size_t length = round < 300 ? static_cast<size_t>(round % 200) : rng() % 400;
+      for (size_t i = 0; i < length; ++i) {
+        const uint64_t r = rng();
+        // Runs of one class make long tokens and long gaps; any byte, 0 and >= 0x80 included, now and then.
+        m += r % 7 == 0 ? static_cast<char>(r >> 8) : alphabet[(r >> 8) % alphabet.size()];
+        if (r % 5 == 0) m += std::string((r >> 16) % 40, (r >> 24) % 2 ? 'q' : ' ');
+      }
+    }
+    std::vector<uint64_t> want;
+    for (const std::string& m : messages) {
+      set.AddMessage(m);
+      ForEachToken(m, [&](std::string_view t) { return want.push_back(TokenHash(t)), true; });
+    }
+    std::sort(want.begin(), want.end());
+    want.erase(std::unique(want.begin(), want.end()), want.end());
+    std::vector<uint64_t> got = set.TakeDistinct();
+    std::sort(got.begin(), got.end());
+    ASSERT_EQ(got, want) << "round " << round;
+  }
+}
+
+// Every byte value, at every position of a full 64-byte block (where the
+// SSE2 compares decide) and of the block after it: a token byte or not as
+// common/tokens.h says, folded or not as TokenHash folds.
+TEST(TokenBloom, EveryByteValueIsClassifiedAsTheTokenRuleSays) {
+  TokenSet set;
+  for (int c = 0; c < 256; ++c) {
+    for (size_t at : {0u, 1u, 15u, 16u, 31u, 47u, 62u, 63u, 64u, 100u}) {
+      std::string m(130, 'y');
+      m[at] = static_cast<char>(c);
+      m[at + 1] = 'Q';
+      m[at + 3] = ' ';
+      set.AddMessage(m);
+      std::vector<uint64_t> want;
+      ForEachToken(m, [&](std::string_view t) { return want.push_back(TokenHash(t)), true; });
+      std::sort(want.begin(), want.end());
+      want.erase(std::unique(want.begin(), want.end()), want.end());
+      std::vector<uint64_t> got = set.TakeDistinct();
+      std::sort(got.begin(), got.end());
+      ASSERT_EQ(got, want) << "byte " << c << " at " << at;
+    }
+  }
+}
+
 // The hash is part of the stored format (common/token_bloom.h): a change
 // must come with a new version byte, or old filters would rule chunks out.
+// The values were computed by a separate script (Python's integers) from
+// the definition written in token_bloom.h, not by this code.
 TEST(TokenBloom, TheTokenHashIsPinnedByTheFormat) {
-  EXPECT_EQ(TokenHash("error"), 0x7fb1d73207abc5c2ull);
-  EXPECT_EQ(TokenHash("zqx7rare42_and_more"), 0x9cc3735ceae79cf4ull);
+  EXPECT_EQ(TokenHash("error"), 0x5eb57c853a6a2754ull);
+  EXPECT_EQ(TokenHash("ERROR"), 0x5eb57c853a6a2754ull);
+  EXPECT_EQ(TokenHash(""), 0x849a887057099269ull);
+  EXPECT_EQ(TokenHash("0123456789abcdef"), 0x692aa7fc97564723ull) << "one whole group";
+  EXPECT_EQ(TokenHash("0123456789abcdefX"), 0xfb66c1da5acbef97ull) << "a group and one byte";
+  EXPECT_EQ(TokenHash("zqx7rare42_and_more"), 0xc0344a99bebeb753ull);
   const std::string filter = Filter(Hashes({"error"}));
-  EXPECT_EQ(static_cast<uint8_t>(filter[0]), 1u) << "the version byte";
+  EXPECT_EQ(static_cast<uint8_t>(filter[0]), 2u) << "the version byte";
 }
 
 // A reused set grows past its first table, empties, and keeps answering
@@ -109,26 +172,95 @@ TEST(TokenBloom, HasNoFalseNegativesAndAboutTheTheorysFalsePositives) {
   }
 }
 
+// Chunks of one stream share most of their tokens. With one set of bit
+// positions for all, their filters would be near copies, and an absent token
+// would pass nearly all of them or none: a query for an unlucky word would
+// read every chunk. Each filter's salt makes its false positives its own.
+TEST(TokenBloom, FiltersOfSimilarChunksDoNotShareFalsePositives) {
+  std::mt19937_64 rng(11);
+  std::vector<std::string> vocabulary;
+  for (int i = 0; i < 5'000; ++i) vocabulary.push_back("w" + std::to_string(rng() % 1'000'000));
+  constexpr int kFilters = 200;
+  std::vector<std::string> filters;
+  for (int f = 0; f < kFilters; ++f) {
+    std::vector<uint64_t> hashes;
+    for (const std::string& w : vocabulary) hashes.push_back(TokenHash(w));  // the shared template words
+    for (int i = 0; i < 100; ++i) hashes.push_back(rng());                  // this chunk's own
+    std::sort(hashes.begin(), hashes.end());
+    hashes.erase(std::unique(hashes.begin(), hashes.end()), hashes.end());
+    TokenBloomOptions o;
+    o.bits_per_token = 5;  // about 9 % false positives
+    o.max_bytes = 1 << 20;
+    o.salt = static_cast<uint32_t>(rng());
+    filters.push_back(*BuildTokenBloom(hashes, o));
+  }
+  int worst = 0;
+  double mean = 0;
+  for (int t = 0; t < 1'000; ++t) {
+    const uint64_t absent = TokenHash("absent" + std::to_string(t));
+    int passed = 0;
+    for (const std::string& f : filters) passed += TokenBloomView(f).MayContain(absent);
+    worst = std::max(worst, passed);
+    mean += passed / 1'000.0;
+  }
+  // Independent: about Binomial(200, 0.09) per token, whose largest of 1,000
+  // draws stays near 35; shared positions put some tokens near 200.
+  EXPECT_NEAR(mean, 0.09 * kFilters, 0.03 * kFilters);
+  EXPECT_LT(worst, 60) << "an absent token passed " << worst << " of " << kFilters << " filters";
+}
+
+// The salt is stored (u32, little-endian, after version and k) and read
+// back: a filter is probed with the positions it was built with.
+TEST(TokenBloom, TheSaltIsStoredAndProbedWith) {
+  std::vector<uint64_t> in;
+  for (int i = 0; i < 2'000; ++i) in.push_back(TokenHash("s" + std::to_string(i)));
+  TokenBloomOptions o;
+  o.max_bytes = 1 << 20;
+  o.salt = 0x01020304;
+  const std::string f = *BuildTokenBloom(in, o);
+  EXPECT_EQ(f.substr(2, 4), std::string("\x04\x03\x02\x01"));
+  const TokenBloomView v(f);
+  for (uint64_t h : in) ASSERT_TRUE(v.MayContain(h));
+  int passed = 0;
+  for (int i = 0; i < 2'000; ++i) passed += v.MayContain(TokenHash("absent" + std::to_string(i)));
+  EXPECT_LT(passed, 60) << "about 1 % at 10 bits per token";
+  o.salt = 0x01020305;
+  EXPECT_NE(*BuildTokenBloom(in, o), f) << "another salt, other bits";
+}
+
+// One long message repeating one token: the table grows by distinct tokens,
+// not by the message's count, and answers exactly.
+TEST(TokenBloom, ALongMessageOfOneTokenMakesOneEntry) {
+  TokenSet set;
+  std::string m;
+  for (int i = 0; i < 300'000; ++i) m += "a ";
+  set.AddMessage(m);
+  EXPECT_EQ(set.TakeDistinct(), Hashes({"a"}));
+  set.AddMessage("b");
+  EXPECT_EQ(set.TakeDistinct(), Hashes({"b"}));
+}
+
 TEST(TokenBloom, KeepsWithinItsByteCapOrIsNotBuilt) {
   std::vector<uint64_t> in(1'000);
   for (size_t i = 0; i < in.size(); ++i) in[i] = TokenHash("t" + std::to_string(i));
   TokenBloomOptions o;
-  o.max_bytes = 502;  // 500 bytes of bits: 4 per token
+  o.max_bytes = 506;  // a 6-byte header and 500 bytes of bits: 4 per token
   auto f = BuildTokenBloom(in, o);
   ASSERT_TRUE(f.has_value());
-  EXPECT_LE(f->size(), 502u);
+  EXPECT_LE(f->size(), 506u);
   EXPECT_EQ(TokenBloomView(*f).bits(), 4'000u);
   o.max_bytes = 200;  // 1.6 bits per token: below the minimum of 2
   EXPECT_FALSE(BuildTokenBloom(in, o).has_value());
   o.max_bytes = 1 << 20;  // uncapped: 10 bits per token
-  EXPECT_EQ(BuildTokenBloom(in, o)->size(), 2u + 1'250u);
+  EXPECT_EQ(BuildTokenBloom(in, o)->size(), 6u + 1'250u);
   EXPECT_TRUE(BuildTokenBloom({}, o).has_value()) << "a chunk without tokens: a filter that rules out every word";
   EXPECT_FALSE(TokenBloomView(*BuildTokenBloom({}, o)).MayContain(TokenHash("x")));
 }
 
 TEST(TokenBloom, AValueOfAnotherVersionOrShapeMayHoldAnything) {
-  for (std::string bad : {std::string(), std::string("\x01"), std::string("\x02\x03xxxx"), std::string("\x01\x00xxxx", 6),
-                          std::string("\x01\x11xxxx")}) {
+  // Version 1 (an earlier hash), a later version, no bits, k = 0, k = 17.
+  for (std::string bad : {std::string(), std::string("\x01\x03xxxxxxxx"), std::string("\x03\x03xxxxxxxx"), std::string("\x02\x03salt"),
+                          std::string("\x02\x00xxxxxxxx", 10), std::string("\x02\x11xxxxxxxx")}) {
     const TokenBloomView v(bad);
     EXPECT_FALSE(v.valid());
     EXPECT_TRUE(v.MayContain(TokenHash("anything")));
