@@ -23,7 +23,6 @@
 #include <unistd.h>
 
 #include <cstdio>
-#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -50,11 +49,7 @@ namespace {
 
 using nlohmann::json;
 
-double CpuSeconds() {
-  timespec ts;
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return ts.tv_sec + ts.tv_nsec / 1e9;
-}
+double CpuSeconds() { return static_cast<double>(ThreadCpuNs()) / 1e9; }
 double WallSeconds() { return SystemClock::Instance().MonotonicNs() / 1e9; }
 double R2(double v) { return static_cast<double>(static_cast<int64_t>(v * 100 + 0.5)) / 100; }
 

@@ -1,5 +1,7 @@
 #include "common/clock.h"
 
+#include <time.h>
+
 #include <chrono>
 
 namespace logdex {
@@ -12,6 +14,12 @@ int64_t SystemClock::NowMs() const {
 int64_t SystemClock::MonotonicNs() const {
   using namespace std::chrono;
   return duration_cast<nanoseconds>(steady_clock::now().time_since_epoch()).count();
+}
+
+int64_t ThreadCpuNs() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
 }
 
 const Clock& SystemClock::Instance() {

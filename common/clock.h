@@ -37,4 +37,8 @@ class ManualClock final : public Clock {
   std::atomic<int64_t> now_ms_;
 };
 
+// CPU time the calling thread has used, in nanoseconds (for cost figures:
+// what a step took of the machine, not of the wall clock).
+int64_t ThreadCpuNs();
+
 }  // namespace logdex

@@ -1,7 +1,5 @@
 #include "indexer/compactor.h"
 
-#include <time.h>
-
 #include <algorithm>
 #include <map>
 #include <set>
@@ -10,18 +8,13 @@
 #include <vector>
 
 #include "common/bytes.h"
+#include "common/clock.h"
 #include "common/ids.h"
 #include "common/row_keys.h"
 #include "common/severity.h"
 
 namespace logdex {
 namespace {
-
-int64_t ThreadCpuNs() {
-  timespec ts{};
-  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
-  return static_cast<int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
-}
 
 int64_t SaturatingSub(int64_t a, int64_t b) {
   int64_t out = 0;
@@ -302,7 +295,7 @@ Status Compactor::WriteMerge(std::vector<Part>& parts, CompactionPass& pass) {
   pass.token_filters += indexer_.counters().token_filters - counted.token_filters;
   pass.token_filter_bytes += indexer_.counters().token_filter_bytes - counted.token_filter_bytes;
   pass.token_filters_skipped += indexer_.counters().token_filters_skipped - counted.token_filters_skipped;
-  pass.token_filter_ns += indexer_.counters().token_filter_ns - counted.token_filter_ns;
+  pass.token_filter_cpu_ns += indexer_.counters().token_filter_cpu_ns - counted.token_filter_cpu_ns;
   pass.uncompressed += uncompressed;
   return Status::Ok();
 }

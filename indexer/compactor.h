@@ -113,7 +113,7 @@ struct CompactionPass {
   uint64_t token_filters = 0;  // token filters written with them (common/token_bloom.h)
   uint64_t token_filter_bytes = 0;
   uint64_t token_filters_skipped = 0;  // merged chunks too varied for a filter within its byte share
-  uint64_t token_filter_ns = 0;        // wall time building them
+  uint64_t token_filter_cpu_ns = 0;    // CPU time building them
   uint64_t uncompressed = 0;   // merged parts' uncompressed bytes
   uint64_t bytes_read = 0;     // uncompressed bytes of every part read, merged or not (budget, pacing)
   uint64_t corrupt_parts = 0;  // parts that did not decode: left as they are

@@ -5,6 +5,7 @@
 #include <unordered_map>
 
 #include "common/bytes.h"
+#include "common/clock.h"
 #include "common/token_bloom.h"
 #include "indexer/tables.h"
 
@@ -278,7 +279,7 @@ Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view byt
     }
   }
   if (merged && records && options_.token_filter_max_ratio > 0) {
-    const int64_t start_ns = options_.decode.clock->MonotonicNs();
+    const int64_t start_ns = ThreadCpuNs();
     for (const proto::LogRecord& r : records->records()) token_set_.AddMessage(r.message());
     TokenBloomOptions bo;
     bo.max_bytes = static_cast<size_t>(static_cast<double>(bytes.size()) * options_.token_filter_max_ratio);
@@ -292,7 +293,7 @@ Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view byt
     } else {
       ++counters_.token_filters_skipped;
     }
-    counters_.token_filter_ns += static_cast<uint64_t>(options_.decode.clock->MonotonicNs() - start_ns);
+    counters_.token_filter_cpu_ns += static_cast<uint64_t>(ThreadCpuNs() - start_ns);
   }
   ++counters_.stored_chunks;
   for (size_t i = index_only ? 1 : 0; i < observers_.size(); ++i) {

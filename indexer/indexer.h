@@ -153,7 +153,7 @@ struct IndexerCounters {
   uint64_t token_filters = 0;         // token filters written (merged chunks)
   uint64_t token_filter_bytes = 0;    // their bytes
   uint64_t token_filters_skipped = 0; // merged chunks too varied for a useful filter within the ratio
-  uint64_t token_filter_ns = 0;       // wall time tokenizing and building them (on the compactor's thread)
+  uint64_t token_filter_cpu_ns = 0;   // CPU time tokenizing and building them (the compactor's thread)
 };
 
 class Indexer {
