@@ -98,17 +98,8 @@ inline uint64_t HashFolded(const unsigned char* p, size_t length) {
 
 constexpr unsigned char FoldByte(unsigned char c) { return (c >= 'A' && c <= 'Z') ? static_cast<unsigned char>(c | 0x20) : c; }
 
-// Folds p[0, n) (n <= 64) into out; returns the mask of token bytes, bit i
-// for byte i (common/tokens.h).
-uint64_t FoldBlockScalar(const unsigned char* p, size_t n, unsigned char* out) {
-  uint64_t m = 0;
-  for (size_t i = 0; i < n; ++i) {
-    m |= uint64_t{IsTokenByte(p[i])} << i;
-    out[i] = FoldByte(p[i]);
-  }
-  return m;
-}
-
+// Folds p[0, 64) into out; returns the mask of token bytes, bit i for byte
+// i (common/tokens.h).
 #if defined(__SSE2__)
 // 16 bytes at a time, by SSE2 (every x86-64 has it): a token byte is one
 // >= 0x80 (its sign bit), a digit, a letter (c | 0x20 in 'a'..'z') or '_';
@@ -130,7 +121,14 @@ uint64_t FoldBlock64(const unsigned char* p, unsigned char* out) {
   return m;
 }
 #else
-uint64_t FoldBlock64(const unsigned char* p, unsigned char* out) { return FoldBlockScalar(p, 64, out); }
+uint64_t FoldBlock64(const unsigned char* p, unsigned char* out) {
+  uint64_t m = 0;
+  for (size_t i = 0; i < 64; ++i) {
+    m |= uint64_t{IsTokenByte(p[i])} << i;
+    out[i] = FoldByte(p[i]);
+  }
+  return m;
+}
 #endif
 
 }  // namespace
@@ -153,19 +151,23 @@ void TokenSet::AddMessage(std::string_view message) {
   const size_t blocks = (n + 63) / 64;
   if (folded_.size() < blocks * 64 + kPad) folded_.resize(blocks * 64 + kPad);
   if (masks_.size() < blocks) masks_.resize(blocks);
+  // A token takes a byte and a separator: at most (n + 1) / 2 of them.
+  if (pending_.size() < (n + 1) / 2) pending_.resize((n + 1) / 2);
   unsigned char* f = folded_.data();
   // Pass 1: the message folded into the buffer (zero-padded past its end)
-  // and a mask of its token bytes.
+  // and a mask of its token bytes. The last, partial block is copied out
+  // first (zeros are not token bytes and fold to zeros).
   for (size_t k = 0; k < blocks; ++k) {
     const size_t base = 64 * k;
     if (n - base >= 64) {
       masks_[k] = FoldBlock64(p + base, f + base);
     } else {
-      masks_[k] = FoldBlockScalar(p + base, n - base, f + base);
-      std::memset(f + n, 0, 64 * blocks + kPad - n);
+      unsigned char last[64] = {};
+      std::memcpy(last, p + base, n - base);
+      masks_[k] = FoldBlock64(last, f + base);
     }
   }
-  if (blocks * 64 == n) std::memset(f + n, 0, kPad);
+  std::memset(f + 64 * blocks, 0, kPad);
   // Pass 2: the mask's edges (bits that differ from the bit before)
   // alternate between a token's start and its end. The message's hashes are
   // computed first and inserted after, so that the hashes (independent of
@@ -174,7 +176,8 @@ void TokenSet::AddMessage(std::string_view message) {
   bool in_token = false;
   size_t start = 0;
   uint64_t carry = 0;  // the previous block's last bit
-  pending_.clear();
+  uint64_t* const hashes = pending_.data();
+  size_t count = 0;
   for (size_t k = 0; k < blocks; ++k) {
     const size_t base = 64 * k;
     const uint64_t m = masks_[k];
@@ -183,13 +186,13 @@ void TokenSet::AddMessage(std::string_view message) {
     while (edges) {
       const size_t at = base + static_cast<size_t>(std::countr_zero(edges));
       edges &= edges - 1;
-      if (in_token) pending_.push_back(HashFolded(f + start, at - start));
+      if (in_token) hashes[count++] = HashFolded(f + start, at - start);
       else start = at;
       in_token = !in_token;
     }
   }
-  if (in_token) pending_.push_back(HashFolded(f + start, n - start));
-  InsertAll(pending_.data(), pending_.size());
+  if (in_token) hashes[count++] = HashFolded(f + start, n - start);
+  InsertAll(hashes, count);
 }
 
 void TokenSet::InsertAll(const uint64_t* hashes, size_t count) {
