@@ -56,6 +56,7 @@ constexpr uint64_t kK0 = 0x9e3779b97f4a7c15ull;
 constexpr uint64_t kK1 = 0xff51afd7ed558ccdull;
 constexpr size_t kPad = 16;
 constexpr size_t kKeepScratch = 1 << 20;
+constexpr size_t kKeepSlots = 1 << 16;  // 512 KiB of table
 
 uint64_t LoadWord(const unsigned char* p) {
   uint64_t w;
@@ -170,9 +171,10 @@ void TokenSet::AddMessage(std::string_view message) {
   std::memset(f + 64 * blocks, 0, kPad);
   // Pass 2: the mask's edges (bits that differ from the bit before)
   // alternate between a token's start and its end. The message's hashes are
-  // computed first and inserted after, so that the hashes (independent of
-  // each other) overlap and each table slot is prefetched before its probe:
-  // probes were most of the build's time once tokenizing was branch-free.
+  // computed first (independent of each other, they overlap), their table
+  // slots prefetched, and inserted during the next message's call: probes
+  // that missed the cache were most of the build's time once tokenizing was
+  // branch-free, and a prefetch needs time to land.
   bool in_token = false;
   size_t start = 0;
   uint64_t carry = 0;  // the previous block's last bit
@@ -192,14 +194,17 @@ void TokenSet::AddMessage(std::string_view message) {
     }
   }
   if (in_token) hashes[count++] = HashFolded(f + start, n - start);
-  InsertAll(hashes, count);
+  if (table_.empty()) Grow(1);
+  // A hint only: a slot may move if the table grows first.
+  const size_t mask = table_.size() - 1;
+  for (size_t j = 0; j < count; ++j) __builtin_prefetch(&table_[hashes[j] & mask]);
+  InsertAll(ready_.data(), ready_count_);
+  pending_.swap(ready_);
+  ready_count_ = count;
 }
 
 void TokenSet::InsertAll(const uint64_t* hashes, size_t count) {
   if (table_.empty()) Grow(1);
-  // A hint only: a slot may move when the table grows below.
-  const size_t mask = table_.size() - 1;
-  for (size_t j = 0; j < count; ++j) __builtin_prefetch(&table_[hashes[j] & mask]);
   for (size_t j = 0; j < count; ++j) {
     // Grown by what is in it, not by the message's token count: a long
     // message repeating one token must not make a large table.
@@ -236,17 +241,21 @@ void TokenSet::Grow(size_t wanted) {
 }
 
 std::vector<uint64_t> TokenSet::TakeDistinct() {
+  InsertAll(ready_.data(), ready_count_);
+  ready_count_ = 0;
   std::vector<uint64_t> out;
   out.reserve(size_ + zero_);
   for (uint64_t h : table_) {
     if (h != 0) out.push_back(h);
   }
   if (zero_) out.push_back(0);
-  // Kept for the next chunk, but not far larger than this one needed: one
-  // chunk of many tokens must not make every later one scan a huge table.
+  // Kept for the next chunk, which is often as large (regrowing from small
+  // cost a rehash per doubling), but not far larger than this one needed
+  // once past kKeepSlots: one chunk of many tokens must not make every
+  // later one scan a huge table.
   size_t fit = 1024;
   while (fit < 2 * size_) fit *= 2;
-  if (table_.size() > 4 * fit) {
+  if (table_.size() > kKeepSlots && table_.size() > 4 * fit) {
     table_.assign(fit, 0);
     table_.shrink_to_fit();
   } else {
@@ -260,6 +269,7 @@ std::vector<uint64_t> TokenSet::TakeDistinct() {
     folded_ = {};
     masks_ = {};
     pending_ = {};
+    ready_ = {};
   }
   return out;
 }

@@ -66,6 +66,8 @@ class TokenSet {
   std::vector<unsigned char> folded_;  // the message being tokenized, folded, zero-padded
   std::vector<uint64_t> masks_;        // its token bytes, a bit each
   std::vector<uint64_t> pending_;      // its token hashes
+  std::vector<uint64_t> ready_;        // the previous message's, prefetched, not yet inserted
+  size_t ready_count_ = 0;
   std::vector<uint64_t> table_;        // 0 = empty slot; size a power of two
   size_t size_ = 0;
   bool zero_ = false;  // the hash 0, which the table cannot hold
