@@ -436,7 +436,7 @@ json BenchQuery(const BenchOptions& o) {
       {"token_filters", pass->token_filters},
       {"token_filters_skipped", pass->token_filters_skipped},
       {"token_filter_bytes", pass->token_filter_bytes},
-      {"token_filter_build_s", Round2(static_cast<double>(pass->token_filter_cpu_ns) / 1e9)},
+      {"token_filter_build_cpu_s", Round2(static_cast<double>(pass->token_filter_cpu_ns) / 1e9)},
       {"token_filter_false_positive_rate",
        probes ? Round2(1e4 * static_cast<double>(false_hits) / static_cast<double>(probes)) / 1e4 : 0.0},
       {"token_filter_probes", probes},

@@ -256,16 +256,17 @@ std::vector<uint64_t> TokenSet::TakeDistinct() {
   size_t fit = 1024;
   while (fit < 2 * size_) fit *= 2;
   if (table_.size() > kKeepSlots && table_.size() > 4 * fit) {
-    table_.assign(fit, 0);
+    table_.assign(std::max(fit, kKeepSlots), 0);
     table_.shrink_to_fit();
   } else {
     std::fill(table_.begin(), table_.end(), 0);
   }
   size_ = 0;
   zero_ = false;
-  // The scratch buffers follow the longest message seen: one of many
-  // megabytes is not kept for the life of the process.
-  if (folded_.capacity() > kKeepScratch) {
+  // The scratch buffers follow the longest message seen (the hashes take 4
+  // bytes per message byte, twice): past 1 MiB they are not kept for the
+  // life of the process.
+  if (folded_.capacity() > kKeepScratch || 8 * std::max(pending_.capacity(), ready_.capacity()) > kKeepScratch) {
     folded_ = {};
     masks_ = {};
     pending_ = {};

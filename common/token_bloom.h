@@ -49,9 +49,11 @@ namespace logdex {
 uint64_t TokenHash(std::string_view token);
 
 // The distinct token hashes of messages: each message is tokenized and
-// hashed, then its hashes go into an open-addressing set (a filter's build
-// is mostly this). Reuse one across chunks: TakeDistinct empties it and
-// keeps its memory, up to what the last chunk needed.
+// hashed, and its hashes go into an open-addressing set during the next
+// call (or TakeDistinct), once their slots had time to be prefetched (a
+// filter's build is mostly this). Reuse one across chunks: TakeDistinct
+// empties it and keeps its table up to 512 KiB, or what the last chunk
+// needed, and its scratch buffers up to about 1 MiB.
 class TokenSet {
  public:
   void AddMessage(std::string_view message);

@@ -240,6 +240,26 @@ TEST(TokenBloom, ALongMessageOfOneTokenMakesOneEntry) {
   EXPECT_EQ(set.TakeDistinct(), Hashes({"b"}));
 }
 
+// A message over 1 MiB: its scratch buffers are released after the chunk,
+// and the set goes on answering exactly.
+TEST(TokenBloom, ScratchBuffersOfAHugeMessageAreReleasedAndTheSetGoesOn) {
+  TokenSet set;
+  std::string huge;
+  for (int i = 0; i < 200'000; ++i) huge += "tok" + std::to_string(i % 1'000) + " ";
+  ASSERT_GT(huge.size(), size_t{1} << 20);
+  set.AddMessage("before");
+  set.AddMessage(huge);
+  std::vector<uint64_t> got = set.TakeDistinct();
+  EXPECT_EQ(got.size(), 1'001u);
+  set.AddMessage("");
+  set.AddMessage("a b");
+  got = set.TakeDistinct();
+  std::sort(got.begin(), got.end());
+  std::vector<uint64_t> want = Hashes({"a", "b"});
+  std::sort(want.begin(), want.end());
+  EXPECT_EQ(got, want);
+}
+
 TEST(TokenBloom, KeepsWithinItsByteCapOrIsNotBuilt) {
   std::vector<uint64_t> in(1'000);
   for (size_t i = 0; i < in.size(); ++i) in[i] = TokenHash("t" + std::to_string(i));
