@@ -19,6 +19,8 @@ constexpr uint8_t kVersion = 2;  // 1: the first token hash (filters written by 
 constexpr size_t kHeader = 6;  // version · k · salt u32
 constexpr unsigned kMaxHashes = 16;
 constexpr uint64_t kSeed = 0x746f6b656e;  // "token"
+constexpr uint64_t kK0 = 0x9e3779b97f4a7c15ull;
+constexpr uint64_t kK1 = 0xff51afd7ed558ccdull;
 
 // Lemire's multiply-shift instead of a division: the bit of 64-bit x in [0, bits).
 uint64_t Reduce(uint64_t x, uint64_t bits) {
@@ -33,7 +35,7 @@ uint64_t Reduce(uint64_t x, uint64_t bits) {
 uint64_t Salted(uint64_t h, uint32_t salt) {
   uint64_t x = h ^ (uint64_t{salt} << 32 | salt);
   x ^= x >> 33;
-  x *= 0xff51afd7ed558ccdull;
+  x *= kK1;
   x ^= x >> 33;
   x *= 0xc4ceb9fe1a85ec53ull;
   x ^= x >> 33;
@@ -42,7 +44,7 @@ uint64_t Salted(uint64_t h, uint32_t salt) {
 
 uint64_t Position(uint64_t g, unsigned j, uint64_t bits) {
   // Double hashing over the whole 64 bits: the step is an odd remix of g.
-  const uint64_t step = (g * 0x9e3779b97f4a7c15ull) | 1;
+  const uint64_t step = (g * kK0) | 1;
   return Reduce(g + j * step, bits);
 }
 
@@ -50,10 +52,8 @@ uint64_t Position(uint64_t g, unsigned j, uint64_t bits) {
 // call and a length dispatch per token, and a chunk's build is mostly this:
 // the folded message is in a buffer padded with 16 zero bytes, so a token
 // of up to 16 bytes (nearly all of them) is two loads, two masks and two
-// 64x64->128-bit multiplies, with no branch on its length. The exact definition is in
-// token_bloom.h: it is part of the stored format.
-constexpr uint64_t kK0 = 0x9e3779b97f4a7c15ull;
-constexpr uint64_t kK1 = 0xff51afd7ed558ccdull;
+// 64x64->128-bit multiplies, with no branch on its length. The exact
+// definition is in token_bloom.h: it is part of the stored format.
 constexpr size_t kPad = 16;
 constexpr size_t kKeepScratch = 1 << 20;
 constexpr size_t kKeepSlots = 1 << 16;  // 512 KiB of table
@@ -83,10 +83,9 @@ constexpr std::array<std::array<uint64_t, 2>, 17> kKeep = [] {
 
 // The hash of the folded token at p, of `length` bytes; p[length, length +
 // 16) must be readable (its bytes are masked off). Its last 16 bytes go
-// through a whole 128-bit product, which loses nothing (distinct words give
-// distinct products), before one folded multiply mixes its halves with the
-// length: one folded multiply alone collided a thousand times in 50,000
-// short tokens.
+// through a whole 128-bit product, before one folded multiply mixes its
+// halves with the length. A collision (two tokens, one hash) can only make
+// a filter pass a chunk it could have ruled out.
 inline uint64_t HashFolded(const unsigned char* p, size_t length) {
   uint64_t h = kSeed;
   size_t rest = length;
@@ -204,7 +203,6 @@ void TokenSet::AddMessage(std::string_view message) {
 }
 
 void TokenSet::InsertAll(const uint64_t* hashes, size_t count) {
-  if (table_.empty()) Grow(1);
   for (size_t j = 0; j < count; ++j) {
     // Grown by what is in it, not by the message's token count: a long
     // message repeating one token must not make a large table.
