@@ -752,11 +752,20 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     std::vector<RdKafka::TopicPartition*> parts;
     consumer_->assignment(parts);
     consumer_->position(parts);
+    // Until a partition's first fetch the client knows no position: the
+    // member then stands at the offset committed when it was assigned (read
+    // by ExpectCommittedOffsets), or at the log start when none was. Taking
+    // the log start for both made a restarted, caught-up member report its
+    // whole topic as lag, and /readyz 503, until a message came.
+    std::vector<std::optional<int64_t>> committed;
+    committed.reserve(parts.size());
+    for (auto* p : parts) committed.push_back(p->offset() >= 0 ? std::nullopt : CommittedOffset(p->topic(), p->partition()));
     std::lock_guard lock(mu_);
-    for (auto* p : parts) {
+    for (size_t i = 0; i < parts.size(); ++i) {
+      auto* p = parts[i];
       int64_t low = 0, high = 0;
       if (consumer_->get_watermark_offsets(p->topic(), p->partition(), &low, &high) != RdKafka::ERR_NO_ERROR) continue;
-      const int64_t pos = p->offset() >= 0 ? p->offset() : low;
+      const int64_t pos = p->offset() >= 0 ? p->offset() : std::max(low, committed[i].value_or(low));
       const int64_t lag = std::max<int64_t>(0, high - pos);
       assigned_[{p->topic(), p->partition()}] = lag;
       metrics_.Lag(p->topic(), p->partition()).Set(static_cast<double>(lag));

@@ -1111,6 +1111,55 @@ TEST_F(ServeProcess, LaggingPastTheRetentionIsCountedLoggedAndShownOnReadyz) {
   EXPECT_EQ(again.Wait(), 0) << again.Log();
 }
 
+// A member that starts on a group whose offsets are all committed has no lag
+// and is ready at once. Found by bench/peers on a real broker: the lag was
+// taken from the log start until the first message arrived (librdkafka knows
+// no position before it fetches), so a restarted, caught-up member reported
+// the whole topic as lag and /readyz stayed 503 while the topic was quiet.
+TEST_F(ServeProcess, ARestartedMemberThatIsCaughtUpHasNoLagAndIsReady) {
+  store_yaml_ = "http:\n  ready_max_lag: 3\n";
+  std::unique_ptr<TestKafka> kafka;
+  StartKafka(4, &kafka);
+  if (IsSkipped() || HasFatalFailure()) return;
+  const std::string topic(kDefaultTopic);
+  const std::string b = kafka->bootstrap();
+  TestProducer producer(b);
+  for (uint64_t i = 1; i <= 40; ++i) ASSERT_TRUE(producer.Send(topic, static_cast<int32_t>(i % 4), Chunk(i)));
+  {
+    Process first(ServeArgs("caught-up", {"--brokers", b, "--group", "caught-up"}), Log("caught-up1"));
+    ASSERT_TRUE(WaitFor([&] { return Committed(b, "caught-up", topic, 4) == 40; }, 60'000)) << first.Log();
+    first.Signal(SIGTERM);
+    ASSERT_EQ(first.Wait(), 0) << first.Log();
+  }
+  Process again(ServeArgs("caught-up", {"--brokers", b, "--group", "caught-up"}), Log("caught-up2"));
+  const int port = ListeningPort(again);
+  ASSERT_GT(port, 0) << again.Log();
+  ASSERT_TRUE(WaitFor([&] { return MetricOf(port, "logdex_consumer_assigned_partitions") == 4; }, 60'000))
+      << again.Log();
+  httplib::Client http("127.0.0.1", port);
+  std::string body;
+  ASSERT_TRUE(WaitFor([&] {
+    auto r = http.Get("/readyz");
+    body = r ? r->body : "";
+    return r && r->status == 200;
+  }, 30'000)) << "10 messages a partition, all committed, must not count as lag: " << body;
+  // Every partition's lag series, once all four are there, says 0.
+  std::vector<std::string> lags;
+  ASSERT_TRUE(WaitFor([&] {
+    auto r = http.Get("/metrics");
+    lags.clear();
+    std::istringstream in(r && r->status == 200 ? r->body : "");
+    for (std::string line; std::getline(in, line);) {
+      if (line.rfind("logdex_consumer_lag_messages{", 0) == 0) lags.push_back(line);
+    }
+    return lags.size() == 4;
+  }, 30'000)) << lags.size() << " lag series";
+  for (const std::string& line : lags) EXPECT_EQ(line.substr(line.rfind(' ') + 1), "0") << line;
+  EXPECT_EQ(MetricOf(port, "logdex_consumer_messages_total"), 0) << "nothing was consumed again";
+  again.Signal(SIGTERM);
+  EXPECT_EQ(again.Wait(), 0) << again.Log();
+}
+
 // `logdex ship --kafka` with a secret's value that librdkafka rejects: the
 // error names the setting, never the value.
 TEST_F(ServeProcess, ShipNeverEchoesARejectedSecretSetting) {
