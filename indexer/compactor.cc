@@ -100,15 +100,27 @@ Result<CompactionPass> Compactor::Pass(int64_t now_ms, const std::function<bool(
   if (!s.ok()) return s.error();
   bool stop_pass = false;
   for (const auto& [host, app] : ranges) {
-    if (Status r = PassOverHostApp(host, app, lo, cutoff, pass, keep_going, stop_pass); !r.ok()) return r.error();
+    if (Status r = PassOverHostApp(host, app, lo, cutoff, now_ms, pass, keep_going, stop_pass); !r.ok()) {
+      return r.error();
+    }
     if (stop_pass) break;
   }
+  // Streams neither seen by a whole pass nor merged within `settle` are
+  // forgotten; past 1 M streams, all are (every run is at its first sight).
+  if (!stop_pass) {
+    std::erase_if(clock_closed_, [&](const auto& e) {
+      return e.second.pass != passes_ && SaturatingSub(now_ms, e.second.merged_ms) >= options_.settle_ms;
+    });
+  }
+  if (clock_closed_.size() > (1u << 20)) clock_closed_.clear();
+  ++passes_;
   if (pass.runs_left > 0 && pass.lag_ms > 0) pass.lag_ms = std::max<int64_t>(0, now_ms - pass.lag_ms);
   pass.cpu_ns = ThreadCpuNs() - cpu0;
   return pass;
 }
 
-Status Compactor::PassOverHostApp(uint64_t host, uint64_t app, int64_t lo, int64_t cutoff, CompactionPass& pass,
+Status Compactor::PassOverHostApp(uint64_t host, uint64_t app, int64_t lo, int64_t cutoff, int64_t now_ms,
+                                  CompactionPass& pass,
                                   const std::function<bool(uint64_t)>& keep_going, bool& stop) {
   ++pass.streams;
   struct Run {
@@ -157,11 +169,33 @@ Status Compactor::PassOverHostApp(uint64_t host, uint64_t app, int64_t lo, int64
     run.last = std::max(run.last, key->ts_ms);
   }
   if (!it->status().ok()) return it->status();
-  // An open run closes once no chunk still to settle could join it.
+  // An open run closes once no chunk still to settle could join it, by the
+  // clock; late records break that premise (compactor.h): a stream's run the
+  // clock closed is merged at its first sight, then again only once it has
+  // not grown since the previous pass and its last such merge is `settle`
+  // old.
   for (auto& [sev, run] : runs) {
-    if (!run.parts.empty() && cutoff - run.first >= options_.max_span_ms) {
-      if (Status st = close(run); !st.ok()) return st;
+    if (run.parts.size() < 2 || cutoff - run.first < options_.max_span_ms) continue;
+    std::string bytes;
+    AppendBigEndian64(bytes, host);
+    AppendBigEndian64(bytes, app);
+    bytes.push_back(static_cast<char>(sev));
+    const uint64_t stream = Hash64(bytes);
+    bytes.clear();
+    for (const Part& p : run.parts) AppendBigEndian64(bytes, p.key.chunk);
+    const uint64_t parts_hash = Hash64(bytes);
+    auto [seen, first_sight] = clock_closed_.try_emplace(stream, ClockClosed{parts_hash, INT64_MIN, 0});
+    const bool grew = !first_sight && seen->second.parts_hash != parts_hash;
+    const bool recent = !first_sight && SaturatingSub(now_ms, seen->second.merged_ms) < options_.settle_ms;
+    seen->second.parts_hash = parts_hash;
+    seen->second.pass = passes_;
+    if (grew || recent) {
+      ++pass.runs_growing;
+      continue;
     }
+    const uint64_t merges = pass.merges;
+    if (Status st = close(run); !st.ok()) return st;
+    if (pass.merges > merges) seen->second.merged_ms = now_ms;
   }
   return Status::Ok();
 }

@@ -14,6 +14,17 @@
 //     max_span_ms). An open run waits, so a record is rewritten about once,
 //     not at every pass; a merged chunk is closed, and no later pass rewrites
 //     it unless late records of its time arrive;
+//   - late records (a lagging shipper, a consumer catching up, a backfill)
+//     break "no chunk yet to settle could join it": chunks keep arriving
+//     into a run the clock says is closed, and each pass would merge the
+//     last pass's merged chunk with the few parts that came since, rewriting
+//     a stream's records once a pass (11 times each in bench/peers' real-time
+//     run). So a stream's run closed by the clock alone is merged at its
+//     first sight (a stream that is not late merges as soon as the clock
+//     closes its run), and after that only once the previous pass saw it
+//     with the same parts and the stream's last such merge is `settle` old;
+//     meanwhile it waits (CompactionPass::runs_growing) until its chunks
+//     stop coming or it closes by size or span;
 //   - a run is cut further so that a merged chunk holds at most target_bytes
 //     uncompressed.
 // A merge reads the parts' main rows, decodes them, sorts their records by
@@ -60,6 +71,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <unordered_map>
 #include <unordered_set>
 
 #include "common/chunk_codec.h"
@@ -119,6 +131,7 @@ struct CompactionPass {
   uint64_t corrupt_parts = 0;  // parts that did not decode: left as they are
   uint64_t unsafe_parts = 0;   // parts not yet replay-safe: their runs wait
   uint64_t runs_left = 0;      // closed runs the pass had no budget for
+  uint64_t runs_growing = 0;   // runs the clock closed that wait: grown since the last pass, or merged within settle
   int64_t lag_ms = 0;          // now - the last record of the oldest run left (0: none)
   int64_t cpu_ns = 0;          // this thread's CPU time during the pass
 };
@@ -139,7 +152,7 @@ class Compactor {
   Compactor(TableStore& store, CompactorOptions options);
 
   struct Part;
-  Status PassOverHostApp(uint64_t host, uint64_t app, int64_t lo, int64_t cutoff, CompactionPass& pass,
+  Status PassOverHostApp(uint64_t host, uint64_t app, int64_t lo, int64_t cutoff, int64_t now_ms, CompactionPass& pass,
                          const std::function<bool(uint64_t)>& keep_going, bool& stop);
   Status MergeRun(std::vector<Part>& run, CompactionPass& pass,
                   const std::function<bool(uint64_t)>& keep_going, bool& stop);
@@ -151,6 +164,16 @@ class Compactor {
   CompactorOptions options_;
   Indexer indexer_;
   std::unordered_set<ChunkId> big_;  // chunks of target_bytes / 2 or more (see above)
+  // Streams (host, app, severity) whose run the clock closed: that run as
+  // last seen (a hash of its parts' ids), the pass that saw it, and when
+  // such a run of the stream was last merged.
+  struct ClockClosed {
+    uint64_t parts_hash = 0;
+    int64_t merged_ms = 0;
+    uint64_t pass = 0;
+  };
+  std::unordered_map<uint64_t, ClockClosed> clock_closed_;
+  uint64_t passes_ = 0;
 };
 
 }  // namespace logdex

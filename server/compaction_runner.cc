@@ -46,6 +46,9 @@ CompactionRunner::CompactionRunner(prometheus::Registry& registry, Compactor& co
                      "Stored chunks the compactor could not decode: left as they are");
   waiting_ = Gauge(registry, "logdex_compaction_waiting_parts",
                    "Parts the last pass left because their Kafka offsets are not committed yet");
+  growing_ = Gauge(registry, "logdex_compaction_growing_runs",
+                   "Runs the last pass left because late records kept arriving into them: grown since the pass "
+                   "before, or their stream merged within compaction.settle");
   runs_left_ = Gauge(registry, "logdex_compaction_runs_left",
                      "Closed runs of small chunks the last pass had no budget for (compaction.max_pass_bytes)");
   lag_ = Gauge(registry, "logdex_compaction_lag_seconds",
@@ -90,6 +93,7 @@ Result<CompactionPass> CompactionRunner::RunOnce() {
   corrupt_->Increment(static_cast<double>(pass->corrupt_parts));
   waiting_->Set(static_cast<double>(pass->unsafe_parts));
   runs_left_->Set(static_cast<double>(pass->runs_left));
+  growing_->Set(static_cast<double>(pass->runs_growing));
   lag_->Set(static_cast<double>(pass->lag_ms) / 1000.0);
   if (pass->merges > 0) {
     spdlog::info("compaction: merged {} chunks into {} ({} records; {} -> {} bytes) in {:.1f} ms of CPU", pass->parts,

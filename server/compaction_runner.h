@@ -11,7 +11,8 @@
 //   (parts not yet replay-safe at the last pass), logdex_compaction_runs_left and
 //   logdex_compaction_lag_seconds (closed runs the last pass had no budget
 //   for, and the age of the oldest: the compactor is behind; a warn line says
-//   so at most once a minute).
+//   so at most once a minute), logdex_compaction_growing_runs (runs late
+//   records keep growing, left to wait: indexer/compactor.h).
 #pragma once
 
 #include <prometheus/counter.h>
@@ -48,7 +49,7 @@ class CompactionRunner {
   const uint64_t max_rate_bytes_;
   prometheus::Counter *token_filters_, *token_filter_bytes_, *token_filters_skipped_;
   prometheus::Counter *merges_, *parts_, *records_, *bytes_in_, *bytes_out_, *cpu_, *passes_, *failures_, *corrupt_;
-  prometheus::Gauge *waiting_, *runs_left_, *lag_;
+  prometheus::Gauge *waiting_, *runs_left_, *growing_, *lag_;
   int64_t warned_ms_ = INT64_MIN / 2;
   std::mutex mu_;
   std::condition_variable cv_;
