@@ -753,19 +753,22 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     consumer_->assignment(parts);
     consumer_->position(parts);
     // Until a partition's first fetch the client knows no position: the
-    // member then stands at the offset committed when it was assigned (read
-    // by ExpectCommittedOffsets), or at the log start when none was. Taking
-    // the log start for both made a restarted, caught-up member report its
-    // whole topic as lag, and /readyz 503, until a message came.
-    std::vector<std::optional<int64_t>> committed;
-    committed.reserve(parts.size());
-    for (auto* p : parts) committed.push_back(p->offset() >= 0 ? std::nullopt : CommittedOffset(p->topic(), p->partition()));
+    // member then stands where its next message is expected (expected_: the
+    // offset committed when it was assigned, as the broker answered), or at
+    // the log start when that is unknown or past the log's end (a recreated
+    // topic). Taking the log start always made a restarted, caught-up member
+    // report its whole topic as lag, and /readyz 503, until a message came.
+    // Until its watermarks are known too, a partition keeps its last lag.
     std::lock_guard lock(mu_);
-    for (size_t i = 0; i < parts.size(); ++i) {
-      auto* p = parts[i];
+    for (auto* p : parts) {
       int64_t low = 0, high = 0;
       if (consumer_->get_watermark_offsets(p->topic(), p->partition(), &low, &high) != RdKafka::ERR_NO_ERROR) continue;
-      const int64_t pos = p->offset() >= 0 ? p->offset() : std::max(low, committed[i].value_or(low));
+      if (high < 0) continue;
+      int64_t pos = p->offset();
+      if (pos < 0) {
+        auto expected = expected_.find({p->topic(), p->partition()});
+        pos = expected != expected_.end() && expected->second >= 0 && expected->second <= high ? expected->second : low;
+      }
       const int64_t lag = std::max<int64_t>(0, high - pos);
       assigned_[{p->topic(), p->partition()}] = lag;
       metrics_.Lag(p->topic(), p->partition()).Set(static_cast<double>(lag));
