@@ -2,8 +2,11 @@
 # The peer benchmark (issue 15): logdex beside VictoriaLogs and ClickHouse, same data, same
 # queries, one run. Prints one JSON object, then a markdown table. See bench/README.md, "Peers".
 #
-#   bench/peers/run.sh [--lines N] [--runs N] [--seed N] [--systems logdex,victorialogs,clickhouse]
-#                      [--dir DIR --keep] [--json-out FILE] [--no-install]
+#   bench/peers/run.sh [--lines N] [--runs N] [--cold-runs N] [--seed N]
+#                      [--systems logdex,logdex-compaction,victorialogs,clickhouse]
+#                      [--realtime-streams N] [--realtime-seconds S] [--realtime-time-scale X]
+#                      [--logdex-kafka real|embedded] [--dir DIR --keep] [--json-out FILE] [--no-install]
+#   (bench/peers/peers.py --help says what each does)
 #
 # What it fetches or builds when missing:
 #   - Debian packages (scripts/install-deps.sh --peers): clickhouse-server/-client 18.16, zstd,
@@ -11,7 +14,9 @@
 #   - VictoriaLogs v1.52.1, built with the machine's Go from the Go module proxy into
 #     ${LOGDEX_ENGINE_CACHE:-$HOME/.cache/logdex-engines}/victorialogs-1.52.1/ (never the repo);
 #   - logdex: $LOGDEX_BIN if set, else build/server/logdex, built by
-#     `scripts/build.sh release logdex` when missing.
+#     `scripts/build.sh release logdex` when missing;
+#   - Apache Kafka's jars for logdex's broker (scripts/engines/kafka.sh fetch: Maven, cached;
+#     needs Java and Maven: scripts/install-deps.sh --engines).
 # A system that cannot be had is reported as skipped with the reason, and the others still run.
 # Every process it starts is stopped and its scratch directory removed on exit (trap).
 set -euo pipefail
@@ -29,7 +34,7 @@ args=()
 for a in "$@"; do
   case "$a" in
     --no-install) install=0 ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,21p' "$0"; exit 0 ;;
     *) args+=("$a") ;;
   esac
 done
@@ -48,8 +53,8 @@ trap 'exit 143' TERM
 
 skip=()
 if [ "$install" = 1 ]; then
-  if ! "$root/scripts/install-deps.sh" --peers >&2; then
-    echo "peers: scripts/install-deps.sh --peers failed; going on with what is installed" >&2
+  if ! "$root/scripts/install-deps.sh" --peers --engines >&2; then
+    echo "peers: scripts/install-deps.sh --peers --engines failed; going on with what is installed" >&2
   fi
 fi
 [ -x "$py" ] || py=python3

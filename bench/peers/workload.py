@@ -178,6 +178,85 @@ def generate(out_path, lines, seed, end_ms, data_dir):
     }
 
 
+
+class Realtime:
+    """The second workload: `streams` quiet streams, each sending one line per wall-clock second.
+
+    Stream i is app APPS[i % 7] on host rt-<i>. Lines are stamped in simulated time that runs
+    `time_scale` times faster than the wall clock and ends at the run's planned end, so that a
+    short run covers hours (a merged chunk may span 3 h) while the arrival pattern stays one line
+    per stream per second; no line is stamped ahead of the wall clock. batch(s) is the lines of
+    wall second s, as bytes; the generator counts every query's matches as the replay's does.
+    """
+
+    def __init__(self, streams, seconds, time_scale, seed, data_dir, start_wall_ms):
+        self.rng = random.Random(seed)
+        self.samples = load_samples(data_dir)
+        apps = list(APPS)
+        self.streams = [(apps[i % len(apps)], f"rt-{i:04d}") for i in range(streams)]
+        self.seconds, self.scale = seconds, time_scale
+        self.end_ms = start_wall_ms + seconds * 1000
+        self.start_ms = self.end_ms - seconds * time_scale * 1000
+        self.lines = 0
+        self.raw_bytes = 0
+        self.sev_names = [s for s, _ in SEVERITIES]
+        self.sev_weights = [w for _, w in SEVERITIES]
+        self.digits = re.compile(r"[0-9]+")
+        self.regex = re.compile(REGEX)
+        # Needles: three (second, stream) places, fixed fractions of the run.
+        self.needles = {(int(seconds * f), int(streams * g) % streams) for f, g in ((0.1, 0.3), (0.5, 0.6), (0.9, 0.1))}
+        rng = (self.start_ms - 60_000, self.end_ms + 60_000)
+        self.host = self.streams[7 % streams][1]
+        qs = [
+            ("rt_app_page", f"first page, one app ({QUERY_APP}), whole run", dict(app=QUERY_APP, range=rng, page=True)),
+            ("rt_host_page", f"first page, one host ({self.host}), whole run", dict(host=self.host, range=rng, page=True)),
+            ("rt_error_count", "severity ERROR, whole run, count", dict(severity="ERROR", range=rng, page=False)),
+            ("rt_needle_all", "needle token, all apps, whole run", dict(word=NEEDLE, range=rng, page=True)),
+        ]
+        self.queries = [dict(id=i, title=t, **spec) for i, t, spec in qs]
+        self.counts = {q["id"]: 0 for q in self.queries}
+        self.pages = {q["id"]: [] for q in self.queries if q["page"]}
+        self.dumps = json.JSONEncoder(ensure_ascii=False).encode
+
+    def _redraw(self, m):
+        s = m.group(0)
+        if self.rng.random() < 0.5:
+            return s
+        return "".join(self.rng.choice("0123456789") for _ in s)
+
+    def batch(self, second):
+        base = self.end_ms - (self.seconds - second) * self.scale * 1000
+        span = max(1, (self.scale - 1) * 1000)
+        out = []
+        for i, (app, host) in enumerate(self.streams):
+            ts = base + (i * 7919) % span  # each stream at its own place in the simulated interval
+            sev = self.rng.choices(self.sev_names, self.sev_weights)[0]
+            msg = self.digits.sub(self._redraw, self.rng.choice(self.samples[app]))
+            if (second, i) in self.needles:
+                msg = f"{msg} {NEEDLE}"
+            out.append('{"time":%d,"app":"%s","host":"%s","severity":"%s","message":%s}\n'
+                       % (ts, app, host, sev, self.dumps(msg)))
+            for q in self.queries:
+                if matches(q, ts, app, host, sev, msg, self.regex):
+                    self.counts[q["id"]] += 1
+                    if q["page"]:
+                        p = self.pages[q["id"]]
+                        p.append((ts, msg))
+                        if len(p) > 4 * PAGE:
+                            p.sort(reverse=True)
+                            del p[PAGE:]
+        data = "".join(out).encode()
+        self.lines += len(out)
+        self.raw_bytes += len(data)
+        return data
+
+    def manifest(self):
+        for q in self.queries:
+            q["expected_count"] = self.counts[q["id"]]
+            if q["page"]:
+                q["expected_page"] = sorted(self.pages[q["id"]], reverse=True)[:PAGE]
+        return dict(lines=self.lines, queries=self.queries)
+
 if __name__ == "__main__":
     import argparse
     import time
