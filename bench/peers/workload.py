@@ -229,7 +229,7 @@ class Realtime:
         span = max(1, (self.scale - 1) * 1000)
         out = []
         for i, (app, host) in enumerate(self.streams):
-            ts = base + (i * 7919) % span  # each stream at its own place in the simulated interval
+            ts = base + (i * 7919) % span  # each stream at its own place (7919 is prime: distinct for i < span)
             sev = self.rng.choices(self.sev_names, self.sev_weights)[0]
             msg = self.digits.sub(self._redraw, self.rng.choice(self.samples[app]))
             if (second, i) in self.needles:
