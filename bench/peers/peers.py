@@ -1138,7 +1138,7 @@ def table(result):
     rawtxt = ", ".join(x for x in [f"snappy {sn / raw['raw_bytes']:.3f}" if sn else "",
                                    f"zstd-3 {zs / raw['raw_bytes']:.3f}" if zs else ""] if x)
     add("bytes on disk per raw byte (settled)", lambda s: f"{s['settle']['disk_bytes_per_raw_byte']:.3f}", rawtxt)
-    add("bytes on disk per raw byte after a clean shutdown (memtables flushed, WAL gone)",
+    add("bytes on disk per raw byte after a clean shutdown (RocksDB keeps its WAL until the next start)",
         lambda s: f"{s['settle']['disk_bytes_after_clean_shutdown'] / raw['raw_bytes']:.3f}"
         if "disk_bytes_after_clean_shutdown" in s["settle"] else "-")
     add("files / parts on disk (settled)", lambda s: fmt(s["settle"].get("files", s["settle"].get("active_parts"))))
