@@ -532,12 +532,13 @@ def post_chunks(url, chunks, headers):
 
 class VictoriaLogs:
     name = "VictoriaLogs 1.52.1"
+    INSERT = "/insert/jsonline?_time_field=time&_msg_field=message&_stream_fields=app,host"
 
     def __init__(self, binary, work, lines):
         self.bin, self.work, self.lines = binary, work, lines
         self.data = os.path.join(work, "data")
         self.notes = ["single node, default flags but -httpListenAddr and -storageDataPath (retention 7d default)",
-                      "ingest: /insert/jsonline?_time_field=time&_msg_field=message&_stream_fields=app,host",
+                      "ingest: " + self.INSERT,
                       "queries: LogsQL; app/host as stream filters, needle/common word as word filters, "
                       "count with `| stats count()`"]
 
@@ -559,7 +560,7 @@ class VictoriaLogs:
         self.cpu0 = self.cpu()
 
     def feed(self, data):
-        http(self.url + "/insert/jsonline?_time_field=time&_msg_field=message&_stream_fields=app,host", data=data,
+        http(self.url + self.INSERT, data=data,
              headers={"Content-Type": "application/stream+json"})
 
     def feed_wait(self, lines):
@@ -575,7 +576,7 @@ class VictoriaLogs:
 
     def ingest(self, path, chunks):
         cpu0, t0 = self.srv.cpu(), time.monotonic()
-        client = post_chunks(self.url + "/insert/jsonline?_time_field=time&_msg_field=message&_stream_fields=app,host",
+        client = post_chunks(self.url + self.INSERT,
                              chunks, ["Content-Type: application/stream+json"])
         client_wall = time.monotonic() - t0
         http(self.url + "/internal/force_flush")
@@ -695,6 +696,9 @@ class ClickHouse:
     def cpu(self):
         return self.srv.cpu()
 
+    def insert_url(self):
+        return self.url + "?" + urllib.parse.urlencode({"query": "INSERT INTO logs FORMAT JSONEachRow"})
+
     def sql(self, q, timeout=600):
         return http(self.url, data=q.encode(), timeout=timeout)
 
@@ -702,7 +706,7 @@ class ClickHouse:
         self.cpu0 = self.cpu()
 
     def feed(self, data):
-        http(self.url + "?" + urllib.parse.urlencode({"query": "INSERT INTO logs FORMAT JSONEachRow"}), data=data)
+        http(self.insert_url(), data=data)
 
     def feed_wait(self, lines):
         wait_until(f"{lines} rows counted", lambda: int(self.sql("SELECT count() FROM logs")) >= lines, 600, 0.5)
@@ -714,7 +718,7 @@ class ClickHouse:
 
     def ingest(self, path, chunks):
         cpu0, t0 = self.srv.cpu(), time.monotonic()
-        client = post_chunks(self.url + "?" + urllib.parse.urlencode({"query": "INSERT INTO logs FORMAT JSONEachRow"}),
+        client = post_chunks(self.insert_url(),
                              chunks, [])
         n = int(self.sql("SELECT count() FROM logs"))
         return dict(wall_s=time.monotonic() - t0, client_wall_s=time.monotonic() - t0,
@@ -1272,6 +1276,8 @@ def main():
                 log(f"the real Kafka broker could not start ({e}); logdex uses serve's embedded mock cluster")
                 result["logdex_kafka"] = f"embedded mock cluster: the real broker could not start: {e}"
                 broker = None
+        elif not any(k.startswith("logdex") for k in wanted) or a.logdex_skip:
+            result["logdex_kafka"] = "none (logdex not run)"
         else:
             result["logdex_kafka"] = "embedded mock cluster (--logdex-kafka embedded)"
         if not a.partitions:
