@@ -9,6 +9,10 @@
 #   scripts/engines/hbase.sh stop DIR                gateway and HBase, waits for both to exit
 #   scripts/engines/hbase.sh kill-thrift DIR         SIGKILL the gateway
 #   scripts/engines/hbase.sh restart-thrift DIR      start the gateway again (same port, flags)
+#   scripts/engines/hbase.sh kill-hbase DIR          SIGKILL HBase (master, region server, ZooKeeper)
+#   scripts/engines/hbase.sh restart-hbase DIR       SIGKILL HBase if it runs, start it again on
+#                                                    the same data and ports (ready as at start:
+#                                                    its regions may still be recovering)
 #   scripts/engines/hbase.sh logs DIR                print HBase's and the gateway's logs
 #   scripts/engines/hbase.sh version                 the pinned HBase version
 #
@@ -26,7 +30,7 @@
 set -euo pipefail
 HBASE_VERSION=2.6.4
 here="$(cd "$(dirname "$0")" && pwd)"
-cache="${LOGDEX_ENGINE_CACHE:-$HOME/.cache/logdex-engines}/hbase-$HBASE_VERSION"
+cache="${LOGDEX_ENGINE_CACHE:-$HOME/.cache/logdex-engines}/hbase-$HBASE_VERSION-hadoop3"
 libs="$cache/libs"
 thrift_libs="$cache/thrift-libs"
 deadline_s="${LOGDEX_HBASE_START_TIMEOUT:-180}"
@@ -50,7 +54,7 @@ jdk_flags=(-Dorg.apache.hbase.thirdparty.io.netty.tryReflectionSetAccessible=tru
   --add-exports java.base/sun.net.dns=ALL-UNNAMED --add-exports java.base/sun.net.util=ALL-UNNAMED)
 
 die() { echo "hbase.sh: $*" >&2; exit 1; }
-usage() { sed -n '4,13p' "$0" >&2; exit 2; }
+usage() { sed -n '4,16p' "$0" >&2; exit 2; }
 
 # mvn's output says whether the registry answered at all.
 unreachable() { grep -qiE 'Could not transfer|No plugin found for prefix|UnknownHost|Connection refused|Connect timed out|Network is unreachable|No route to host' "$1"; }
@@ -85,7 +89,7 @@ fetch() {
     local log="$cache/fetch-thrift.log" tmp="$thrift_libs.tmp"
     rm -rf "$tmp"
     if ! mvn -q -B "${mvn_args[@]}" org.apache.maven.plugins:maven-dependency-plugin:3.8.1:copy \
-         -Dartifact="org.apache.hbase:hbase-thrift:$HBASE_VERSION" \
+         -Dartifact="org.apache.hbase:hbase-thrift:$HBASE_VERSION-hadoop3" \
          -Dtransitive=false -DoutputDirectory="$tmp" >"$log" 2>&1; then
       if unreachable "$log"; then
         echo "hbase.sh: Maven Central could not be reached (see $log)" >&2; exit 77
@@ -137,8 +141,12 @@ free_port() { python3 "$here/free_ports.py" 1; }
 
 alive() { [ -f "$1" ] && kill -0 "$(cat "$1")" 2>/dev/null; }
 
+# ZooKeeper's, the master's and the region server's ports, chosen at the first start and
+# kept in DIR/ports: a restarted HBase listens where the gateway's client looks for it, and
+# its region server, on the same host and port with a new start code, makes the master
+# recover the killed one's WAL at once (not after ZooKeeper's session timeout).
 write_site() {
-  local dir=$1 zk=$2
+  local dir=$1 zk=$2 master=$3 rs=$4
   mkdir -p "$dir/conf" "$dir/logs" "$dir/zk-data" "$dir/tmp"
   cat >"$dir/conf/hbase-site.xml" <<XML
 <?xml version="1.0"?>
@@ -151,7 +159,13 @@ write_site() {
   <property><name>hbase.zookeeper.property.dataDir</name><value>$dir/zk-data</value></property>
   <property><name>hbase.unsafe.stream.capability.enforce</name><value>false</value></property>
   <property><name>hbase.wal.provider</name><value>filesystem</value></property>
-  <property><name>hbase.localcluster.assign.random.ports</name><value>true</value></property>
+  <property><name>hbase.localcluster.assign.random.ports</name><value>false</value></property>
+  <property><name>hbase.master.port</name><value>$master</value></property>
+  <property><name>hbase.regionserver.port</name><value>$rs</value></property>
+  <!-- The raw local file system: the WAL's hflush then reaches the kernel (the checksummed
+       one keeps up to a checksum chunk in the JVM), so an acknowledged put survives a
+       SIGKILL of HBase as it survives a region server's crash on HDFS. -->
+  <property><name>fs.file.impl</name><value>org.apache.hadoop.fs.RawLocalFileSystem</value></property>
   <property><name>hbase.master.info.port</name><value>-1</value></property>
   <property><name>hbase.regionserver.info.port</name><value>-1</value></property>
   <property><name>hbase.master.ipc.address</name><value>127.0.0.1</value></property>
@@ -183,8 +197,9 @@ start_hbase() {
   local dir=$1
   [ -f "$libs/.complete" ] || (fetch_hbase_only)
   alive "$dir/master.pid" && die "HBase already runs from $dir (pid $(cat "$dir/master.pid"))"
-  local zk; zk=$(free_port)
-  write_site "$dir" "$zk"
+  [ -f "$dir/ports" ] || python3 "$here/free_ports.py" 3 >"$dir/ports"
+  local zk master rs; read -r zk master rs <"$dir/ports"
+  write_site "$dir" "$zk" "$master" "$rs"
   local t0=$SECONDS
   (cd "$dir" && exec java "${jdk_flags[@]}" -Xms128m -Xmx"$heap" -XX:+UseSerialGC \
       -Djava.io.tmpdir="$dir/tmp" -Dlog4j.configuration="file:$dir/conf/log4j.properties" \
@@ -281,7 +296,7 @@ watch_owner() {
 cmd=${1:-}; shift || true
 case "$cmd" in
   fetch) fetch ;;
-  version) echo "$HBASE_VERSION" ;;
+  version) echo "$HBASE_VERSION-hadoop3" ;;
   start-hbase) [ $# -eq 1 ] || usage; mkdir -p "$1"; start_hbase "$(cd "$1" && pwd)" ;;
   start)
     [ $# -ge 1 ] || usage
@@ -297,6 +312,10 @@ case "$cmd" in
     [ $# -eq 1 ] || usage
     stop_pid "$1/thrift.pid" TERM; stop_pid "$1/master.pid" TERM ;;
   kill-thrift) [ $# -eq 1 ] || usage; stop_pid "$1/thrift.pid" KILL ;;
+  kill-hbase) [ $# -eq 1 ] || usage; stop_pid "$1/master.pid" KILL ;;
+  restart-hbase)
+    [ $# -eq 1 ] || usage; dir=$(cd "$1" && pwd)
+    stop_pid "$dir/master.pid" KILL; start_hbase "$dir" ;;
   restart-thrift)
     [ $# -eq 1 ] || usage; dir=$(cd "$1" && pwd)
     read -r transport protocol port <"$dir/thrift.args"

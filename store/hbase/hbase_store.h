@@ -20,8 +20,9 @@
 //   putMultiple, deletes with deleteMultiple, split so that each call stays
 //   under `max_call_bytes` (the gateway's framed transport rejects frames
 //   over 2 MB by default). Every table the batch names is checked to exist
-//   before anything is sent. Durability maps to TDurability SKIP_WAL /
-//   ASYNC_WAL / SYNC_WAL on every mutation. SKIP_WAL through HBase is
+//   before anything is sent. Durability (skip_wal / async / sync) maps to
+//   TDurability SKIP_WAL / SYNC_WAL / FSYNC_WAL on every mutation (not
+//   ASYNC_WAL: HBase acknowledges those before its WAL holds them). SKIP_WAL through HBase is
 //   at-most-once on a region server crash: HBase gives no flush signal
 //   through Thrift.
 // - Reads: Get() is a TGet; Scan/NewIterator open gateway scanners and page

@@ -119,7 +119,7 @@ TEST_F(HBaseStore, CreateTableMapsOptionsToTheColumnFamilyAndPreSplitsTheMainTab
 
 TEST_F(HBaseStore, DurabilityTravelsOnEveryMutation) {
   const std::pair<Durability, int> cases[] = {
-      {Durability::kSkipWal, 1}, {Durability::kAsync, 2}, {Durability::kSync, 3}};  // SKIP_WAL, ASYNC_WAL, SYNC_WAL
+      {Durability::kSkipWal, 1}, {Durability::kAsync, 3}, {Durability::kSync, 4}};  // SKIP_WAL, SYNC_WAL, FSYNC_WAL
   for (auto [durability, wire] : cases) {
     HBaseOptions o = ServedHBaseStore::DefaultClientOptions();
     o.durability = durability;

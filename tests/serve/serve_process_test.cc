@@ -35,6 +35,7 @@
 #include "tests/alerting/webhook_receiver.h"
 #include "tests/serve/kafka_test_util.h"
 #include "tests/serve/process.h"
+#include "tests/serve/test_hbase.h"
 #include "tests/serve/test_kafka.h"
 #include "tests/test_util.h"
 
@@ -45,6 +46,7 @@ using testing::Committed;
 using testing::ListeningPort;
 using testing::Process;
 using testing::TestProducer;
+using testing::TestHBase;
 using testing::TestKafka;
 using testing::WaitFor;
 
@@ -88,11 +90,13 @@ bool WaitForRecords(httplib::Client& http, const std::string& query, size_t want
 
 // Every line `app` has in the store, through the query API (all pages):
 // multi-line records split back on their newlines. False on an HTTP error.
-bool QueryLines(httplib::Client& http, const std::string& app, const std::string& to, std::multiset<std::string>* got) {
+// `from` defaults to 2000 (an HBase store refuses ranges over 31 days).
+bool QueryLines(httplib::Client& http, const std::string& app, const std::string& to, std::multiset<std::string>* got,
+                const std::string& from = "2000-01-01T00:00:00Z") {
   got->clear();
   std::string cursor;
   for (;;) {
-    std::string q = "/api/v1/query?app=" + app + "&from=2000-01-01T00:00:00Z&to=" + to + "&limit=5000";
+    std::string q = "/api/v1/query?app=" + app + "&from=" + from + "&to=" + to + "&limit=5000";
     if (!cursor.empty()) q += "&cursor=" + cursor;
     auto r = http.Get(q);
     if (!r || r->status != 200) return false;
@@ -175,26 +179,22 @@ class ServeProcess : public ::testing::Test {
   }
 
   // Two serve members, "a" and "b", in one group on one HBase store (the
-  // Thrift2 test gateway) with alerts to `receiver`; returns once each owns 4
-  // of the 8 partitions. `alerting_extra` goes under the alerting section.
+  // Thrift2 test gateway, or a real HBase in the real_hbase/ variants) with
+  // alerts to `receiver`; returns once each owns 4 of the 8 partitions.
+  // `alerting_extra` goes under the alerting section.
   struct SharedMembers {
-    std::unique_ptr<HBaseTestServer> gateway;
+    std::unique_ptr<TestHBase> hbase;
     std::unique_ptr<TestKafka> kafka;
     int port_a = 0, port_b = 0;
     std::unique_ptr<Process> a, b;
   };
   void StartSharedMembers(const std::string& alerting_extra, alerting::testing::WebhookReceiver& receiver,
                           SharedMembers* m) {
-    HBaseTestServerOptions so;
-    so.dir = dir_.path() + "/hbase";
-    auto gateway = HBaseTestServer::Start(so);
-    ASSERT_TRUE(gateway.ok()) << gateway.error().ToString();
-    m->gateway = std::move(*gateway);
+    StartHBase(&m->hbase);
+    if (IsSkipped() || HasFatalFailure()) return;
     const std::string config = dir_.path() + "/shared.yaml";
     std::ofstream(config) << "consumer:\n  session_timeout: 6s\n  batch_max_messages: 50\n  shutdown_deadline: 20s\n"
-                          << "kafka:\n  log_level: \"3\"\n"
-                          << "store:\n  backend: hbase\n  hbase:\n    host: 127.0.0.1\n    port: " << m->gateway->port()
-                          << "\n    namespace: shared\n"
+                          << "kafka:\n  log_level: \"3\"\n" << m->hbase->StoreYaml("shared")
                           << "alerting:\n  sinks:\n    - name: hook\n      type: webhook\n      url: " << receiver.url()
                           << "\n" << alerting_extra;
     StartKafka(8, &m->kafka);
@@ -243,6 +243,16 @@ class ServeProcess : public ::testing::Test {
   }
 
   std::string Log(const std::string& name) { return dir_.path() + "/" + name + ".log"; }
+
+  // The test's HBase (TestHBase: the Thrift2 test gateway, or a real HBase and
+  // gateway in the real_hbase/ variants). A real one that cannot be had skips
+  // the test or fails it; callers return when IsSkipped() or HasFatalFailure().
+  void StartHBase(std::unique_ptr<TestHBase>* out) {
+    TestHBase::Started s = TestHBase::Start(dir_.path());
+    if (s.skip) GTEST_SKIP() << s.error;
+    ASSERT_NE(s.hbase, nullptr) << s.error;
+    *out = std::move(s.hbase);
+  }
 
   // The test's Kafka (TestKafka: the mock cluster, or a real broker in the
   // real_kafka/ variants) with logdex's topic (`partitions`) and its DLQ. A
@@ -531,16 +541,15 @@ TEST_F(ServeProcess, QueryFollowPrintsEachLineKcatProducesOnceAndSaysWhyServeEnd
 }
 
 // store.backend: hbase. serve writes through the Thrift2 protocol to a
-// THBaseService gateway (the test fixture: no HBase can run here) and answers
-// queries from it; an unreachable gateway fails the start with its address.
+// THBaseService gateway (the test gateway, or a real HBase's in real_hbase/)
+// and answers queries from it; an unreachable gateway fails the start with its
+// address.
 TEST_F(ServeProcess, TheHBaseBackendIndexesAndAnswersThroughTheThrift2Gateway) {
-  HBaseTestServerOptions so;
-  so.dir = dir_.path() + "/hbase";
-  auto gateway = HBaseTestServer::Start(so);
-  ASSERT_TRUE(gateway.ok()) << gateway.error().ToString();
+  std::unique_ptr<TestHBase> hbase;
+  StartHBase(&hbase);
+  if (IsSkipped() || HasFatalFailure()) return;
   const std::string config = dir_.path() + "/hbase.yaml";
-  std::ofstream(config) << "store:\n  backend: hbase\n  hbase:\n    host: 127.0.0.1\n    port: " << (*gateway)->port()
-                        << "\n    namespace: logdex_test\n";
+  std::ofstream(config) << hbase->StoreYaml("logdex_test");
   int port = 0;
   std::string bootstrap;
   auto serve_process = StartEmbedded(&port, &bootstrap, {"--config", config});
@@ -552,10 +561,12 @@ TEST_F(ServeProcess, TheHBaseBackendIndexesAndAnswersThroughTheThrift2Gateway) {
   }
   httplib::Client http("127.0.0.1", port);
   size_t found = 0;
-  ASSERT_TRUE(WaitForRecords(http, "/api/v1/query?app=hb-app&since=3h&limit=1000", 80, 20'000, &found))
+  ASSERT_TRUE(WaitForRecords(http, "/api/v1/query?app=hb-app&since=3h&limit=1000", 80, 60'000, &found))
       << "found " << found << "\n" << serve.Log();
-  EXPECT_TRUE((*gateway)->Table("logdex_test:logs").has_value()) << "the main table lives in the namespace";
-  EXPECT_GE((*gateway)->stats().calls["putMultiple"], 1u);
+  if (HBaseTestServer* gateway = hbase->fixture()) {
+    EXPECT_TRUE(gateway->Table("logdex_test:logs").has_value()) << "the main table lives in the namespace";
+    EXPECT_GE(gateway->stats().calls["putMultiple"], 1u);
+  }
   auto host = http.Get("/api/v1/query?host=host3&since=3h&limit=1000");
   ASSERT_TRUE(host && host->status == 200);
   EXPECT_EQ(nlohmann::json::parse(host->body)["records"].size(), 12u) << "seqs 3, 10, 17 with 4 records each";
@@ -690,6 +701,129 @@ TEST_F(ServeProcess, MembersSharingAnHBaseStoreKeepOneGroupWindowAndItsCounts) {
     p->Signal(SIGTERM);
     EXPECT_EQ(p->Wait(), 0) << p->Log();
   }
+}
+
+// Issue 13, faults on HBase: the gateway dies (a real one by SIGKILL) while
+// serve writes batches, and comes back; then HBase itself is SIGKILLed and
+// started again; chunks keep coming throughout. serve pauses its partitions
+// and retries (logdex_store_write_failures_total, logdex_consumer_paused),
+// resumes by itself, and every record is found exactly once: offsets are
+// committed only for rows HBase acknowledged with a WAL that outlives the
+// kill, and a retried batch writes the same rows again. The test gateway is
+// its own store: there both faults are a stop and a start in this process.
+TEST_F(ServeProcess, HBaseGatewayAndHBaseKilledWhileServeWritesLoseNothing) {
+  std::unique_ptr<TestHBase> hbase;
+  StartHBase(&hbase);
+  if (IsSkipped() || HasFatalFailure()) return;
+  std::unique_ptr<TestKafka> kafka;
+  StartKafka(8, &kafka);
+  if (IsSkipped() || HasFatalFailure()) return;
+  const std::string b = kafka->bootstrap(), topic(kDefaultTopic), group = "faults";
+  const std::string config = dir_.path() + "/faults.yaml";
+  std::ofstream(config) << "consumer:\n  session_timeout: 6s\n  batch_max_messages: 50\n  shutdown_deadline: 20s\n"
+                        << "  retry_backoff_max: 2s\nkafka:\n  log_level: \"3\"\n"
+                        << hbase->StoreYaml("faults") << "    rpc_timeout: 20s\n";
+  Process serve({LOGDEX_BINARY, "serve", "--config", config, "--http", "127.0.0.1:0", "--brokers", b, "--group", group},
+                Log("serve"));
+  const int port = ListeningPort(serve);
+  ASSERT_GT(port, 0) << serve.Log();
+  auto committed = [&] { return Committed(b, group, topic, 8); };
+  auto failures = [&] { return MetricOf(port, "logdex_store_write_failures_total"); };
+  auto paused = [&] { return MetricOf(port, "logdex_consumer_paused"); };
+  // Writes that failed or took over 5 s: a put to a dead gateway fails at once; one
+  // through a gateway whose HBase is down waits in HBase's client until it is back.
+  auto slow_or_failed = [&] {
+    return failures() + MetricOf(port, "logdex_store_write_seconds_count") -
+           MetricOf(port, "logdex_store_write_seconds_bucket{le=\"5\"}");
+  };
+
+  // 40 chunks of 4 records a second, on every partition, until told to stop.
+  std::atomic<uint64_t> sent{0};
+  std::atomic<bool> stop{false}, send_failed{false};
+  std::thread sender([&] {
+    TestProducer producer(b);
+    while (!stop) {
+      for (int k = 0; k < 10; ++k) {
+        const uint64_t seq = sent + 1;
+        if (!producer.Queue(topic, static_cast<int32_t>(seq % 8), Chunk(seq, "faults", 4))) {
+          send_failed = true;
+          return;
+        }
+        sent = seq;
+      }
+      if (!producer.Flush()) {
+        send_failed = true;
+        return;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(250));  // pacing, not a wait
+    }
+  });
+  struct Join {
+    std::atomic<bool>& stop;
+    std::thread& t;
+    ~Join() {
+      stop = true;
+      if (t.joinable()) t.join();
+    }
+  } join{stop, sender};
+  auto sent_more = [&](uint64_t n) {
+    const uint64_t until = sent + n;
+    return WaitFor([&] { return sent >= until || send_failed; }, 120'000) && !send_failed;
+  };
+
+  // 1. The gateway dies while batches go out, and stays away until serve has
+  // failed a write, paused, and more chunks have come.
+  ASSERT_TRUE(WaitFor([&] { return committed() >= 200; }, 120'000)) << serve.Log();
+  ASSERT_TRUE(hbase->KillGateway()) << hbase->error();
+  ASSERT_TRUE(WaitFor([&] { return failures() > 0 && paused() == 1; }, 120'000))
+      << "serve did not show the gateway's outage\n" << serve.Log();
+  ASSERT_TRUE(sent_more(100));
+  const int64_t at_gateway_restart = committed();
+  ASSERT_TRUE(hbase->RestartGateway()) << hbase->error();
+  ASSERT_TRUE(WaitFor([&] { return paused() == 0 && committed() > at_gateway_restart; }, 180'000))
+      << "serve did not resume by itself after the gateway came back\n" << serve.Log() << hbase->Logs();
+
+  // 2. HBase dies while batches go out, and starts again on its data.
+  ASSERT_TRUE(sent_more(80));
+  const double outage_before = slow_or_failed();
+  const int64_t at_hbase_kill = committed();
+  ASSERT_TRUE(hbase->RestartHBase()) << hbase->error();
+  ASSERT_TRUE(WaitFor([&] { return paused() == 0 && committed() > at_hbase_kill + 80; }, 300'000))
+      << "serve did not resume by itself after HBase came back\n" << serve.Log() << hbase->Logs();
+  if (hbase->real()) {
+    EXPECT_GT(slow_or_failed(), outage_before) << "serve did not show HBase's outage";
+  }
+
+  ASSERT_TRUE(sent_more(80));
+  stop = true;
+  sender.join();
+  ASSERT_FALSE(send_failed) << "the test's producer failed";
+  const uint64_t total = sent;
+  ASSERT_TRUE(WaitFor([&] { return committed() >= static_cast<int64_t>(total); }, 300'000))
+      << "committed " << committed() << " of " << total << "\n" << serve.Log();
+
+  std::multiset<std::string> want, got;
+  for (uint64_t seq = 1; seq <= total; ++seq) {
+    for (int i = 0; i < 4; ++i) want.insert("record " + std::to_string(seq) + "." + std::to_string(i));
+  }
+  httplib::Client http("127.0.0.1", port);
+  http.set_read_timeout(60, 0);
+  // Chunk() stamps records an hour ago.
+  const int64_t now = SystemClock::Instance().NowMs();
+  ASSERT_TRUE(QueryLines(http, "faults", std::to_string(now + 3'600'000), &got, std::to_string(now - 7'200'000)))
+      << serve.Log();
+  std::vector<std::string> missing, extra;
+  std::set_difference(want.begin(), want.end(), got.begin(), got.end(), std::back_inserter(missing));
+  std::set_difference(got.begin(), got.end(), want.begin(), want.end(), std::back_inserter(extra));
+  EXPECT_EQ(missing.size(), 0u) << "records lost of " << want.size() << "\n" << serve.Log();
+  EXPECT_EQ(extra.size(), 0u) << "records found twice (or never sent)";
+  for (size_t i = 0; i < std::min<size_t>(3, missing.size()); ++i) ADD_FAILURE() << "missing: " << missing[i];
+  for (size_t i = 0; i < std::min<size_t>(3, extra.size()); ++i) ADD_FAILURE() << "extra: " << extra[i];
+  std::printf("%llu chunks; %.0f failed writes, %.0f failed or over 5 s; gateway %s\n",
+              static_cast<unsigned long long>(total), failures(), slow_or_failed(),
+              hbase->real() ? "real HBase's" : "the test gateway");
+  serve.Signal(SIGTERM);
+  EXPECT_EQ(serve.Wait(), 0) << serve.Log();
 }
 
 // A shared outbox needs a topic whose partition 0 decides who delivers; with
@@ -894,6 +1028,74 @@ TEST_F(ServeProcess, GroupChurnLosesNothingAndAddsNothing) {
   EXPECT_EQ(all.size(), total) << "every produced chunk is stored, none other";
   EXPECT_EQ(members_with_data, 3u) << "all three members took part\n== a ==\n"
                                    << a->Log() << "== b ==\n" << m2.Log() << "== c ==\n" << c->Log();
+}
+
+// Issue 13: a rolling restart. Two members share the topic while chunks
+// keep coming; each is stopped (SIGTERM) and started again on its store in
+// turn, the second once the first owns partitions again. Every chunk is
+// stored, and in one member's store only: a member that leaves commits what
+// it wrote before its partitions move, and the next owner starts there.
+TEST_F(ServeProcess, RollingRestartOfTwoMembersUnderLoadStoresEveryChunkOnce) {
+  std::unique_ptr<TestKafka> kafka;
+  StartKafka(8, &kafka);
+  if (IsSkipped() || HasFatalFailure()) return;
+  const std::string topic(kDefaultTopic);
+  const std::string b = kafka->bootstrap();
+  const auto args_a = ServeArgs("a", {"--brokers", b, "--group", "rolling"});
+  const auto args_b = ServeArgs("b", {"--brokers", b, "--group", "rolling"});
+  auto a = std::make_unique<Process>(args_a, Log("a"));
+  auto m2 = std::make_unique<Process>(args_b, Log("b"));
+  auto owns_partitions = [](Process& p) {
+    return WaitFor([&] { return MetricOf(ListeningPort(p), "logdex_consumer_assigned_partitions") > 0; }, 90'000);
+  };
+  // Stops `member` once it has written a batch, and starts it again on its store.
+  auto restart = [&](std::unique_ptr<Process>& member, const std::vector<std::string>& args, const std::string& log) {
+    ASSERT_TRUE(WaitFor([&] { return MetricOf(ListeningPort(*member), "logdex_consumer_batches_total") > 0; },
+                        90'000))
+        << member->Log();
+    member->Signal(SIGTERM);
+    EXPECT_EQ(member->Wait(), 0) << member->Log();
+    member = std::make_unique<Process>(args, Log(log));
+  };
+
+  TestProducer producer(b);
+  const uint64_t total = 4000;
+  for (uint64_t i = 1; i <= total; ++i) {
+    ASSERT_TRUE(producer.Queue(topic, static_cast<int32_t>(i % 8), Chunk(i)));
+    if (i % 100 != 0) continue;
+    ASSERT_TRUE(producer.Flush());
+    std::this_thread::sleep_for(std::chrono::milliseconds(250));  // pacing: ~10 s of sending in all
+    if (i == 1000) {
+      ASSERT_TRUE(owns_partitions(*a) && owns_partitions(*m2)) << a->Log() << m2->Log();
+      restart(a, args_a, "a-2");
+      if (HasFatalFailure()) return;
+    }
+    if (i == 2400) {
+      ASSERT_TRUE(owns_partitions(*a)) << "the restarted member rejoined\n" << a->Log();
+      restart(m2, args_b, "b-2");
+      if (HasFatalFailure()) return;
+    }
+  }
+  ASSERT_TRUE(producer.Flush());
+  ASSERT_TRUE(owns_partitions(*m2)) << "the restarted member rejoined\n" << m2->Log();
+  ASSERT_TRUE(WaitFor([&] { return Committed(b, "rolling", topic, 8) == static_cast<int64_t>(total); }, 120'000))
+      << "committed " << Committed(b, "rolling", topic, 8) << "\n" << a->Log() << m2->Log();
+  for (auto* p : {a.get(), m2.get()}) {
+    p->Signal(SIGTERM);
+    EXPECT_EQ(p->Wait(), 0) << p->Log();
+  }
+
+  const std::set<uint64_t> in_a = StoredSequences(dir_.path() + "/a"), in_b = StoredSequences(dir_.path() + "/b");
+  std::set<uint64_t> all(in_a);
+  all.insert(in_b.begin(), in_b.end());
+  EXPECT_EQ(all.size(), total) << "every produced chunk is stored";
+  EXPECT_EQ(*all.begin(), 1u);
+  EXPECT_EQ(*all.rbegin(), total);
+  std::vector<uint64_t> both;
+  std::set_intersection(in_a.begin(), in_a.end(), in_b.begin(), in_b.end(), std::back_inserter(both));
+  EXPECT_TRUE(both.empty()) << both.size() << " chunks stored by both members, the first " << both.front();
+  EXPECT_FALSE(in_a.empty());
+  EXPECT_FALSE(in_b.empty());
 }
 
 void ServeProcess::SigkillScenario(bool skip_wal) {
