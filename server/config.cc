@@ -327,7 +327,12 @@ Result<ServeConfig> ParseConfig(const std::string& yaml, const std::string& name
                                   {"protocol", w.Choice(b.compact, {{"compact", true}, {"binary", false}})},
                                   {"pool_size", w.Number<int>(b.pool_size, 1, 256)},
                                   {"rpc_timeout", w.Duration(b.rpc_timeout_ms, 100)},
-                                  {"retries", w.Number<int>(b.retries, 0, 100)}});
+                                  {"retries", w.Number<int>(b.retries, 0, 100)},
+                                  {"compression",
+                                   w.Choice(b.compression, {{"snappy", std::optional(Compression::kSnappy)},
+                                                            {"lz4", std::optional(Compression::kLz4)},
+                                                            {"zstd", std::optional(Compression::kZstd)},
+                                                            {"none", std::optional(Compression::kNone)}})}});
                          })}});
                })},
               {"indexer", F([&](const YAML::Node& n, const std::string& p) {

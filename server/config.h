@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -66,6 +67,8 @@ struct HBaseConfig {
   int pool_size = 4;                      // connections to the gateway
   int64_t rpc_timeout_ms = 60'000;        // per-RPC send/receive timeout
   int retries = 3;                        // retries of a retryable failure
+  // Codec of the tables logdex compresses (snappy by design); unset keeps it.
+  std::optional<Compression> compression;
 };
 
 struct StoreConfig {

@@ -108,6 +108,7 @@ Result<std::unique_ptr<TableStore>> OpenStore(const StoreConfig& c) {
     o.pool_size = c.hbase.pool_size;
     o.rpc_timeout_ms = static_cast<int>(c.hbase.rpc_timeout_ms);
     o.retries = c.hbase.retries;
+    o.compression = c.hbase.compression;
     o.durability = c.durability;
     o.salt_buckets = static_cast<int>(c.salt_buckets);
     auto s = HBaseTableStore::Open(o);

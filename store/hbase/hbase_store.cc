@@ -383,7 +383,9 @@ class HBaseTableStore::Impl {
     }
     if (Status s = EnsureNamespace(); !s.ok()) return s;
     const h2::TTableName tname = ThriftName(name);
-    const h2::TColumnFamilyDescriptor family = FamilyFor(o);
+    TableOptions wanted = o;
+    if (wanted.compression != Compression::kNone && options_.compression) wanted.compression = *options_.compression;
+    const h2::TColumnFamilyDescriptor family = FamilyFor(wanted);
     bool exists = false;
     if (Status s = Rpc("table exists " + HBaseName(name), [&](auto& c) { exists = c.tableExists(tname); }); !s.ok()) {
       return s;
@@ -415,7 +417,17 @@ class HBaseTableStore::Impl {
       for (int b = 1; b < std::min(options_.salt_buckets, 256); ++b) splits.emplace_back(1, static_cast<char>(b));
     }
     Status s = Rpc("create table " + HBaseName(name), [&](auto& c) { c.createTable(desc, splits); });
-    if (!s.ok() && s.message().find("TableExistsException") == std::string::npos) return s;
+    if (!s.ok() && s.message().find("TableExistsException") == std::string::npos) {
+      // HBase's sanity check of the family's codec (TableDescriptorChecker.checkCompression).
+      if (wanted.compression != Compression::kNone && s.message().find("checkCompression") != std::string::npos) {
+        return Status(s.code(), "HBase cannot compress table " + HBaseName(name) + " with " +
+                                    h2::to_string(family.compressionType) +
+                                    " (its region servers lack the codec; on Hadoop 2 it needs the native library): "
+                                    "set store.hbase.compression to a codec it has, or none; HBase said: " +
+                                    s.message().substr(0, 300));
+      }
+      return s;
+    }
     Remember(name);
     return Status::Ok();
   }

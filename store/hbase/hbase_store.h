@@ -51,6 +51,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "common/ids.h"
@@ -89,6 +90,11 @@ struct HBaseOptions {
   std::function<void(int ms)> sleep;
 
   Durability durability = Durability::kAsync;
+
+  // The codec of every table logdex asks to compress (index and meta tables:
+  // snappy by design); unset keeps each table's. For a cluster that lacks the
+  // codec: HBase on Hadoop 2 without its native library refuses SNAPPY tables.
+  std::optional<Compression> compression;
 
   // Upper bound of one putMultiple/deleteMultiple request body (row keys,
   // values and per-cell overhead). Default 1.5 MiB, under the gateway's

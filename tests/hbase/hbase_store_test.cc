@@ -117,6 +117,21 @@ TEST_F(HBaseStore, CreateTableMapsOptionsToTheColumnFamilyAndPreSplitsTheMainTab
   EXPECT_EQ(store_->server().stats().calls["createNamespace"], 1u);
 }
 
+// store.hbase.compression replaces the codec of the tables that ask for one
+// (HBase on Hadoop 2 without its native library refuses SNAPPY); a table
+// stored uncompressed by design stays so.
+TEST_F(HBaseStore, ACompressionSettingReplacesTheCodecOfCompressedTablesOnly) {
+  HBaseOptions o = ServedHBaseStore::DefaultClientOptions();
+  o.compression = Compression::kZstd;
+  Open(o);
+  TableOptions index;
+  index.compression = Compression::kSnappy;
+  ASSERT_TRUE(store_->CreateTable("idx_error", index).ok());
+  ASSERT_TRUE(store_->CreateTable(kMainTable, TableOptions{}).ok());
+  EXPECT_EQ(store_->server().Table("logdex:idx_error")->compression, 6);  // ZSTD
+  EXPECT_EQ(store_->server().Table("logdex:logs")->compression, 2);       // NONE
+}
+
 TEST_F(HBaseStore, DurabilityTravelsOnEveryMutation) {
   const std::pair<Durability, int> cases[] = {
       {Durability::kSkipWal, 1}, {Durability::kAsync, 3}, {Durability::kSync, 4}};  // SKIP_WAL, SYNC_WAL, FSYNC_WAL

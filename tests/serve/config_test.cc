@@ -107,6 +107,15 @@ TEST(Config, TheHBaseBackendHasItsOwnSectionAndChecksItsValues) {
   EXPECT_TRUE(c->store.hbase.compact);
   EXPECT_EQ(c->store.hbase.rpc_timeout_ms, 2000);
   EXPECT_TRUE(ParseConfig("", "d.yaml")->store.hbase.framed) << "framed by default, as deploy/hbase runs the gateway";
+  EXPECT_FALSE(c->store.hbase.compression.has_value()) << "each table's own codec by default";
+  auto none = ParseConfig("store:\n  backend: hbase\n  hbase:\n    compression: none\n", "n.yaml");
+  ASSERT_TRUE(none.ok()) << none.error().message;
+  EXPECT_EQ(none->store.hbase.compression, Compression::kNone);
+  auto codec = ParseConfig("store:\n  backend: hbase\n  hbase:\n    compression: gzip\n", "g.yaml");
+  ASSERT_FALSE(codec.ok());
+  EXPECT_NE(codec.error().message.find("g.yaml:4: store.hbase.compression: must be snappy, lz4, zstd or none"),
+            std::string::npos)
+      << codec.error().message;
 
   auto bad = ParseConfig("store:\n  backend: hbase\n  hbase:\n    transport: http\n    port: 70000\n", "h.yaml");
   ASSERT_FALSE(bad.ok());
