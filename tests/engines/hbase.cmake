@@ -17,4 +17,12 @@ if(TARGET logdex_hbase_tests AND TARGET logdex_tests)
     set_tests_properties(real.hbase.${transport}_${protocol} PROPERTIES
       LABELS real-engine SKIP_RETURN_CODE 77 TIMEOUT 900 RESOURCE_LOCK logdex_heavy)
   endforeach()
+  # The indexer and query suites (indexing, every query shape against a brute force, text
+  # and token filters, budgets, cursors, volume) on one transport: each test has its own
+  # namespace of a dozen tables, so HBase gets a larger heap (768 MiB ran out at about 20).
+  add_test(NAME real.hbase.indexer_query
+    COMMAND ${CMAKE_COMMAND} -E env LOGDEX_HBASE_HEAP=2g ${logdex_hbase_run} framed binary
+      -- $<TARGET_FILE:logdex_indexer_tests> --gtest_filter=Backends/*/hbase_real)
+  set_tests_properties(real.hbase.indexer_query PROPERTIES
+    LABELS real-engine SKIP_RETURN_CODE 77 TIMEOUT 1800 RESOURCE_LOCK logdex_heavy)
 endif()
