@@ -7,9 +7,12 @@
 //                     [--transport framed|buffered] [--protocol binary|compact]
 //                     [--durability skip_wal|async|sync]
 //
-// Prints one JSON object. The gateway here is a fixture over RocksDB on the
-// same machine: the figure measures the client, Thrift encoding and the
-// loopback hop, not an HBase cluster.
+// Prints one JSON object. The test gateway is a fixture over RocksDB on the
+// same machine: its figure measures the client, Thrift encoding and the
+// loopback hop, not an HBase cluster. With LOGDEX_HBASE_THRIFT=host:port (as
+// tests/engines/hbase_run.sh sets it), the same batches also go through that
+// real gateway to its HBase, into a namespace of their own:
+//   tests/engines/hbase_run.sh framed binary -- build/tests/hbase/hbase_write_bench
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -128,7 +131,7 @@ int Main(int argc, char** argv) {
   }
   const std::vector<WriteBatch> batches = Workload(c);
 
-  nlohmann::json rocks_result, hbase_result;
+  nlohmann::json rocks_result, hbase_result, real_result;
   {
     TempDir dir;
     RocksDbOptions o;
@@ -150,6 +153,21 @@ int Main(int argc, char** argv) {
     hbase_result = Run(**store, batches);
     hbase_result["putMultiple_calls"] = (*store)->server().stats().calls["putMultiple"];
   }
+  if (const char* addr = std::getenv("LOGDEX_HBASE_THRIFT"); addr && std::strchr(addr, ':')) {
+    const std::string a(addr);
+    HBaseOptions o;
+    o.host = a.substr(0, a.rfind(':'));
+    o.port = std::atoi(a.c_str() + a.rfind(':') + 1);
+    o.transport = c.transport;
+    o.protocol = c.protocol;
+    o.durability = c.durability;
+    o.pool_size = 1;
+    o.ns = "bench" + std::to_string(SystemClock::Instance().NowMs());
+    auto store = HBaseTableStore::Open(o);
+    if (!store.ok()) return std::fprintf(stderr, "%s: %s\n", addr, store.error().ToString().c_str()), 1;
+    real_result = Run(**store, batches);
+    real_result["gateway"] = a;
+  }
   nlohmann::json out = {
       {"workload",
        {{"rows", c.rows},
@@ -163,6 +181,13 @@ int Main(int argc, char** argv) {
       {"hbase_thrift2_test_gateway", hbase_result},
       {"ratio_hbase_to_rocksdb_rows_per_s",
        hbase_result["rows_per_s"].get<double>() / rocks_result["rows_per_s"].get<double>()}};
+  if (!real_result.is_null()) {
+    out["hbase_real_gateway"] = real_result;
+    out["ratio_real_hbase_to_rocksdb_rows_per_s"] =
+        real_result["rows_per_s"].get<double>() / rocks_result["rows_per_s"].get<double>();
+    out["ratio_real_hbase_to_test_gateway_rows_per_s"] =
+        real_result["rows_per_s"].get<double>() / hbase_result["rows_per_s"].get<double>();
+  }
   std::printf("%s\n", out.dump(2).c_str());
   return 0;
 }
