@@ -17,6 +17,12 @@ struct BenchOptions {
   std::string dir;       // scratch directory; empty = a new temporary one
   std::string data_dir = LOGDEX_DEFAULT_DATA_DIR;  // loghub samples
   double scale = 1.0;    // workload size factor
+  // `bench consume` also runs through this real Kafka broker (its topic
+  // `bench-real`, 32 partitions, and `bench-real.dlq` must exist), and counts
+  // the CPU of `broker_pid` (when not 0) with the process's: the mock cluster
+  // runs inside the process, a real broker beside it.
+  std::string brokers;
+  int broker_pid = 0;
   // serve's line decoder (server/ builds it; bench/ does not link server/):
   // `bench ship` measures serve's line input with it; unset, that is skipped.
   std::function<std::unique_ptr<LineDecoder>(const Clock&)> make_line_decoder;

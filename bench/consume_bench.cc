@@ -7,9 +7,13 @@
 #include <prometheus/registry.h>
 #include <sys/resource.h>
 
+#include <unistd.h>
+
 #include <algorithm>
 #include <atomic>
 #include <filesystem>
+#include <fstream>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -29,7 +33,27 @@ namespace {
 
 using nlohmann::json;
 
-double Cpu() { return bench::CpuSeconds(); }
+// The CPU of what is measured: this process (with the mock cluster in it), plus
+// a real broker's process while the real-broker rounds run (g_broker_pid).
+int g_broker_pid = 0;
+
+// utime + stime of `pid` from /proc/<pid>/stat (fields 14 and 15), in seconds.
+double ProcessCpu(int pid) {
+  std::ifstream in("/proc/" + std::to_string(pid) + "/stat");
+  std::string stat((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const size_t paren = stat.rfind(')');  // the command name may hold spaces
+  LOGDEX_CHECK(paren != std::string::npos);
+  std::istringstream fields(stat.substr(paren + 2));
+  std::string f;
+  double utime = 0, stime = 0;
+  for (int i = 3; i <= 15 && fields >> f; ++i) {
+    if (i == 14) utime = std::stod(f);
+    if (i == 15) stime = std::stod(f);
+  }
+  return (utime + stime) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+double Cpu() { return bench::CpuSeconds() + (g_broker_pid > 0 ? ProcessCpu(g_broker_pid) : 0.0); }
 int64_t NowNs() { return bench::NowNs(); }
 double R(double v) { return bench::Round2(v); }
 
@@ -153,6 +177,22 @@ EndToEnd RunEndToEnd(const BenchOptions& o, const std::string& bootstrap, const 
   return out;
 }
 
+void Produce(const std::string& bootstrap, const std::string& topic, int partitions,
+             const std::vector<std::string>& chunks) {
+  std::string err;
+  auto conf = KafkaConf({{"bootstrap.servers", bootstrap}, {"log_level", "2"}});
+  std::unique_ptr<RdKafka::Producer> p(RdKafka::Producer::create(conf.get(), err));
+  LOGDEX_CHECK(p != nullptr);
+  for (size_t i = 0; i < chunks.size(); ++i) {
+    while (p->produce(topic, static_cast<int32_t>(i % partitions), RdKafka::Producer::RK_MSG_COPY,
+                      const_cast<char*>(chunks[i].data()), chunks[i].size(), nullptr, 0, 0, nullptr, nullptr) ==
+           RdKafka::ERR__QUEUE_FULL) {
+      p->poll(10);
+    }
+  }
+  LOGDEX_CHECK(p->flush(120'000) == RdKafka::ERR_NO_ERROR);
+}
+
 }  // namespace
 
 json BenchConsume(const BenchOptions& o, const std::vector<std::string>& lines) {
@@ -189,19 +229,7 @@ json BenchConsume(const BenchOptions& o, const std::vector<std::string>& lines) 
                          .SerializeAsString());
     total_bytes += chunks.back().size();
   }
-  {
-    std::string err;
-    auto conf = KafkaConf({{"bootstrap.servers", bootstrap}, {"log_level", "2"}});
-    std::unique_ptr<RdKafka::Producer> p(RdKafka::Producer::create(conf.get(), err));
-    for (size_t i = 0; i < chunks.size(); ++i) {
-      while (p->produce(topic, static_cast<int32_t>(i % partitions), RdKafka::Producer::RK_MSG_COPY,
-                        chunks[i].data(), chunks[i].size(), nullptr, 0, 0, nullptr, nullptr) ==
-             RdKafka::ERR__QUEUE_FULL) {
-        p->poll(10);
-      }
-    }
-    LOGDEX_CHECK(p->flush(60'000) == RdKafka::ERR_NO_ERROR);
-  }
+  Produce(bootstrap, topic, partitions, chunks);
 
   // Three rounds of each phase, interleaved, so that a noisy neighbour
   // spreads over all three; each figure is the median round.
@@ -231,7 +259,7 @@ json BenchConsume(const BenchOptions& o, const std::vector<std::string>& lines) 
     for (double& x : v) x = R(x);
     return v;
   };
-  return {{"benchmark", "consume_end_to_end"},
+  json out = {{"benchmark", "consume_end_to_end"},
           {"messages", chunks.size()},
           {"lines", total_lines},
           {"mib", R(total_bytes / 1048576.0)},
@@ -257,6 +285,38 @@ json BenchConsume(const BenchOptions& o, const std::vector<std::string>& lines) 
                    "byte written); end to end excludes the group join and counts from the first batch made durable; "
                    "end to end runs indexer.verify full (the default: every chunk decompressed and checked), "
                    "verify_header the light check for trusted producers"}};
+
+  // The same messages through a real broker, when one is named: end to end and
+  // raw consumption, the broker's CPU counted with this process's.
+  if (!o.brokers.empty()) {
+    const std::string real_topic = "bench-real";
+    Produce(o.brokers, real_topic, partitions, chunks);
+    g_broker_pid = o.broker_pid;
+    std::vector<double> real_e2e, real_walls, real_consume;
+    for (int round = 0; round < kRounds; ++round) {
+      const Phase c = RawConsume(o.brokers, real_topic, partitions, chunks.size());
+      real_consume.push_back(total_lines / c.cpu_s);
+      const EndToEnd e = RunEndToEnd(o, o.brokers, real_topic, "e2e-real-" + std::to_string(round), chunks.size());
+      LOGDEX_CHECK(e.indexed_records == total_lines);
+      real_e2e.push_back(e.lines / e.phase.cpu_s);
+      real_walls.push_back(e.phase.wall_s);
+    }
+    g_broker_pid = 0;
+    const double real_pc = R(Median(real_e2e));
+    out["real_broker"] = {
+        {"bootstrap", o.brokers},
+        {"broker_cpu_counted", o.broker_pid > 0},
+        {"end_to_end_lines_per_core_s", real_pc},
+        {"end_to_end_wall_s", R(Median(real_walls))},
+        {"limit_raw_consume_lines_per_core_s", R(Median(real_consume))},
+        {"ratio_to_mock_end_to_end", R(real_pc / e2e_pc)},
+        {"ratio_wall_to_mock_end_to_end", R(Median(real_walls) / Median(e2e_walls))},
+        {"rounds_end_to_end", rounded(real_e2e)},
+        {"rounds_raw_consume", rounded(real_consume)},
+        {"note", "the same messages and rounds as above through the real broker; per core = lines per CPU-second "
+                 "of this process plus the broker's (when its pid is given), as the mock's CPU is counted above"}};
+  }
+  return out;
 }
 
 }  // namespace logdex

@@ -32,6 +32,11 @@ void AddBenchCommand(CLI::App& app, CommandRun& run) {
   cmd->add_option("--scale", options->scale, "Multiply the workload sizes by this factor")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
+  cmd->add_option("--brokers", options->brokers,
+                  "consume: also run end to end through this real Kafka broker (topics bench-real, 32 partitions, "
+                  "and bench-real.dlq must exist; bench/consume_real_kafka.sh makes them)");
+  cmd->add_option("--broker-pid", options->broker_pid, "consume: the real broker's pid; its CPU counts with logdex's")
+      ->check(CLI::NonNegativeNumber);
   options->make_line_decoder = [](const Clock& clock) -> std::unique_ptr<LineDecoder> {
     return std::make_unique<ShipLineDecoder>("bench", "h1", clock);
   };

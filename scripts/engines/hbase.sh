@@ -54,7 +54,7 @@ jdk_flags=(-Dorg.apache.hbase.thirdparty.io.netty.tryReflectionSetAccessible=tru
   --add-exports java.base/sun.net.dns=ALL-UNNAMED --add-exports java.base/sun.net.util=ALL-UNNAMED)
 
 die() { echo "hbase.sh: $*" >&2; exit 1; }
-usage() { sed -n '4,16p' "$0" >&2; exit 2; }
+usage() { sed -n '4,17p' "$0" >&2; exit 2; }
 
 # mvn's output says whether the registry answered at all.
 unreachable() { grep -qiE 'Could not transfer|No plugin found for prefix|UnknownHost|Connection refused|Connect timed out|Network is unreachable|No route to host' "$1"; }
@@ -197,14 +197,16 @@ start_hbase() {
   local dir=$1
   [ -f "$libs/.complete" ] || (fetch_hbase_only)
   alive "$dir/master.pid" && die "HBase already runs from $dir (pid $(cat "$dir/master.pid"))"
-  [ -f "$dir/ports" ] || python3 "$here/free_ports.py" 3 >"$dir/ports"
+  if [ ! -s "$dir/ports" ]; then
+    python3 "$here/free_ports.py" 3 >"$dir/ports.tmp" && mv "$dir/ports.tmp" "$dir/ports"
+  fi
   local zk master rs; read -r zk master rs <"$dir/ports"
   write_site "$dir" "$zk" "$master" "$rs"
   local t0=$SECONDS
   (cd "$dir" && exec java "${jdk_flags[@]}" -Xms128m -Xmx"$heap" -XX:+UseSerialGC \
       -Djava.io.tmpdir="$dir/tmp" -Dlog4j.configuration="file:$dir/conf/log4j.properties" \
       -cp "$dir/conf:$libs/*" org.apache.hadoop.hbase.master.HMaster start \
-      >"$dir/logs/master.log" 2>&1) &
+      >>"$dir/logs/master.log" 2>&1) &
   echo $! >"$dir/master.pid"
   local out
   while :; do
@@ -315,11 +317,11 @@ case "$cmd" in
   kill-hbase) [ $# -eq 1 ] || usage; stop_pid "$1/master.pid" KILL ;;
   restart-hbase)
     [ $# -eq 1 ] || usage; dir=$(cd "$1" && pwd)
-    stop_pid "$dir/master.pid" KILL; start_hbase "$dir" ;;
+    stop_pid "$dir/master.pid" KILL; watch_owner "$dir"; start_hbase "$dir" ;;
   restart-thrift)
     [ $# -eq 1 ] || usage; dir=$(cd "$1" && pwd)
     read -r transport protocol port <"$dir/thrift.args"
-    stop_pid "$dir/thrift.pid" TERM; start_thrift "$dir" "$transport" "$protocol" "$port" ;;
+    stop_pid "$dir/thrift.pid" TERM; watch_owner "$dir"; start_thrift "$dir" "$transport" "$protocol" "$port" ;;
   logs)
     [ $# -eq 1 ] || usage
     for f in "$1"/logs/*.log; do [ -f "$f" ] && { echo "==> $f <=="; cat "$f"; }; done ;;

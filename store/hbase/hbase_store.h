@@ -91,7 +91,7 @@ struct HBaseOptions {
 
   Durability durability = Durability::kAsync;
 
-  // The codec of every table logdex asks to compress (index and meta tables:
+  // The codec of every table logdex asks to compress (index, meta and merged:
   // snappy by design); unset keeps each table's. For a cluster that lacks the
   // codec: HBase on Hadoop 2 without its native library refuses SNAPPY tables.
   std::optional<Compression> compression;

@@ -12,7 +12,8 @@
 // loopback hop, not an HBase cluster. With LOGDEX_HBASE_THRIFT=host:port (as
 // tests/engines/hbase_run.sh sets it), the same batches also go through that
 // real gateway to its HBase, into a namespace of their own:
-//   tests/engines/hbase_run.sh framed binary -- build/tests/hbase/hbase_write_bench
+//   tests/engines/hbase_run.sh framed binary -- build/store/hbase/hbase_write_bench
+// (the real gateway's transport and protocol are --transport and --protocol).
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>

@@ -90,7 +90,7 @@ bool WaitForRecords(httplib::Client& http, const std::string& query, size_t want
 
 // Every line `app` has in the store, through the query API (all pages):
 // multi-line records split back on their newlines. False on an HTTP error.
-// `from` defaults to 2000 (an HBase store refuses ranges over 31 days).
+// `from` defaults to 2000 (a test that uses it raises query.max_range, 31 days).
 bool QueryLines(httplib::Client& http, const std::string& app, const std::string& to, std::multiset<std::string>* got,
                 const std::string& from = "2000-01-01T00:00:00Z") {
   got->clear();
@@ -207,8 +207,8 @@ class ServeProcess : public ::testing::Test {
     };
     m->a = member("a");
     m->b = member("b");
-    m->port_a = ListeningPort(*m->a);
-    m->port_b = ListeningPort(*m->b);
+    m->port_a = ListeningPort(*m->a, 180'000);  // after creating their tables
+    m->port_b = ListeningPort(*m->b, 180'000);
     ASSERT_GT(m->port_a, 0) << m->a->Log();
     ASSERT_GT(m->port_b, 0) << m->b->Log();
     ASSERT_TRUE(WaitFor([&] {
@@ -234,8 +234,9 @@ class ServeProcess : public ::testing::Test {
     args.insert(args.end(), extra.begin(), extra.end());
     auto serve = std::make_unique<Process>(args, Log("serve"));
     bootstrap->clear();
-    // It appears once the consumer owns the partitions: after a group join.
-    if (WaitFor([&] { return std::filesystem::exists(bootstrap_file); }, 60'000)) {
+    // It appears once the consumer owns the partitions: after a group join, and
+    // after creating the store's tables (seconds each on a real HBase).
+    if (WaitFor([&] { return std::filesystem::exists(bootstrap_file); }, 180'000)) {
       std::getline(std::ifstream(bootstrap_file), *bootstrap);
     }
     *port = ListeningPort(*serve);
@@ -725,13 +726,14 @@ TEST_F(ServeProcess, HBaseGatewayAndHBaseKilledWhileServeWritesLoseNothing) {
                         << hbase->StoreYaml("faults") << "    rpc_timeout: 20s\n";
   Process serve({LOGDEX_BINARY, "serve", "--config", config, "--http", "127.0.0.1:0", "--brokers", b, "--group", group},
                 Log("serve"));
-  const int port = ListeningPort(serve);
+  const int port = ListeningPort(serve, 180'000);  // after creating its tables (a real HBase: seconds each)
   ASSERT_GT(port, 0) << serve.Log();
   auto committed = [&] { return Committed(b, group, topic, 8); };
   auto failures = [&] { return MetricOf(port, "logdex_store_write_failures_total"); };
   auto paused = [&] { return MetricOf(port, "logdex_consumer_paused"); };
-  // Writes that failed or took over 5 s: a put to a dead gateway fails at once; one
-  // through a gateway whose HBase is down waits in HBase's client until it is back.
+  // An outage indicator: failed writes plus writes over 5 s (a failed one over 5 s counts
+  // twice). A put to a dead gateway fails at once; one through a gateway whose HBase is
+  // down waits in HBase's client until it is back.
   auto slow_or_failed = [&] {
     return failures() + MetricOf(port, "logdex_store_write_seconds_count") -
            MetricOf(port, "logdex_store_write_seconds_bucket{le=\"5\"}");
@@ -1089,6 +1091,7 @@ TEST_F(ServeProcess, RollingRestartOfTwoMembersUnderLoadStoresEveryChunkOnce) {
   std::set<uint64_t> all(in_a);
   all.insert(in_b.begin(), in_b.end());
   EXPECT_EQ(all.size(), total) << "every produced chunk is stored";
+  ASSERT_FALSE(all.empty());
   EXPECT_EQ(*all.begin(), 1u);
   EXPECT_EQ(*all.rbegin(), total);
   std::vector<uint64_t> both;

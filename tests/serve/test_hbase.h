@@ -13,6 +13,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <deque>
 #include <fstream>
 #include <memory>
 #include <sstream>
@@ -102,12 +103,22 @@ class TestHBase {
   }
 
   const std::string& error() const { return error_; }
-  // What the engine said (the script's output, and HBase's and the gateway's
-  // logs), for a failure message.
+  // What the engine said, for a failure message: the script's output, and the
+  // last lines of HBase's and of the gateway's logs.
   std::string Logs() {
     if (!real()) return error_;
-    Script("logs '" + dir_ + "' | tail -n 300");
-    return ScriptLog(20000);
+    std::string out = "== hbase.sh ==\n" + ScriptLog();
+    for (const char* name : {"master.log", "thrift.log"}) {
+      std::ifstream in(dir_ + "/logs/" + name);
+      std::deque<std::string> tail;
+      for (std::string line; std::getline(in, line);) {
+        tail.push_back(std::move(line));
+        if (tail.size() > 80) tail.pop_front();
+      }
+      out += std::string("== ") + name + " (last 80 lines) ==\n";
+      for (const std::string& line : tail) out += line + "\n";
+    }
+    return out;
   }
 
  private:
