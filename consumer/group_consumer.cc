@@ -180,6 +180,8 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     if (err != RdKafka::ERR__ASSIGN_PARTITIONS) {
       FlushAndCommit();
       ForgetUnflushed();  // what a failed flush left: replayed by the new owners
+      if (!uncommitted_.empty()) Commit({});  // a commit refused earlier, once more while the partitions are ours
+      uncommitted_.clear();
     }
     std::set<std::pair<std::string, int32_t>> owned;
     std::vector<RdKafka::TopicPartition*> mine;
@@ -273,6 +275,14 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     if (event.type() == RdKafka::Event::EVENT_ERROR) {
       metrics_.kafka_errors.Increment();
       spdlog::warn("kafka: {} ({})", event.str(), RdKafka::err2str(event.err()));
+    } else if (event.type() == RdKafka::Event::EVENT_LOG) {
+      // librdkafka's own log (kafka.log_level, default 4: warnings; kafka.debug
+      // adds its debug contexts): with an event_cb set it comes here, not to stderr.
+      const int severity = static_cast<int>(event.severity());
+      const auto level = severity <= RdKafka::Event::EVENT_SEVERITY_ERROR     ? spdlog::level::err
+                         : severity <= RdKafka::Event::EVENT_SEVERITY_WARNING ? spdlog::level::warn
+                                                                               : spdlog::level::info;
+      spdlog::log(level, "librdkafka {}: {}", event.fac(), event.str());
     }
   }
 
@@ -698,14 +708,20 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     ForgetUnflushed();
   }
 
+  // Commits the offsets after durable batches, with those of earlier commits
+  // that failed: a refused commit (a rebalance being prepared, a coordinator
+  // moving) is tried again with the next one and before a revoke, so that the
+  // next owner of a partition does not write its batches a second time.
   void Commit(const std::map<std::pair<std::string, int32_t>, int64_t>& next_offsets) {
+    for (const auto& [tp, next] : next_offsets) {
+      int64_t& o = uncommitted_[tp];
+      o = std::max(o, next);
+    }
     std::vector<RdKafka::TopicPartition*> offsets;
     {
       std::lock_guard lock(mu_);
-      for (const auto& [tp, next] : next_offsets) {
-        if (!assigned_.count(tp)) continue;  // revoked meanwhile: its new owner decides
-        offsets.push_back(RdKafka::TopicPartition::create(tp.first, tp.second, next));
-      }
+      std::erase_if(uncommitted_, [&](const auto& kv) { return !assigned_.count(kv.first); });  // revoked: its new owner decides
+      for (const auto& [tp, next] : uncommitted_) offsets.push_back(RdKafka::TopicPartition::create(tp.first, tp.second, next));
     }
     if (offsets.empty()) return;
     const int64_t t0 = Ms(clock_);
@@ -713,10 +729,15 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     metrics_.commit_seconds.Observe((Ms(clock_) - t0) / 1000.0);
     if (e) {
       metrics_.commit_failures.Increment();
-      spdlog::warn("consumer: commit failed ({}); the batch will be replayed, idempotently", RdKafka::err2str(e));
+      spdlog::warn("consumer: commit of {} partitions failed ({}); tried again with the next commit and before a "
+                   "revoke, else their batches are replayed, idempotently",
+                   offsets.size(), RdKafka::err2str(e));
     } else {
       for (auto* p : offsets) {
-        if (p->err() == RdKafka::ERR_NO_ERROR) NoteCommitted(p->topic(), p->partition(), p->offset());
+        if (p->err() != RdKafka::ERR_NO_ERROR) continue;
+        NoteCommitted(p->topic(), p->partition(), p->offset());
+        auto it = uncommitted_.find({p->topic(), p->partition()});
+        if (it != uncommitted_.end() && it->second <= p->offset()) uncommitted_.erase(it);
       }
     }
     RdKafka::TopicPartition::destroy(offsets);
@@ -801,6 +822,8 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
   uint64_t unflushed_messages_ = 0;
   int64_t last_flush_ms_ = 0;
   bool flush_failing_ = false;
+  // Offsets of durable batches whose commit failed (Run thread only).
+  std::map<std::pair<std::string, int32_t>, int64_t> uncommitted_;
 };
 
 GroupConsumer::GroupConsumer(GroupConsumerOptions options, TableStore& store, BatchProcessor& processor,

@@ -260,6 +260,43 @@ TEST_F(ConsumerTest, ABrokerOutageDelaysButLosesNothing) {
   EXPECT_GT(metrics_->kafka_errors.Value(), errors_before) << "the outage shows in the metrics";
 }
 
+// A refused offset commit is not forgotten: its offsets go with the next
+// commit, and a member that leaves commits them before its partitions move,
+// so their next owner does not write those batches again.
+TEST_F(ConsumerTest, ARefusedCommitIsRetriedWithTheNextOneAndBeforeTheRevoke) {
+  auto refuse_commits = [&](int n) {
+    std::vector<rd_kafka_resp_err_t> errors(n, RD_KAFKA_RESP_ERR_OFFSET_METADATA_TOO_LARGE);
+    rd_kafka_mock_push_request_errors_array(kafka_->cluster(), /*OffsetCommit*/ 8, errors.size(), errors.data());
+  };
+  auto committed = [&] { return testing::Committed(kafka_->bootstrap(), "g", "t", kPartitions); };
+  TestProducer producer(kafka_->bootstrap());
+  ASSERT_TRUE(WaitFor([&] { return metrics_->assigned_partitions.Value() == kPartitions; }, 20'000));
+  uint64_t seq = 0;
+  // Two batches whose commits are refused, then one whose commit is taken.
+  refuse_commits(2);
+  for (int32_t p : {0, 1}) {
+    const double failures = metrics_->commit_failures.Value();
+    ASSERT_TRUE(producer.Send("t", p, Chunk(++seq)));
+    ASSERT_TRUE(WaitFor([&] { return metrics_->commit_failures.Value() > failures; }, 20'000)) << "partition " << p;
+  }
+  EXPECT_EQ(committed(), 0);
+  ASSERT_TRUE(producer.Send("t", 2, Chunk(++seq)));
+  EXPECT_TRUE(WaitFor([&] { return committed() == 3; }, 20'000))
+      << "committed " << committed() << ": the refused offsets of partitions 0 and 1 went with partition 2's";
+
+  // A refused commit, then the member leaves: it commits at its revoke.
+  refuse_commits(1);
+  const double failures = metrics_->commit_failures.Value();
+  ASSERT_TRUE(producer.Send("t", 3, Chunk(++seq)));
+  ASSERT_TRUE(WaitFor([&] { return metrics_->commit_failures.Value() > failures; }, 20'000));
+  EXPECT_EQ(committed(), 3);
+  stop_ = true;
+  thread_.join();
+  consumer_.reset();  // closes: the revoke
+  EXPECT_EQ(committed(), 4) << "the refused commit was made before the partitions were given up";
+  EXPECT_EQ(MainRows(), seq);
+}
+
 // durability skip_wal: a written batch is durable only after a flush, so its
 // offsets wait for one; a failing flush commits nothing (and says so).
 class SkipWalConsumerTest : public ConsumerTest {
