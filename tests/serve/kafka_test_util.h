@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
@@ -18,7 +19,7 @@
 
 namespace logdex::testing {
 
-class TestProducer {
+class TestProducer : public RdKafka::DeliveryReportCb {
  public:
   explicit TestProducer(const std::string& bootstrap) {
     std::string err;
@@ -28,7 +29,16 @@ class TestProducer {
                            {"linger.ms", "1"},
                            {"log_level", "2"},
                            {"message.max.bytes", "8000000"}});
+    conf->set("dr_cb", static_cast<RdKafka::DeliveryReportCb*>(this), err);
     producer_.reset(RdKafka::Producer::create(conf.get(), err));
+  }
+
+  // A message the broker did not take fails the next Flush() (a test that
+  // counts what it produced must know), and is said on stderr.
+  void dr_cb(RdKafka::Message& m) override {
+    if (!m.err()) return;
+    if (failed_++ < 3) std::fprintf(stderr, "TestProducer: delivery to %s[%d] failed: %s\n", m.topic_name().c_str(),
+                                    m.partition(), m.errstr().c_str());
   }
 
   // Produces and waits for the acknowledgement; true when delivered.
@@ -52,9 +62,16 @@ class TestProducer {
                               value.size(), nullptr, 0, 0, nullptr, nullptr) == RdKafka::ERR_NO_ERROR;
   }
 
-  bool Flush(int timeout_ms = 30'000) { return producer_->flush(timeout_ms) == RdKafka::ERR_NO_ERROR; }
+  // Waits for every queued message; false when one was not delivered.
+  bool Flush(int timeout_ms = 30'000) {
+    const bool flushed = producer_->flush(timeout_ms) == RdKafka::ERR_NO_ERROR;
+    const bool delivered = failed_ == 0;
+    failed_ = 0;
+    return flushed && delivered;
+  }
 
  private:
+  int failed_ = 0;  // since the last Flush(); dr_cb runs inside flush()
   std::unique_ptr<RdKafka::Producer> producer_;
 };
 
