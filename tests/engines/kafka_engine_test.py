@@ -20,6 +20,9 @@ Scenarios:
   serve_sigkill   serve SIGKILLed under load and restarted: nothing lost, nothing twice
   missing_topic   ship to a topic the broker does not have (auto-creation off): ship fails
                   and says the topic does not exist, not that Kafka is down
+  alert_latency   ERROR lines from an outside producer (kcat, a message each) reach a
+                  webhook through the real broker and serve: each alert once; the latency
+                  from the broker's acknowledgement to the webhook is printed (p50, p95, max)
 """
 import datetime
 import http.client
@@ -232,22 +235,23 @@ def ship(logdex, bootstrap, app, path, extra=(), check=True):
     return r
 
 
-def write_config(work, extra=''):
+def write_config(work, extra='', sections=''):
+    """serve's config: `extra` goes under consumer:, `sections` at the top level."""
     path = os.path.join(work, 'serve.yaml')
     # Loghub samples are years old: a retention and a query range that reach them.
     with open(path, 'w') as f:
         f.write('consumer:\n  session_timeout: 6s\n  shutdown_deadline: 20s\n' + extra +
-                'store:\n  ttl: 36500d\nquery:\n  max_range: 36500d\nkafka:\n  log_level: "3"\n')
+                'store:\n  ttl: 36500d\nquery:\n  max_range: 36500d\nkafka:\n  log_level: "3"\n' + sections)
     return path
 
 
 # ---- scenarios ----------------------------------------------------------------------------
 
-def start_serve(ctx, consumer_extra='', partitions=4):
+def start_serve(ctx, consumer_extra='', partitions=4, sections=''):
     """Starts serve on the scenario's broker (ctx['serve'], stopped by main) and waits
     until it owns `partitions` partitions."""
     serve = ctx['serve'] = Serve(ctx['logdex'], ctx['work'], 'serve', ctx['broker'].bootstrap,
-                                 write_config(ctx['work'], consumer_extra))
+                                 write_config(ctx['work'], consumer_extra, sections))
     serve.start()
     serve.wait_assigned(partitions)
     return serve
@@ -284,6 +288,7 @@ def kcat_json(ctx):
     with open(os.path.join(work, 'batch.jsonl'), 'w') as f:
         f.write('\n'.join(batch) + '\n')
     for args in (['-l', os.path.join(work, 'singles.jsonl')], [os.path.join(work, 'batch.jsonl')]):
+        started[w] = time.monotonic()
         r = subprocess.run(['kcat', '-P', '-b', broker.bootstrap, '-t', 'lines.json', '-H', 'logdex-format=json',
                             *args], capture_output=True, text=True, timeout=remaining(120))
         if r.returncode != 0:
@@ -302,6 +307,7 @@ def kcat_json(ctx):
         raise Failure(f'kcat exited {r.returncode}: {r.stderr}')
 
     def dead_letter():
+        started[w] = time.monotonic()
         r = subprocess.run(['kcat', '-C', '-b', broker.bootstrap, '-t', 'lines.json.dlq', '-e', '-q',
                             '-f', '%h\t%s\n'], capture_output=True, text=True, timeout=remaining(120))
         return r.stdout.strip() if r.returncode == 0 and r.stdout.strip() else None
@@ -432,7 +438,88 @@ def missing_topic(ctx):
     print(f'ship exited {r.returncode} after {took:.1f}s: {line.strip()[:240]}')
 
 
-SCENARIOS = {f.__name__: f for f in (ship_serve, kcat_json, broker_outage, serve_sigkill, missing_topic)}
+class WebhookReceiver:
+    """An HTTP server on loopback that records each POST: (monotonic time, headers, body)."""
+
+    def __init__(self):
+        import http.server
+        receiver = self
+        self.posts, self.lock = [], threading.Lock()
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self):
+                body = self.rfile.read(int(self.headers.get('Content-Length', 0))).decode(errors='replace')
+                with receiver.lock:
+                    receiver.posts.append((time.monotonic(), dict(self.headers), body))
+                self.send_response(200)
+                self.send_header('Content-Length', '0')
+                self.end_headers()
+
+            def log_message(self, *args):
+                pass
+        self.server = http.server.ThreadingHTTPServer(('127.0.0.1', 0), Handler)
+        self.url = f'http://127.0.0.1:{self.server.server_address[1]}/hook'
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def snapshot(self):
+        with self.lock:
+            return list(self.posts)
+
+
+def alert_latency(ctx):
+    broker = ctx['broker']
+    broker.create_topic('lines.json', 1)
+    broker.create_topic('lines.json.dlq', 1)
+    receiver = WebhookReceiver()
+    # No storm control: each line is its own alert (its words make its own template).
+    sections = ('alerting:\n  limits: {per_app: 0, global: 0}\n  sinks:\n'
+                f'    - {{name: hook, type: webhook, url: "{receiver.url}"}}\n')
+    start_serve(ctx, '  topics: [logdex.chunks, lines.json]\n', partitions=4 + 1, sections=sections)
+    # A kcat per line (one kcat reading stdin sends what it read only at EOF: no per-line
+    # timing). The latency is bounded from above by timing from kcat's start (its process
+    # start and connection included) and from below by timing from its exit (the message was
+    # acknowledged before, but serve may have fetched it while kcat tore down).
+    alerts, sent, started = 40, {}, {}
+
+    def word(i):  # letters g..z only: no digit or hex run for the template's masks to merge
+        return 'alert' + ''.join(chr(ord('g') + (i // 20 ** k) % 20) for k in range(3))
+    for i in range(alerts):
+        w = word(i)
+        ts = datetime.datetime.now(datetime.timezone.utc).strftime('%Y-%m-%dT%H:%M:%S.%fZ')
+        line = json.dumps({'@timestamp': ts, 'app': 'alertlat', 'host': 'h1', 'severity': 'ERROR',
+                           'message': f'payment {w} failed'})
+        started[w] = time.monotonic()
+        r = subprocess.run(['kcat', '-P', '-b', broker.bootstrap, '-t', 'lines.json', '-H', 'logdex-format=json'],
+                           input=line + '\n', capture_output=True, text=True, timeout=remaining(120))
+        sent[w] = time.monotonic()
+        if r.returncode != 0:
+            raise Failure(f'kcat exited {r.returncode}: {r.stderr}')
+        time.sleep(0.2)
+
+    def arrived():
+        found = {w for w in sent if any(w in body for _, _, body in receiver.snapshot())}
+        return len(found) == alerts
+    wait_for(f'{alerts} alerts at the webhook', arrived, 120, interval=0.2)
+    first, keys = {}, {}
+    for t, headers, body in receiver.snapshot():
+        for w in sent:
+            if w in body:
+                first.setdefault(w, t)
+                keys.setdefault(w, set()).add(headers.get('Idempotency-Key'))
+    twice = [w for w, k in keys.items() if len(k) != 1]
+    if twice:
+        raise Failure(f'{len(twice)} alerts notified under more than one key, e.g. {twice[0]}: {keys[twice[0]]}')
+    def pcts(since):
+        lat = sorted(1000 * (first[w] - since[w]) for w in since)
+        return (f'p50 {lat[len(lat) // 2]:.0f} ms, p95 {lat[min(len(lat) - 1, int(0.95 * len(lat)))]:.0f} ms, '
+                f'max {lat[-1]:.0f} ms')
+    print(f'alert latency through the real broker and serve to the webhook, {alerts} alerts, one kcat each: '
+          f'from kcat\'s start {pcts(started)}; from kcat\'s exit {pcts(sent)}')
+    receiver.server.shutdown()
+
+
+SCENARIOS = {f.__name__: f for f in (ship_serve, kcat_json, broker_outage, serve_sigkill, missing_topic,
+                                     alert_latency)}
 
 
 def main():
