@@ -12,6 +12,14 @@
 #   scripts/engines/kafka.sh logs DIR [LINES]      the broker log's tail (default 200 lines)
 #   scripts/engines/kafka.sh version               the pinned version
 #
+# A cluster of N KRaft nodes (each broker and controller, a static quorum of N voters),
+# replication factor min(N, 3) with min.insync.replicas 2 for topics it creates and for
+# Kafka's own; each node in DIR/node<ID>, DIR/bootstrap lists every node:
+#   scripts/engines/kafka.sh start-cluster DIR N   format and start N nodes, wait for all
+#   scripts/engines/kafka.sh kill-node DIR ID      SIGKILL node ID
+#   scripts/engines/kafka.sh start-node DIR ID     start node ID again (same ports and data)
+#   create-topic, stop, kill and logs take a cluster's DIR as they take a node's.
+#
 # CACHE is ${LOGDEX_ENGINE_CACHE:-$HOME/.cache/logdex-engines}; Maven's ~/.m2 is reused too.
 # Exit codes: 0 ok, 1 failure, 2 usage, 77 Maven's repository cannot be reached (the jars
 # are not cached yet): tests report that as skipped, never as passed. With
@@ -36,7 +44,7 @@ EX_UNREACHABLE=77
 DEPENDENCY_PLUGIN=org.apache.maven.plugins:maven-dependency-plugin:3.8.1
 
 die() { echo "kafka.sh: $*" >&2; exit 1; }
-usage() { sed -n '2,22p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
+usage() { sed -n '2,30p' "$0" | sed 's/^# \{0,1\}//' >&2; exit 2; }
 
 fetch() {
   if [ -f "$LIBS/.complete" ]; then
@@ -111,13 +119,24 @@ running_pid() {
   echo "$pid"
 }
 
+# A node's config. One node: its own quorum (bootstrap servers, formatted --standalone).
+# A cluster's node (DIR/node.id exists): the static quorum of every node's controller.
 write_config() {
-  local dir=$1 port=$2 cport=$3
+  local dir=$1 port=$2 cport=$3 id=1 quorum rf=1 isr=1
+  quorum="controller.quorum.bootstrap.servers=127.0.0.1:$cport"
+  if [ -f "$dir/node.id" ]; then
+    id=$(cat "$dir/node.id")
+    quorum="controller.quorum.voters=$(cat "$dir/../voters")"
+    rf=$(cat "$dir/../replication")
+    isr=$((rf > 1 ? 2 : 1))
+    # A killed node's partitions move within 3 s, not the default 9.
+    quorum+=$'\nbroker.session.timeout.ms=3000\nbroker.heartbeat.interval.ms=500'
+  fi
   cat >"$dir/server.properties" <<EOF
-# Written by scripts/engines/kafka.sh: one KRaft node, loopback only.
+# Written by scripts/engines/kafka.sh: a KRaft node, loopback only.
 process.roles=broker,controller
-node.id=1
-controller.quorum.bootstrap.servers=127.0.0.1:$cport
+node.id=$id
+$quorum
 listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
 advertised.listeners=PLAINTEXT://127.0.0.1:$port,CONTROLLER://127.0.0.1:$cport
 controller.listener.names=CONTROLLER
@@ -126,12 +145,14 @@ listener.security.protocol.map=CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT
 log.dirs=$dir/data
 num.partitions=1
 auto.create.topics.enable=false
-offsets.topic.replication.factor=1
+default.replication.factor=$rf
+min.insync.replicas=$isr
+offsets.topic.replication.factor=$rf
 offsets.topic.num.partitions=8
-transaction.state.log.replication.factor=1
-transaction.state.log.min.isr=1
-share.coordinator.state.topic.replication.factor=1
-share.coordinator.state.topic.min.isr=1
+transaction.state.log.replication.factor=$rf
+transaction.state.log.min.isr=$isr
+share.coordinator.state.topic.replication.factor=$rf
+share.coordinator.state.topic.min.isr=$isr
 group.initial.rebalance.delay.ms=0
 # A topic's retention.bytes (tests set it small) applies within a second, not 5 minutes.
 log.retention.check.interval.ms=1000
@@ -152,29 +173,31 @@ EOF
 # Launches the broker in DIR on its ports file's ports and waits until it answers.
 # Returns 3 when it exited because a port was taken, after 1 for any other failure.
 launch() {
-  local dir=$1 port cport pid deadline from
+  spawn "$1" && await_ready "$1"
+}
+
+# Formats DIR's data (first start) and starts its node, detached. DIR/log.from: the
+# broker log's line count before this start (await_ready reads from there).
+spawn() {
+  local dir=$1 port cport pid format_mode=(--standalone)
   # Called as `launch ... || rc=$?`, where set -e does not apply: each step checks.
   read -r port cport <"$dir/ports" && [ -n "$port" ] && [ -n "$cport" ] ||
     { echo "kafka.sh: no ports in $dir/ports" >&2; return 1; }
   write_config "$dir" "$port" "$cport" || { echo "kafka.sh: cannot write $dir's config" >&2; return 1; }
+  [ -f "$dir/node.id" ] && format_mode=()  # a cluster's static quorum: no initial controllers to name
   if [ ! -f "$dir/data/meta.properties" ]; then
-    # A Kafka Uuid: 16 random bytes, URL-safe base64 without padding (no JVM
-    # for it). Never one that starts with '-': the tool's argument parser takes
-    # it for an option (1 start in 64 failed with "expected one argument";
-    # Kafka's own Uuid.randomUuid() skips those ids for the same reason).
-    local cluster_id
-    cluster_id=$(python3 -c 'import base64, os
-while True:
-    u = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
-    if not u.startswith("-"):
-        print(u)
-        break')
+    local cluster_id  # a cluster's nodes share one
+    if [ -f "$dir/node.id" ]; then
+      cluster_id=$(cat "$dir/../cluster.id")
+    else
+      cluster_id=$(new_cluster_id)
+    fi
     kjava -Dlog4j2.configurationFile="$dir/log4j2.properties" kafka.tools.StorageTool \
-      format --standalone -t "$cluster_id" -c "$dir/server.properties" >>"$dir/format.log" 2>&1 ||
+      format "${format_mode[@]}" -t "$cluster_id" -c "$dir/server.properties" >>"$dir/format.log" 2>&1 ||
       { cat "$dir/format.log" >&2; echo "kafka.sh: formatting $dir/data failed" >&2; return 1; }
   fi
   echo "=== kafka.sh start $(date -u +%FT%TZ) ===" >>"$dir/broker.log"
-  from=$(wc -l <"$dir/broker.log")
+  wc -l <"$dir/broker.log" >"$dir/log.from"
   # setsid: the broker leaves the caller's process group (a ^C to a test does not reach
   # it first; the test stops it).
   # shellcheck disable=SC2086 # BROKER_JVM_OPTS is a list of flags
@@ -189,6 +212,15 @@ while True:
     setsid bash -c "while kill -0 $owner 2>/dev/null && kill -0 $pid 2>/dev/null; do sleep 1; done;
                     kill -0 $pid 2>/dev/null && kill -KILL $pid" >/dev/null 2>&1 </dev/null &
   fi
+}
+
+# Waits until DIR's node says it started and answers a metadata request naming itself.
+await_ready() {
+  local dir=$1 port cport pid deadline from id=1
+  read -r port cport <"$dir/ports"
+  from=$(cat "$dir/log.from")
+  pid=$(cat "$dir/pid")
+  [ -f "$dir/node.id" ] && id=$(cat "$dir/node.id")
   deadline=$((SECONDS + START_DEADLINE))
   while :; do
     if ! running_pid "$dir" >/dev/null; then
@@ -202,10 +234,10 @@ while True:
       return 1
     fi
     # Ours said it started (another broker holding the port would answer kcat too), and a
-    # real round trip: metadata naming broker 1 on our listener.
+    # real round trip: metadata naming this node on our listener.
     if tail -n "+$((from + 1))" "$dir/broker.log" | grep -F 'Kafka Server started' >/dev/null &&
        running_pid "$dir" >/dev/null &&
-       kcat -L -b "127.0.0.1:$port" -m 5 2>/dev/null | grep -F "broker 1 at 127.0.0.1:$port" >/dev/null; then
+       kcat -L -b "127.0.0.1:$port" -m 5 2>/dev/null | grep -F "broker $id at 127.0.0.1:$port" >/dev/null; then
       break
     fi
     if [ $SECONDS -ge $deadline ]; then
@@ -218,6 +250,59 @@ while True:
   done
   echo "127.0.0.1:$port" >"$dir/bootstrap"
   echo "kafka.sh: Apache Kafka $KAFKA_VERSION up at 127.0.0.1:$port (pid $pid, $dir)" >&2
+}
+
+# A Kafka Uuid: 16 random bytes, URL-safe base64 without padding (no JVM for it). Never
+# one that starts with '-': the tool's argument parser takes it for an option (1 start in
+# 64 failed with "expected one argument"; Kafka's own Uuid.randomUuid() skips those ids for
+# the same reason).
+new_cluster_id() {
+  python3 -c 'import base64, os
+while True:
+    u = base64.urlsafe_b64encode(os.urandom(16)).decode().rstrip("=")
+    if not u.startswith("-"):
+        print(u)
+        break'
+}
+
+# N nodes in DIR/node1..N: all spawned, then each awaited (a node of a static quorum of 3
+# cannot start alone: the controllers need a majority). No retry on a taken port here:
+# a failed start fails, with the node's log.
+start_cluster() {
+  local dir=$1 n=$2 i ports=() voters="" rc=0
+  [ "$n" -ge 1 ] 2>/dev/null || usage
+  [ ! -f "$dir/voters" ] || die "a cluster was already made in $dir"
+  fetch >/dev/null || rc=$?
+  [ $rc -eq 0 ] || exit $rc
+  read -r -a ports <<<"$(python3 "$HERE/free_ports.py" $((2 * n)))" || die "no free ports"
+  for ((i = 1; i <= n; i++)); do
+    mkdir -p "$dir/node$i"
+    echo "${ports[$((2 * i - 2))]} ${ports[$((2 * i - 1))]}" >"$dir/node$i/ports"
+    echo "$i" >"$dir/node$i/node.id"
+    voters+="${voters:+,}$i@127.0.0.1:${ports[$((2 * i - 1))]}"
+  done
+  new_cluster_id >"$dir/cluster.id"
+  echo $((n < 3 ? n : 3)) >"$dir/replication"
+  echo "$voters" >"$dir/voters"
+  for ((i = 1; i <= n; i++)); do spawn "$dir/node$i" || die "starting node $i failed"; done
+  for ((i = 1; i <= n; i++)); do await_ready "$dir/node$i" || die "node $i did not start"; done
+  local bootstrap=""
+  for ((i = 1; i <= n; i++)); do bootstrap+="${bootstrap:+,}$(cat "$dir/node$i/bootstrap")"; done
+  echo "$bootstrap" >"$dir/bootstrap"
+  echo "$n" >"$dir/nodes"
+  # The first node's log names the version (kafka_engine_test.py reads DIR/broker.log).
+  ln -sf node1/broker.log "$dir/broker.log"
+  echo "kafka.sh: a cluster of $n nodes up at $bootstrap (replication $(cat "$dir/replication"))" >&2
+}
+
+# The node folders of DIR: its own (one node) or node1..N (a cluster).
+nodes_of() {
+  local dir=$1 i
+  if [ -f "$dir/nodes" ]; then
+    for ((i = 1; i <= $(cat "$dir/nodes"); i++)); do echo "$dir/node$i"; done
+  else
+    echo "$dir"
+  fi
 }
 
 start() {
@@ -273,14 +358,15 @@ kill_broker() {
 }
 
 create_topic() {
-  local dir=$1 name=$2 partitions=$3 kv configs=()
+  local dir=$1 name=$2 partitions=$3 kv configs=() rf=1
+  [ -f "$dir/replication" ] && rf=$(cat "$dir/replication")
   shift 3
   for kv in "$@"; do configs+=(--config "$kv"); done
   [ -f "$dir/bootstrap" ] || die "no broker was started in $dir"
   [ -f "$LIBS/.complete" ] || die "not fetched"
-  kjava -Dlog4j2.configurationFile="$dir/log4j2.properties" org.apache.kafka.tools.TopicCommand \
+  kjava -Dlog4j2.configurationFile="$(nodes_of "$dir" | head -n 1)/log4j2.properties" org.apache.kafka.tools.TopicCommand \
     --bootstrap-server "$(cat "$dir/bootstrap")" --create --if-not-exists --topic "$name" \
-    --partitions "$partitions" --replication-factor 1 "${configs[@]}" >>"$dir/tools.log" 2>&1 ||
+    --partitions "$partitions" --replication-factor "$rf" "${configs[@]}" >>"$dir/tools.log" 2>&1 ||
     { tail -n 20 "$dir/tools.log" >&2; die "creating topic $name failed"; }
 }
 
@@ -291,9 +377,14 @@ shift || true
 case "$cmd" in
   fetch) fetch ;;
   start) start "$(dir_arg "${1:-}")" ;;
+  start-cluster) [ $# -eq 2 ] || usage; start_cluster "$(dir_arg "$1")" "$2" ;;
+  kill-node) [ $# -eq 2 ] || usage; kill_broker "$(dir_arg "$1")/node$2" ;;
+  start-node) [ $# -eq 2 ] || usage; d="$(dir_arg "$1")/node$2"; [ -f "$d/ports" ] || die "no node $2 in $1"
+    if pid=$(running_pid "$d"); then die "node $2 already runs (pid $pid)"; fi
+    launch "$d" || die "node $2 did not start" ;;
   create-topic) [ $# -ge 3 ] || usage; d=$(dir_arg "$1"); shift; create_topic "$d" "$@" ;;
-  stop) stop "$(dir_arg "${1:-}")" ;;
-  kill) kill_broker "$(dir_arg "${1:-}")" ;;
+  stop) for d in $(nodes_of "$(dir_arg "${1:-}")"); do stop "$d" & done; wait ;;
+  kill) for d in $(nodes_of "$(dir_arg "${1:-}")"); do kill_broker "$d"; done ;;
   restart) d=$(dir_arg "${1:-}"); stop "$d"; start "$d" ;;
   logs) tail -n "${2:-200}" "$(dir_arg "${1:-}")/broker.log" ;;
   version) echo "$KAFKA_VERSION" ;;

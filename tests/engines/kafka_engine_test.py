@@ -20,6 +20,9 @@ Scenarios:
   serve_sigkill   serve SIGKILLed under load and restarted: nothing lost, nothing twice
   missing_topic   ship to a topic the broker does not have (auto-creation off): ship fails
                   and says the topic does not exist, not that Kafka is down
+  cluster_failover  on a cluster of 3 nodes (replication 3, min.insync.replicas 2): ship
+                  and serve carry on while one node, then another, is SIGKILLed and
+                  started again: every line stored once; serve resumes by itself
   alert_latency   ERROR lines from an outside producer (kcat, a message each) reach a
                   webhook through the real broker and serve: each alert once; the latency
                   from the broker's acknowledgement to the webhook is printed (p50, p95, max)
@@ -83,9 +86,9 @@ class Broker:
             raise Failure(f'kafka.sh {" ".join(args)} exited {r.returncode}: {r.stderr.strip()[-2000:]}')
         return r
 
-    def start(self, command='start'):
+    def start(self, command='start', *args):
         t = time.monotonic()
-        self.run(command, self.dir)
+        self.run(command, self.dir, *args)
         took = time.monotonic() - t
         self.bootstrap = open(os.path.join(self.dir, 'bootstrap')).read().strip()
         return took
@@ -438,6 +441,51 @@ def missing_topic(ctx):
     print(f'ship exited {r.returncode} after {took:.1f}s: {line.strip()[:240]}')
 
 
+def cluster_failover(ctx):
+    broker, logdex, work = ctx['broker'], ctx['logdex'], ctx['work']
+    serve = start_serve(ctx)
+    serve_pid = serve.proc.pid
+    src = os.path.join(ctx['loghub'], 'HDFS_2k.log')
+    want = numbered(src, f'{work}/before.log', 0, 2000)
+    ship(logdex, broker.bootstrap, 'failover', f'{work}/before.log')
+    expect_exactly(want, serve, 'failover')
+    # Under load: files shipped one after another while nodes fail in turn.
+    files = []
+    for b in range(10):
+        files.append(f'{work}/load-{b}.log')
+        want += numbered(src, files[-1], 2000 + b * 4000, 4000)
+    shipped, errors = [0], []
+
+    def shipper():
+        try:
+            for path in files:
+                ship(logdex, broker.bootstrap, 'failover', path)
+                shipped[0] += 1
+        except Exception as e:  # reported by the main thread
+            errors.append(e)
+    th = threading.Thread(target=shipper)
+    th.start()
+    try:
+        for node in (1, 2):
+            wait_for('serve to index more', lambda: serve.alive() and shipped[0] >= 2 * node - 1 or not th.is_alive(),
+                     300, interval=0.1)
+            t = time.monotonic()
+            broker.run('kill-node', broker.dir, str(node))
+            print(f'node {node} SIGKILLed ({shipped[0]} of {len(files)} files shipped)')
+            time.sleep(5)  # the cluster runs on two nodes meanwhile
+            broker.run('start-node', broker.dir, str(node))
+            print(f'node {node} started again, {time.monotonic() - t:.1f}s after its kill')
+    finally:
+        th.join()
+    if errors:
+        raise errors[0]
+    expect_exactly(want, serve, 'failover', timeout=300)
+    if serve.proc.pid != serve_pid or serve.proc.poll() is not None:
+        raise Failure('serve did not survive the node failures')
+    errors = serve.metric('logdex_consumer_kafka_errors_total') or 0
+    print(f'serve resumed by itself (same process; {errors:.0f} Kafka errors counted)')
+
+
 class WebhookReceiver:
     """An HTTP server on loopback that records each POST: (monotonic time, headers, body)."""
 
@@ -519,7 +567,9 @@ def alert_latency(ctx):
 
 
 SCENARIOS = {f.__name__: f for f in (ship_serve, kcat_json, broker_outage, serve_sigkill, missing_topic,
-                                     alert_latency)}
+                                     alert_latency, cluster_failover)}
+# Scenarios on a cluster: its node count.
+CLUSTER_NODES = {'cluster_failover': 3}
 
 
 def main():
@@ -543,8 +593,10 @@ def main():
     ctx = {'logdex': logdex, 'loghub': loghub, 'work': work, 'broker': broker}
     ok = False
     try:
-        took = broker.start()
-        print(f'Apache Kafka {broker.version()} (real broker, KRaft) at {broker.bootstrap}, started in {took:.1f}s')
+        nodes = CLUSTER_NODES.get(name, 1)
+        took = broker.start('start-cluster', str(nodes)) if nodes > 1 else broker.start()
+        print(f'Apache Kafka {broker.version()} (real broker{"s" if nodes > 1 else ""}, KRaft, {nodes} '
+              f'node{"s" if nodes > 1 else ""}) at {broker.bootstrap}, started in {took:.1f}s')
         broker.create_topic(TOPIC, 4)
         broker.create_topic(TOPIC + '.dlq', 1)
         t = time.monotonic()
