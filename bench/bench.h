@@ -23,6 +23,10 @@ struct BenchOptions {
   // runs inside the process, a real broker beside it.
   std::string brokers;
   int broker_pid = 0;
+  // `bench query` also runs its query shapes on HBase through this Thrift2
+  // gateway (host:port; framed transport, binary protocol), in a namespace
+  // of its own, beside RocksDB (bench/query_real_hbase.sh starts one).
+  std::string hbase;
   // serve's line decoder (server/ builds it; bench/ does not link server/):
   // `bench ship` measures serve's line input with it; unset, that is skipped.
   std::function<std::unique_ptr<LineDecoder>(const Clock&)> make_line_decoder;

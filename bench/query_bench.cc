@@ -55,6 +55,7 @@
 #include "indexer/query.h"
 #include "ship/chunker.h"
 #include "ship/sequence.h"
+#include "store/hbase/hbase_store.h"
 
 namespace logdex {
 namespace {
@@ -240,6 +241,75 @@ json TokenIndexModel(RocksDbStore& store, const DecodeOptions& decode, uint64_t 
                                         {"app0_chunks_read_for_rare_token", rare_chunks}}}};
 }
 
+// The query shapes again on HBase through the Thrift2 gateway `address`
+// (host:port): the tables as ingested (every row of the RocksDB store,
+// copied in batches), then each shape measured as on RocksDB; each one's
+// record count must equal RocksDB's. `rocksdb` holds RocksDB's results, in
+// the order of `shapes`.
+json QueryOnHBase(const std::string& address, RocksDbStore& source, const std::vector<Shape>& shapes,
+                  const json& rocksdb, const QueryOptions& qo, int runs) {
+  const size_t colon = address.rfind(':');
+  HBaseOptions ho;
+  ho.host = address.substr(0, colon);
+  ho.port = colon == std::string::npos ? 0 : std::atoi(address.c_str() + colon + 1);
+  if (colon == std::string::npos || ho.port <= 0) return {{"error", "--hbase wants HOST:PORT, not " + address}};
+  ho.ns = "bench_query_" + std::to_string(SystemClock::Instance().NowMs());
+  auto store = HBaseTableStore::Open(ho);
+  if (!store.ok()) return {{"error", "hbase " + address + ": " + store.error().ToString()}};
+  if (Status st = CreateTables(**store, TableLayout{}); !st.ok()) return {{"error", "hbase tables: " + st.ToString()}};
+  std::vector<std::string> tables = IndexTableNames();
+  tables.emplace_back(kMainTable);
+  uint64_t rows = 0, bytes = 0;
+  const int64_t t0 = bench::NowNs();
+  for (const std::string& t : tables) {
+    WriteBatch batch;
+    Status written;
+    auto flush = [&] {
+      if (batch.size() == 0 || !written.ok()) return;
+      written = (*store)->Write(batch);
+      batch = WriteBatch();
+    };
+    Status scanned = source.Scan(ScanSpec{t, "", "", false, 0}, [&](std::string_view k, std::string_view v) {
+      batch.Put(t, std::string(k), std::string(v));
+      ++rows;
+      bytes += k.size() + v.size();
+      if (batch.bytes() >= 1 << 20) flush();
+      return written.ok();
+    });
+    flush();
+    if (!scanned.ok() || !written.ok()) {
+      return {{"error", "copying " + t + " to hbase: " + (scanned.ok() ? written : scanned).ToString()}};
+    }
+  }
+  const double copy_s = static_cast<double>(bench::NowNs() - t0) / 1e9;
+  std::fprintf(stderr, "bench query: %" PRIu64 " rows (%" PRIu64 " bytes) copied to hbase %s (namespace %s) in %.1f s\n",
+               rows, bytes, address.c_str(), ho.ns.c_str(), copy_s);
+  const QueryEngine engine(**store, qo);
+  json out = json::array();
+  for (size_t i = 0; i < shapes.size(); ++i) {
+    json m = Measure(engine, shapes[i], runs);
+    if (!m.contains("error") && m["records"] != rocksdb[i]["records"]) {
+      m = {{"query", shapes[i].name},
+           {"error", "hbase returned " + m["records"].dump() + " records, rocksdb " + rocksdb[i]["records"].dump()}};
+    }
+    if (!m.contains("error")) {
+      const double r = rocksdb[i]["p50_ms"].get<double>();
+      m["ratio_p50_to_rocksdb"] = r > 0 ? Round2(m["p50_ms"].get<double>() / r) : 0.0;
+    }
+    std::fprintf(stderr, "bench query (hbase): %s\n", m.dump().c_str());
+    out.push_back(m);
+    if (out.back().contains("error")) return {{"error", out.back().dump()}};
+  }
+  return {{"gateway", address},
+          {"namespace", ho.ns},
+          {"rows_copied", rows},
+          {"bytes_copied", bytes},
+          {"copy_s", Round2(copy_s)},
+          {"queries", out},
+          {"note", "the same rows as the RocksDB store (copied from it), read through the Thrift2 gateway (framed, "
+                   "binary, scanner caching 256); first run cold on HBase's block cache"}};
+}
+
 }  // namespace
 
 json BenchQuery(const BenchOptions& o) {
@@ -367,6 +437,11 @@ json BenchQuery(const BenchOptions& o) {
     std::fprintf(stderr, "bench query: %s\n", queries.back().dump().c_str());
     if (queries.back().contains("error")) return {{"benchmark", "query"}, {"error", queries.back().dump()}};
   }
+  json hbase;
+  if (!o.hbase.empty()) {
+    hbase = QueryOnHBase(o.hbase, *store, shapes, queries, qo, runs);
+    if (hbase.contains("error")) return {{"benchmark", "query"}, {"error", hbase["error"]}};
+  }
   json grep = json::array({
       Grep("rare token, whole raw file", "-F", kRareToken, raw_path, runs, kRare),
       Grep("regex with a literal, whole raw file", "-E", "zqx7rare[0-9]+ ze[t]a", raw_path, runs, kRare),
@@ -466,6 +541,7 @@ json BenchQuery(const BenchOptions& o) {
           {"ratio_rare_token_one_app_with_filters_p50_to_grep_whole_file_best",
            grep_best > 0 ? Round2(rare_filtered_p50 / grep_best) : 0.0},
           {"token_index_model", model},
+          {"hbase", hbase.is_null() ? json("not run (--hbase HOST:PORT)") : hbase},
           {"note", "QueryEngine in process over RocksDB (logdex's tables, flushed, block cache warm after the first "
                    "run); every page at limit 10,000 unless a first page; p95 of 5 runs is the slowest run; grep: "
                    "LC_ALL=C grep -c on the raw file (the lines and newlines), best of 5, page cache warm"}};

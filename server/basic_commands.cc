@@ -37,6 +37,9 @@ void AddBenchCommand(CLI::App& app, CommandRun& run) {
                   "and bench-real.dlq must exist; bench/consume_real_kafka.sh makes them)");
   cmd->add_option("--broker-pid", options->broker_pid, "consume: the real broker's pid; its CPU counts with logdex's")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--hbase", options->hbase,
+                  "query: also run the query shapes on HBase through this Thrift2 gateway (HOST:PORT, framed, "
+                  "binary; bench/query_real_hbase.sh starts one)");
   options->make_line_decoder = [](const Clock& clock) -> std::unique_ptr<LineDecoder> {
     return std::make_unique<ShipLineDecoder>("bench", "h1", clock);
   };
