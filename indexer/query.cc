@@ -1,6 +1,7 @@
 #include "indexer/query.h"
 
 #include <algorithm>
+#include <deque>
 #include <map>
 #include <memory>
 #include <queue>
@@ -256,12 +257,50 @@ struct Candidate {
   IndexValue value;
 };
 
+// A RowIterator that can show the rows after its current one: the query
+// engine reads main rows of upcoming index rows in one MultiGet on a store
+// with batched_gets() (HBase), where each Get is a round trip.
+class LookaheadIterator final : public RowIterator {
+ public:
+  explicit LookaheadIterator(std::unique_ptr<RowIterator> base) : base_(std::move(base)) { Pull(); }
+  bool Valid() const override { return !rows_.empty(); }
+  void Next() override {
+    rows_.pop_front();
+    if (rows_.empty()) Pull();
+  }
+  void Seek(std::string_view target) override {
+    rows_.clear();
+    base_->Seek(target);
+    Pull();
+  }
+  std::string_view key() const override { return rows_.front().first; }
+  std::string_view value() const override { return rows_.front().second; }
+  Status status() const override { return rows_.empty() ? base_->status() : Status::Ok(); }
+
+  // Reads until `n` rows after the current one are held (fewer at the end);
+  // returns them.
+  const std::deque<std::pair<std::string, std::string>>& Ahead(size_t n) {
+    while (rows_.size() < n + 1 && base_->Valid()) Pull();
+    return rows_;
+  }
+
+ private:
+  void Pull() {
+    if (!base_->Valid()) return;
+    rows_.emplace_back(std::string(base_->key()), std::string(base_->value()));
+    base_->Next();
+  }
+  std::unique_ptr<RowIterator> base_;
+  std::deque<std::pair<std::string, std::string>> rows_;  // front: the current row
+};
+
 // One index range, read newest first.
 struct Source {
   std::string table;
   std::string prefix;  // the range's fixed leading key bytes (app, host+app or tag)
   std::unique_ptr<RowIterator> it;
   std::function<std::optional<Candidate>(std::string_view key, std::string_view value)> decode;
+  LookaheadIterator* ahead = nullptr;  // `it`, when the store batches gets
 };
 
 class Execution {
@@ -426,8 +465,14 @@ class Execution {
       }
     }
     stats_.plan += (sources_.empty() ? "" : ", ") + table;
-    auto it = store_.NewIterator(ScanSpec{table, std::move(start), std::move(stop), true, 0});
-    sources_.push_back(Source{std::move(table), std::move(prefix), std::move(it), std::move(decode)});
+    std::unique_ptr<RowIterator> it = store_.NewIterator(ScanSpec{table, std::move(start), std::move(stop), true, 0});
+    LookaheadIterator* ahead = nullptr;
+    if (store_.batched_gets()) {
+      auto wrapped = std::make_unique<LookaheadIterator>(std::move(it));
+      ahead = wrapped.get();
+      it = std::move(wrapped);
+    }
+    sources_.push_back(Source{std::move(table), std::move(prefix), std::move(it), std::move(decode), ahead});
     ++stats_.seeks;
   }
 
@@ -517,6 +562,52 @@ class Execution {
     return ruled_out;
   }
 
+  // The main row of a candidate. On a store with batched gets, from rows
+  // read ahead: a miss reads this one and the main rows of the index rows
+  // after every source's head, round robin, in one MultiGet.
+  Result<std::optional<std::string>> MainRow(const Candidate& c) {
+    std::string key = c.value.main_key.Encode();
+    if (!store_.batched_gets()) return store_.Get(kMainTable, key);
+    auto it = read_ahead_.find(key);
+    if (it == read_ahead_.end()) {
+      if (Status s = ReadAhead(key); !s.ok()) return s.error();
+      it = read_ahead_.find(key);
+      if (it == read_ahead_.end()) return store_.Get(kMainTable, key);
+    }
+    std::optional<std::string> row = std::move(it->second);
+    read_ahead_.erase(it);
+    return row;
+  }
+
+  Status ReadAhead(const std::string& first) {
+    constexpr size_t kBatch = 64, kDepth = 32;
+    if (read_ahead_.size() > 4 * kBatch) read_ahead_.clear();  // bounded: what a page skipped
+    std::vector<std::string> keys{first};
+    std::set<std::string> seen{first};
+    auto take = [&](const Candidate& c) {
+      // A chunk a token filter may rule out is read on its own, if at all.
+      if (keys.size() >= kBatch || !KeyMatches(c) || (c.value.has_token_filter && !token_probe_.empty())) return;
+      std::string k = c.value.main_key.Encode();
+      if (!read_ahead_.count(k) && seen.insert(k).second) keys.push_back(std::move(k));
+    };
+    for (size_t i = 0; i < heads_.size() && i < head_keys_.size(); ++i) {
+      if (!head_keys_[i].empty()) take(heads_[i]);
+    }
+    for (size_t depth = 0; depth < kDepth && keys.size() < kBatch; ++depth) {
+      for (Source& src : sources_) {
+        if (!src.ahead) continue;
+        const auto& rows = src.ahead->Ahead(depth + 1);
+        if (rows.size() <= depth) continue;  // rows[0]: the row after the head, unread
+        if (auto c = src.decode(rows[depth].first, rows[depth].second)) take(*c);
+      }
+    }
+    auto rows = store_.MultiGet(kMainTable, keys);
+    if (!rows.ok()) return Status(rows.error());
+    for (size_t i = 0; i < keys.size(); ++i) read_ahead_[keys[i]] = std::move((*rows)[i]);
+    ++stats_.main_row_batches;
+    return Status::Ok();
+  }
+
   // Key-level filters: what the index row tells without reading the chunk.
   bool KeyMatches(const Candidate& c) const {
     if (!sevs_.empty() && !sevs_.count(c.severity)) return false;
@@ -578,7 +669,7 @@ class Execution {
         auto skip = RuledOutByTokens(*c);
         if (!skip.ok()) return Status(skip.error());
         if (*skip) continue;
-        auto row = store_.Get(kMainTable, c->value.main_key.Encode());
+        auto row = MainRow(*c);
         if (!row.ok()) return Status(row.error());
         if (!row->has_value()) {
           ++stats_.index_rows_without_main;
@@ -727,7 +818,7 @@ class Execution {
       auto skip = RuledOutByTokens(c);
       if (!skip.ok()) return Status(skip.error());
       if (*skip) continue;
-      auto row = store_.Get(kMainTable, c.value.main_key.Encode());
+      auto row = MainRow(c);
       if (!row.ok()) return Status(row.error());
       if (!row->has_value()) {
         ++stats_.index_rows_without_main;
@@ -849,6 +940,7 @@ class Execution {
   std::vector<Cursor::Range> finished_;  // ranges an earlier page exhausted
   std::vector<Candidate> heads_;
   std::vector<std::string> head_keys_;  // raw key of each source's head; empty when exhausted
+  std::map<std::string, std::optional<std::string>> read_ahead_;  // main rows read ahead (batched gets)
   std::vector<Pending> pending_;  // a max-heap by pos
   Pos last_;
   // Records returned with last_'s Pos::Stable() (Cursor::same), whether

@@ -381,6 +381,7 @@ json StatsToJson(const QueryStats& s) {
           {"seeks", s.seeks},
           {"rows_scanned", s.rows_scanned},
           {"chunks_read", s.chunks_read},
+          {"main_row_batches", s.main_row_batches},
           {"chunks_returned", s.chunks_returned},
           {"bytes_decompressed", s.bytes_decompressed},
           {"index_rows_without_main", s.index_rows_without_main},

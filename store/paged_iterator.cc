@@ -127,4 +127,16 @@ Status FuzzyScanRows(RowIterator& it, const FuzzyScanSpec& spec, const RowVisito
   return it.status();
 }
 
+Result<std::vector<std::optional<std::string>>> TableStore::MultiGet(std::string_view table,
+                                                                     const std::vector<std::string>& keys) {
+  std::vector<std::optional<std::string>> rows;
+  rows.reserve(keys.size());
+  for (const std::string& k : keys) {
+    auto row = Get(table, k);
+    if (!row.ok()) return row.error();
+    rows.push_back(std::move(*row));
+  }
+  return rows;
+}
+
 }  // namespace logdex

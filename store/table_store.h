@@ -177,6 +177,15 @@ class TableStore {
   // The row's value, nullopt when it does not exist (or has expired).
   virtual Result<std::optional<std::string>> Get(std::string_view table, std::string_view key) = 0;
 
+  // The rows of `keys`, in their order (nullopt: no such row). The default
+  // calls Get() per key; a backend where each Get() is a round trip reads
+  // them in as few calls as it can (HBase: getMultiple).
+  virtual Result<std::vector<std::optional<std::string>>> MultiGet(std::string_view table,
+                                                                   const std::vector<std::string>& keys);
+  // True when MultiGet saves round trips (a remote store): the query engine
+  // then reads main rows ahead in batches instead of one Get per chunk.
+  virtual bool batched_gets() const { return false; }
+
   // Visits rows of the range in order (see ScanSpec).
   virtual Status Scan(const ScanSpec& spec, const RowVisitor& visit) = 0;
 

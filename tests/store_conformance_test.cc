@@ -89,6 +89,31 @@ TEST_P(StoreConformance, BorrowedValueTailsAreWrittenWhole) {
   EXPECT_EQ(keys, (std::vector<std::string>{"k1", "k2", "k3"}));
 }
 
+// MultiGet answers each key in its order, missing and empty keys as no row,
+// duplicates twice, across more keys than one HBase getMultiple call takes.
+TEST_P(StoreConformance, MultiGetAnswersEveryKeyInItsOrder) {
+  ASSERT_TRUE(store_->CreateTable("t", TableOptions{}).ok());
+  WriteBatch b;
+  for (int i = 0; i < 300; i += 2) b.Put("t", "k" + std::to_string(i), "v" + std::to_string(i));
+  ASSERT_TRUE(store_->Write(b).ok());
+  std::vector<std::string> keys;
+  for (int i = 299; i >= 0; --i) keys.push_back("k" + std::to_string(i));  // every odd one is missing
+  keys.push_back("");
+  keys.push_back("k10");
+  auto rows = store_->MultiGet("t", keys);
+  ASSERT_TRUE(rows.ok()) << rows.error().ToString();
+  ASSERT_EQ(rows->size(), keys.size());
+  for (size_t i = 0; i < 300; ++i) {
+    const int n = 299 - static_cast<int>(i);
+    if (n % 2) EXPECT_FALSE((*rows)[i].has_value()) << keys[i];
+    else EXPECT_EQ((*rows)[i].value_or("<none>"), "v" + std::to_string(n)) << keys[i];
+  }
+  EXPECT_FALSE((*rows)[300].has_value()) << "the empty key";
+  EXPECT_EQ((*rows)[301].value_or("<none>"), "v10");
+  EXPECT_TRUE(store_->MultiGet("t", {})->empty());
+  EXPECT_FALSE(store_->MultiGet("missing", {"k"}).ok());
+}
+
 TEST_P(StoreConformance, UnknownTableIsAnError) {
   WriteBatch b;
   b.Put("missing", "k", "v");

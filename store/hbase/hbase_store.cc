@@ -594,6 +594,42 @@ class HBaseTableStore::Impl {
     return std::optional<std::string>(*v);
   }
 
+  Result<std::vector<std::optional<std::string>>> MultiGet(std::string_view table,
+                                                           const std::vector<std::string>& keys) {
+    std::vector<std::optional<std::string>> rows(keys.size());
+    const std::string hname = HBaseName(table);
+    const size_t per_call = static_cast<size_t>(std::max(1, options_.multi_get_rows));
+    for (size_t from = 0; from < keys.size(); from += per_call) {
+      const size_t to = std::min(keys.size(), from + per_call);
+      std::vector<h2::TGet> gets;
+      std::vector<size_t> index;  // gets[j] is keys[index[j]]; empty keys are no row
+      for (size_t i = from; i < to; ++i) {
+        if (keys[i].empty()) continue;
+        h2::TGet& g = gets.emplace_back();
+        g.row = keys[i];
+        g.__set_columns(ValueColumn());
+        g.__set_maxVersions(1);
+        index.push_back(i);
+      }
+      if (gets.empty()) continue;
+      std::vector<h2::TResult> results;
+      Status s = Rpc("getMultiple from " + hname, [&](auto& c) {
+        results.clear();
+        c.getMultiple(results, hname, gets);
+      });
+      if (!s.ok()) return s.error();
+      // One result per get, in order (an empty one for a missing row).
+      if (results.size() != gets.size()) {
+        return Error{Errc::kInternal, "getMultiple from " + hname + ": " + std::to_string(results.size()) +
+                                          " results for " + std::to_string(gets.size()) + " gets"};
+      }
+      for (size_t j = 0; j < results.size(); ++j) {
+        if (const std::string* v = ValueOf(results[j])) rows[index[j]] = *v;
+      }
+    }
+    return rows;
+  }
+
   std::atomic<uint64_t> rows_written_{0}, bytes_written_{0}, rows_examined_{0}, write_batches_{0},
       write_failures_{0}, retries_{0};
   HBaseOptions options_;
@@ -841,6 +877,11 @@ Status HBaseTableStore::Write(const WriteBatch& batch) { return impl_->Write(bat
 
 Result<std::optional<std::string>> HBaseTableStore::Get(std::string_view table, std::string_view key) {
   return impl_->Get(table, key);
+}
+
+Result<std::vector<std::optional<std::string>>> HBaseTableStore::MultiGet(std::string_view table,
+                                                                          const std::vector<std::string>& keys) {
+  return impl_->MultiGet(table, keys);
 }
 
 std::unique_ptr<RowIterator> HBaseTableStore::NewIterator(const ScanSpec& spec) {

@@ -103,6 +103,8 @@ struct HBaseOptions {
   uint32_t max_call_bytes = 1536u * 1024;
   // Rows per getScannerRows call and TScan.caching. Default 256.
   int scanner_caching = 256;
+  // Rows per getMultiple call (MultiGet). Default 64: 4 MiB of 64 KiB chunks.
+  int multi_get_rows = 64;
   // Salt buckets of the main table: it is pre-split at 0x01 .. buckets-1.
   // Default kDefaultSaltBuckets (16); 1 = no pre-split.
   int salt_buckets = kDefaultSaltBuckets;
@@ -120,6 +122,10 @@ class HBaseTableStore final : public TableStore {
   bool HasTable(std::string_view name) const override;
   Status Write(const WriteBatch& batch) override;
   Result<std::optional<std::string>> Get(std::string_view table, std::string_view key) override;
+  // getMultiple calls of at most `multi_get_rows` rows each.
+  Result<std::vector<std::optional<std::string>>> MultiGet(std::string_view table,
+                                                           const std::vector<std::string>& keys) override;
+  bool batched_gets() const override { return true; }
   Status Scan(const ScanSpec& spec, const RowVisitor& visit) override;
   Status FuzzyScan(const FuzzyScanSpec& spec, const RowVisitor& visit) override;
   std::unique_ptr<RowIterator> NewIterator(const ScanSpec& spec) override;

@@ -31,6 +31,11 @@ class ServedHBaseStore final : public TableStore {
   Result<std::optional<std::string>> Get(std::string_view table, std::string_view key) override {
     return client_->Get(table, key);
   }
+  Result<std::vector<std::optional<std::string>>> MultiGet(std::string_view table,
+                                                           const std::vector<std::string>& keys) override {
+    return client_->MultiGet(table, keys);
+  }
+  bool batched_gets() const override { return client_->batched_gets(); }
   Status Scan(const ScanSpec& spec, const RowVisitor& visit) override { return client_->Scan(spec, visit); }
   Status FuzzyScan(const FuzzyScanSpec& spec, const RowVisitor& visit) override {
     return client_->FuzzyScan(spec, visit);
