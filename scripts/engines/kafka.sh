@@ -18,7 +18,8 @@
 #   scripts/engines/kafka.sh start-cluster DIR N   format and start N nodes, wait for all
 #   scripts/engines/kafka.sh kill-node DIR ID      SIGKILL node ID
 #   scripts/engines/kafka.sh start-node DIR ID     start node ID again (same ports and data)
-#   create-topic, stop, kill and logs take a cluster's DIR as they take a node's.
+#   create-topic, stop, kill and logs take a cluster's DIR as they take a node's (logs: each
+#   node's); start and restart refuse it.
 #
 # CACHE is ${LOGDEX_ENGINE_CACHE:-$HOME/.cache/logdex-engines}; Maven's ~/.m2 is reused too.
 # Exit codes: 0 ok, 1 failure, 2 usage, 77 Maven's repository cannot be reached (the jars
@@ -284,15 +285,36 @@ start_cluster() {
   new_cluster_id >"$dir/cluster.id"
   echo $((n < 3 ? n : 3)) >"$dir/replication"
   echo "$voters" >"$dir/voters"
-  for ((i = 1; i <= n; i++)); do spawn "$dir/node$i" || die "starting node $i failed"; done
-  for ((i = 1; i <= n; i++)); do await_ready "$dir/node$i" || die "node $i did not start"; done
-  local bootstrap=""
-  for ((i = 1; i <= n; i++)); do bootstrap+="${bootstrap:+,}$(cat "$dir/node$i/bootstrap")"; done
-  echo "$bootstrap" >"$dir/bootstrap"
+  # Written first: `stop` and `logs` find every node even when a start fails half way.
   echo "$n" >"$dir/nodes"
   # The first node's log names the version (kafka_engine_test.py reads DIR/broker.log).
   ln -sf node1/broker.log "$dir/broker.log"
+  for ((i = 1; i <= n; i++)); do
+    spawn "$dir/node$i" || { stop_all "$dir"; die "starting node $i failed"; }
+  done
+  for ((i = 1; i <= n; i++)); do
+    await_ready "$dir/node$i" || { stop_all "$dir"; die "node $i did not start"; }
+  done
+  local bootstrap=""
+  for ((i = 1; i <= n; i++)); do bootstrap+="${bootstrap:+,}$(cat "$dir/node$i/bootstrap")"; done
+  echo "$bootstrap" >"$dir/bootstrap"
   echo "kafka.sh: a cluster of $n nodes up at $bootstrap (replication $(cat "$dir/replication"))" >&2
+}
+
+# Stops every node of DIR (one, or a cluster's) at once; fails when one did not stop.
+stop_all() {
+  local dir=$1 d pids=() p rc=0
+  while IFS= read -r d; do
+    stop "$d" &
+    pids+=($!)
+  done < <(nodes_of "$dir")
+  for p in "${pids[@]}"; do wait "$p" || rc=1; done
+  return $rc
+}
+
+# Refuses a single-node command on a cluster's folder (it would start a node of its own there).
+not_cluster() {
+  [ ! -f "$1/nodes" ] || die "$1 holds a cluster: use start-node / kill-node / stop"
 }
 
 # The node folders of DIR: its own (one node) or node1..N (a cluster).
@@ -376,17 +398,21 @@ cmd=${1:-}
 shift || true
 case "$cmd" in
   fetch) fetch ;;
-  start) start "$(dir_arg "${1:-}")" ;;
+  start) d=$(dir_arg "${1:-}"); not_cluster "$d"; start "$d" ;;
   start-cluster) [ $# -eq 2 ] || usage; start_cluster "$(dir_arg "$1")" "$2" ;;
-  kill-node) [ $# -eq 2 ] || usage; kill_broker "$(dir_arg "$1")/node$2" ;;
+  kill-node) [ $# -eq 2 ] || usage; d="$(dir_arg "$1")/node$2"; [ -f "$d/ports" ] || die "no node $2 in $1"
+    kill_broker "$d" ;;
   start-node) [ $# -eq 2 ] || usage; d="$(dir_arg "$1")/node$2"; [ -f "$d/ports" ] || die "no node $2 in $1"
     if pid=$(running_pid "$d"); then die "node $2 already runs (pid $pid)"; fi
     launch "$d" || die "node $2 did not start" ;;
   create-topic) [ $# -ge 3 ] || usage; d=$(dir_arg "$1"); shift; create_topic "$d" "$@" ;;
-  stop) for d in $(nodes_of "$(dir_arg "${1:-}")"); do stop "$d" & done; wait ;;
-  kill) for d in $(nodes_of "$(dir_arg "${1:-}")"); do kill_broker "$d"; done ;;
-  restart) d=$(dir_arg "${1:-}"); stop "$d"; start "$d" ;;
-  logs) tail -n "${2:-200}" "$(dir_arg "${1:-}")/broker.log" ;;
+  stop) stop_all "$(dir_arg "${1:-}")" ;;
+  kill) while IFS= read -r d; do kill_broker "$d"; done < <(nodes_of "$(dir_arg "${1:-}")") ;;
+  restart) d=$(dir_arg "${1:-}"); not_cluster "$d"; stop "$d"; start "$d" ;;
+  logs) while IFS= read -r d; do
+      [ -f "$d/node.id" ] && echo "--- node $(cat "$d/node.id") ($d) ---"
+      tail -n "${2:-200}" "$d/broker.log"
+    done < <(nodes_of "$(dir_arg "${1:-}")") ;;
   version) echo "$KAFKA_VERSION" ;;
   *) usage ;;
 esac

@@ -21,8 +21,9 @@ Scenarios:
   missing_topic   ship to a topic the broker does not have (auto-creation off): ship fails
                   and says the topic does not exist, not that Kafka is down
   cluster_failover  on a cluster of 3 nodes (replication 3, min.insync.replicas 2): ship
-                  and serve carry on while one node, then another, is SIGKILLed and
-                  started again: every line stored once; serve resumes by itself
+                  ships without a pause and serve consumes while one node, then another,
+                  is SIGKILLed and started again: every line stored once; serve resumes
+                  by itself
   alert_latency   ERROR lines from an outside producer (kcat, a message each) reach a
                   webhook through the real broker and serve: each alert once; the latency
                   from the broker's acknowledgement to the webhook is printed (p50, p95, max)
@@ -238,6 +239,23 @@ def ship(logdex, bootstrap, app, path, extra=(), check=True):
     return r
 
 
+def ship_in_background(logdex, bootstrap, app, files):
+    """Ships `files` one after another from a thread: (the thread, [files shipped], [errors]);
+    the caller joins the thread and raises the first error."""
+    shipped, errors = [0], []
+
+    def shipper():
+        try:
+            for path in files:
+                ship(logdex, bootstrap, app, path)
+                shipped[0] += 1
+        except Exception as e:  # reported by the caller
+            errors.append(e)
+    th = threading.Thread(target=shipper)
+    th.start()
+    return th, shipped, errors
+
+
 def write_config(work, extra='', sections=''):
     """serve's config: `extra` goes under consumer:, `sections` at the top level."""
     path = os.path.join(work, 'serve.yaml')
@@ -291,7 +309,6 @@ def kcat_json(ctx):
     with open(os.path.join(work, 'batch.jsonl'), 'w') as f:
         f.write('\n'.join(batch) + '\n')
     for args in (['-l', os.path.join(work, 'singles.jsonl')], [os.path.join(work, 'batch.jsonl')]):
-        started[w] = time.monotonic()
         r = subprocess.run(['kcat', '-P', '-b', broker.bootstrap, '-t', 'lines.json', '-H', 'logdex-format=json',
                             *args], capture_output=True, text=True, timeout=remaining(120))
         if r.returncode != 0:
@@ -310,7 +327,6 @@ def kcat_json(ctx):
         raise Failure(f'kcat exited {r.returncode}: {r.stderr}')
 
     def dead_letter():
-        started[w] = time.monotonic()
         r = subprocess.run(['kcat', '-C', '-b', broker.bootstrap, '-t', 'lines.json.dlq', '-e', '-q',
                             '-f', '%h\t%s\n'], capture_output=True, text=True, timeout=remaining(120))
         return r.stdout.strip() if r.returncode == 0 and r.stdout.strip() else None
@@ -394,17 +410,7 @@ def serve_sigkill(ctx):
         path = f'{work}/load-{b}.log'
         want += numbered(src, path, b * per_batch, per_batch)
         files.append(path)
-    shipped, errors = [0], []
-
-    def shipper():
-        try:
-            for path in files:
-                ship(logdex, broker.bootstrap, 'load', path)
-                shipped[0] += 1
-        except Exception as e:  # reported by the main thread
-            errors.append(e)
-    th = threading.Thread(target=shipper)
-    th.start()
+    th, shipped, errors = ship_in_background(logdex, broker.bootstrap, 'load', files)
     try:
         # Kill while ship is still producing and serve has indexed part of it.
         wait_for('serve to index part of the load',
@@ -449,33 +455,40 @@ def cluster_failover(ctx):
     want = numbered(src, f'{work}/before.log', 0, 2000)
     ship(logdex, broker.bootstrap, 'failover', f'{work}/before.log')
     expect_exactly(want, serve, 'failover')
-    # Under load: files shipped one after another while nodes fail in turn.
-    files = []
-    for b in range(10):
-        files.append(f'{work}/load-{b}.log')
-        want += numbered(src, files[-1], 2000 + b * 4000, 4000)
-    shipped, errors = [0], []
+    # Under load: files of 2,000 lines shipped one after another, from before the first kill
+    # until after the second node is back, while the nodes fail in turn.
+    shipped, errors, stop_load = [0], [], threading.Event()
 
-    def shipper():
+    def load():
         try:
-            for path in files:
+            while not stop_load.is_set():
+                path = f'{work}/load-{shipped[0]}.log'
+                lines = numbered(src, path, 2000 + shipped[0] * 2000, 2000)
                 ship(logdex, broker.bootstrap, 'failover', path)
+                want.extend(lines)
                 shipped[0] += 1
         except Exception as e:  # reported by the main thread
             errors.append(e)
-    th = threading.Thread(target=shipper)
+    th = threading.Thread(target=load)
     th.start()
+
+    def more_shipped():
+        n = shipped[0]
+        wait_for('ship to ship another file', lambda: shipped[0] > n or not th.is_alive(), 300, interval=0.1)
+        if not th.is_alive():
+            raise Failure(f'the load stopped: {errors[0] if errors else "?"}')
     try:
         for node in (1, 2):
-            wait_for('serve to index more', lambda: serve.alive() and shipped[0] >= 2 * node - 1 or not th.is_alive(),
-                     300, interval=0.1)
+            more_shipped()
             t = time.monotonic()
             broker.run('kill-node', broker.dir, str(node))
-            print(f'node {node} SIGKILLed ({shipped[0]} of {len(files)} files shipped)')
+            print(f'node {node} SIGKILLed ({shipped[0]} files shipped)')
             time.sleep(5)  # the cluster runs on two nodes meanwhile
             broker.run('start-node', broker.dir, str(node))
-            print(f'node {node} started again, {time.monotonic() - t:.1f}s after its kill')
+            print(f'node {node} started again, {time.monotonic() - t:.1f}s after its kill ({shipped[0]} files shipped)')
+        more_shipped()
     finally:
+        stop_load.set()
         th.join()
     if errors:
         raise errors[0]

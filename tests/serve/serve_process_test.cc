@@ -50,6 +50,17 @@ using testing::TestHBase;
 using testing::TestKafka;
 using testing::WaitFor;
 
+// Sets `stop` and joins `t` when it goes out of scope: a test's background
+// thread ends with the test, an early return (a failed ASSERT) included.
+struct StopAndJoin {
+  std::atomic<bool>& stop;
+  std::thread& t;
+  ~StopAndJoin() {
+    stop = true;
+    if (t.joinable()) t.join();
+  }
+};
+
 int FreePort() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
@@ -760,14 +771,7 @@ TEST_F(ServeProcess, HBaseGatewayAndHBaseKilledWhileServeWritesLoseNothing) {
       std::this_thread::sleep_for(std::chrono::milliseconds(250));  // pacing, not a wait
     }
   });
-  struct Join {
-    std::atomic<bool>& stop;
-    std::thread& t;
-    ~Join() {
-      stop = true;
-      if (t.joinable()) t.join();
-    }
-  } join{stop, sender};
+  StopAndJoin join{stop, sender};
   auto sent_more = [&](uint64_t n) {
     const uint64_t until = sent + n;
     return WaitFor([&] { return sent >= until || send_failed; }, 120'000) && !send_failed;
@@ -1081,14 +1085,7 @@ TEST_F(ServeProcess, RollingRestartOfTwoMembersUnderLoadStoresEveryChunkOnce) {
       std::this_thread::sleep_for(std::chrono::milliseconds(250));
     }
   });
-  struct Join {
-    std::atomic<bool>& stop;
-    std::thread& t;
-    ~Join() {
-      stop = true;
-      if (t.joinable()) t.join();
-    }
-  } join{stop_producing, producer_thread};
+  StopAndJoin join{stop_producing, producer_thread};
   auto logs = [&] { return "== a ==\n" + a->Log() + "== b ==\n" + m2->Log(); };
   // Stops `member` once `sent` chunks were produced and it has written a
   // batch, and starts it again on its store.
