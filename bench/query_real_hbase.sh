@@ -10,8 +10,8 @@
 # ratio to RocksDB's.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
-logdex=${1:-$root/build/server/logdex}
-shift || true
+logdex=$root/build/server/logdex
+if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then logdex=$1; shift; fi
 [ -x "$logdex" ] || { echo "query_real_hbase.sh: no logdex binary at $logdex (scripts/build.sh release)" >&2; exit 2; }
 [ $# -gt 0 ] || set -- --scale 0.01
 hbase="$root/scripts/engines/hbase.sh"

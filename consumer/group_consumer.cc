@@ -170,7 +170,8 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     return Status::Ok();
   }
 
-  // --- librdkafka callbacks (run inside consume()/poll() on the Run thread) ---
+  // --- librdkafka callbacks (run inside consume()/poll() on the Run thread;
+  // event_cb's log events also come from librdkafka's own threads) ---
 
   void rebalance_cb(RdKafka::KafkaConsumer* consumer, RdKafka::ErrorCode err,
                     std::vector<RdKafka::TopicPartition*>& parts) override {
@@ -178,9 +179,12 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     // Before a revoke, what is written but not yet committed (skip_wal) is
     // made durable and committed, so that the new owners start after it.
     if (err != RdKafka::ERR__ASSIGN_PARTITIONS) {
+      const uint64_t commits = commits_tried_;
       FlushAndCommit();
       ForgetUnflushed();  // what a failed flush left: replayed by the new owners
-      if (!uncommitted_.empty()) Commit({});  // a commit refused earlier, once more while the partitions are ours
+      // A commit refused earlier, once more while the partitions are ours
+      // (not twice in one revoke, nor for an assignment already lost).
+      if (!uncommitted_.empty() && commits_tried_ == commits && !consumer->assignment_lost()) Commit({});
       uncommitted_.clear();
     }
     std::set<std::pair<std::string, int32_t>> owned;
@@ -724,6 +728,7 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
       for (const auto& [tp, next] : uncommitted_) offsets.push_back(RdKafka::TopicPartition::create(tp.first, tp.second, next));
     }
     if (offsets.empty()) return;
+    ++commits_tried_;
     const int64_t t0 = Ms(clock_);
     RdKafka::ErrorCode e = consumer_->commitSync(offsets);
     metrics_.commit_seconds.Observe((Ms(clock_) - t0) / 1000.0);
@@ -822,8 +827,10 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
   uint64_t unflushed_messages_ = 0;
   int64_t last_flush_ms_ = 0;
   bool flush_failing_ = false;
-  // Offsets of durable batches whose commit failed (Run thread only).
+  // Offsets of durable batches whose commit failed, and commitSync calls
+  // made (Run thread only).
   std::map<std::pair<std::string, int32_t>, int64_t> uncommitted_;
+  uint64_t commits_tried_ = 0;
 };
 
 GroupConsumer::GroupConsumer(GroupConsumerOptions options, TableStore& store, BatchProcessor& processor,

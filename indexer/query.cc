@@ -563,49 +563,62 @@ class Execution {
   }
 
   // The main row of a candidate. On a store with batched gets, from rows
-  // read ahead: a miss reads this one and the main rows of the index rows
-  // after every source's head, round robin, in one MultiGet.
-  Result<std::optional<std::string>> MainRow(const Candidate& c) {
+  // read ahead: a miss reads this one with the main rows of the index rows
+  // ahead (ReadAhead) in one MultiGet; if that call fails, this row alone.
+  // `only`: read ahead in this source only (Volume reads sources in turn).
+  Result<std::optional<std::string>> MainRow(const Candidate& c, Source* only = nullptr) {
     std::string key = c.value.main_key.Encode();
     if (!store_.batched_gets()) return store_.Get(kMainTable, key);
     auto it = read_ahead_.find(key);
-    if (it == read_ahead_.end()) {
-      if (Status s = ReadAhead(key); !s.ok()) return s.error();
-      it = read_ahead_.find(key);
-      if (it == read_ahead_.end()) return store_.Get(kMainTable, key);
-    }
+    if (it == read_ahead_.end() && ReadAhead(key, only)) it = read_ahead_.find(key);
+    if (it == read_ahead_.end()) return store_.Get(kMainTable, key);
     std::optional<std::string> row = std::move(it->second);
     read_ahead_.erase(it);
     return row;
   }
 
-  Status ReadAhead(const std::string& first) {
-    constexpr size_t kBatch = 64, kDepth = 32;
-    if (read_ahead_.size() > 4 * kBatch) read_ahead_.clear();  // bounded: what a page skipped
+  // Reads `first` and the main rows of the chunks the query will read next,
+  // as far as the index rows tell: every source's head, then the rows after
+  // it, round robin (Merge takes them newest first across sources), up to a
+  // batch. Not those a token filter may rule out (read on their own, if at
+  // all) or that Volume counts from their index row. False when the call
+  // failed (counted in the stats): the caller reads its row alone, and a
+  // store that is down fails that read with its error.
+  bool ReadAhead(const std::string& first, Source* only) {
+    constexpr size_t kDepth = 32;
+    const size_t batch = std::clamp<size_t>(q_.limit, 8, 64);
+    if (read_ahead_.size() > 4 * batch) read_ahead_.clear();  // bounded: what a page skipped
     std::vector<std::string> keys{first};
     std::set<std::string> seen{first};
     auto take = [&](const Candidate& c) {
-      // A chunk a token filter may rule out is read on its own, if at all.
-      if (keys.size() >= kBatch || !KeyMatches(c) || (c.value.has_token_filter && !token_probe_.empty())) return;
+      if (keys.size() >= batch || !KeyMatches(c) || (c.value.has_token_filter && !token_probe_.empty()) ||
+          (volume_ && CountedFromIndex(c))) {
+        return;
+      }
       std::string k = c.value.main_key.Encode();
       if (!read_ahead_.count(k) && seen.insert(k).second) keys.push_back(std::move(k));
     };
-    for (size_t i = 0; i < heads_.size() && i < head_keys_.size(); ++i) {
-      if (!head_keys_[i].empty()) take(heads_[i]);
+    if (!only) {
+      for (size_t i = 0; i < heads_.size() && i < head_keys_.size(); ++i) {
+        if (!head_keys_[i].empty()) take(heads_[i]);
+      }
     }
-    for (size_t depth = 0; depth < kDepth && keys.size() < kBatch; ++depth) {
+    for (size_t depth = 0; depth < kDepth && keys.size() < batch; ++depth) {
       for (Source& src : sources_) {
-        if (!src.ahead) continue;
+        if (!src.ahead || (only && &src != only)) continue;
         const auto& rows = src.ahead->Ahead(depth + 1);
         if (rows.size() <= depth) continue;  // rows[0]: the row after the head, unread
         if (auto c = src.decode(rows[depth].first, rows[depth].second)) take(*c);
       }
     }
     auto rows = store_.MultiGet(kMainTable, keys);
-    if (!rows.ok()) return Status(rows.error());
+    if (!rows.ok()) {
+      ++stats_.main_row_batch_failures;
+      return false;
+    }
     for (size_t i = 0; i < keys.size(); ++i) read_ahead_[keys[i]] = std::move((*rows)[i]);
     ++stats_.main_row_batches;
-    return Status::Ok();
+    return true;
   }
 
   // Key-level filters: what the index row tells without reading the chunk.
@@ -651,12 +664,7 @@ class Execution {
         if (Status s = CheckBudget(); !s.ok()) return s;
         auto c = src.decode(src.it->key(), src.it->value());
         if (!c || !KeyMatches(*c)) continue;
-        // A long chunk within one bucket and within [from, to) counts from
-        // its index row too: reading it would put its records in that bucket.
-        const int64_t first_ts = c->value.main_key.first_ts_ms;
-        const bool whole_in_bucket = first_ts >= q_.from_ms && c->last_ts < q_.to_ms &&
-                                     (first_ts - origin_) / step_ == (c->last_ts - origin_) / step_;
-        if (index_counts_ && (!IsLong(*c) || whole_in_bucket)) {
+        if (CountedFromIndex(*c)) {
           if (c->last_ts < q_.from_ms || c->last_ts >= q_.to_ms) continue;  // past `to`: a later range's
           Count(c->last_ts, c->severity, c->value.record_count);
           ++stats_.chunks_returned;
@@ -669,7 +677,7 @@ class Execution {
         auto skip = RuledOutByTokens(*c);
         if (!skip.ok()) return Status(skip.error());
         if (*skip) continue;
-        auto row = MainRow(*c);
+        auto row = MainRow(*c, &src);
         if (!row.ok()) return Status(row.error());
         if (!row->has_value()) {
           ++stats_.index_rows_without_main;
@@ -681,6 +689,17 @@ class Execution {
       if (!src.it->status().ok()) return src.it->status();
     }
     return Status::Ok();
+  }
+
+  // Volume: whether the chunk is counted from its index row, unread. A long
+  // chunk within one bucket and within [from, to) counts from its index row
+  // too: reading it would put its records in that bucket.
+  bool CountedFromIndex(const Candidate& c) const {
+    if (!index_counts_) return false;
+    const int64_t first_ts = c.value.main_key.first_ts_ms;
+    const bool whole_in_bucket = first_ts >= q_.from_ms && c.last_ts < q_.to_ms &&
+                                 (first_ts - origin_) / step_ == (c.last_ts - origin_) / step_;
+    return !IsLong(c) || whole_in_bucket;
   }
 
   // Decompresses one stored chunk and keeps its matching records (counts

@@ -172,6 +172,7 @@ struct QueryStats {
   uint64_t rows_scanned = 0;         // index rows read (scan path: main rows read)
   uint64_t chunks_read = 0;          // main rows fetched and decompressed
   uint64_t main_row_batches = 0;     // MultiGet calls reading main rows ahead (stores with batched gets)
+  uint64_t main_row_batch_failures = 0;  // of those, failed: the rows were read one by one
   uint64_t chunks_returned = 0;      // chunks with at least one record in this page
   uint64_t bytes_decompressed = 0;   // uncompressed bytes of those chunks
   uint64_t index_rows_without_main = 0;  // skipped: the main row is missing (read repair)

@@ -382,6 +382,7 @@ json StatsToJson(const QueryStats& s) {
           {"rows_scanned", s.rows_scanned},
           {"chunks_read", s.chunks_read},
           {"main_row_batches", s.main_row_batches},
+          {"main_row_batch_failures", s.main_row_batch_failures},
           {"chunks_returned", s.chunks_returned},
           {"bytes_decompressed", s.bytes_decompressed},
           {"index_rows_without_main", s.index_rows_without_main},

@@ -369,6 +369,7 @@ int RunQuery(const QueryCommandOptions& o) {
                   {"rows_scanned", 0},
                   {"chunks_read", 0},
                   {"main_row_batches", 0},
+                  {"main_row_batch_failures", 0},
                   {"chunks_returned", 0},
                   {"bytes_decompressed", 0},
                   {"index_rows_without_main", 0},

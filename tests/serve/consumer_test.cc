@@ -291,8 +291,7 @@ TEST_F(ConsumerTest, ARefusedCommitIsRetriedWithTheNextOneAndBeforeTheRevoke) {
   ASSERT_TRUE(WaitFor([&] { return metrics_->commit_failures.Value() > failures; }, 20'000));
   EXPECT_EQ(committed(), 3);
   stop_ = true;
-  thread_.join();
-  consumer_.reset();  // closes: the revoke
+  thread_.join();  // Run() ends with close(): the revoke
   EXPECT_EQ(committed(), 4) << "the refused commit was made before the partitions were given up";
   EXPECT_EQ(MainRows(), seq);
 }
