@@ -14,6 +14,7 @@
 #include <ctime>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <iterator>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -50,17 +51,6 @@ using testing::TestHBase;
 using testing::TestKafka;
 using testing::WaitFor;
 
-// Sets `stop` and joins `t` when it goes out of scope: a test's background
-// thread ends with the test, an early return (a failed ASSERT) included.
-struct StopAndJoin {
-  std::atomic<bool>& stop;
-  std::thread& t;
-  ~StopAndJoin() {
-    stop = true;
-    if (t.joinable()) t.join();
-  }
-};
-
 int FreePort() {
   int fd = socket(AF_INET, SOCK_STREAM, 0);
   sockaddr_in a{};
@@ -86,6 +76,56 @@ std::string Chunk(uint64_t seq, const std::string& app = "app", int records = 4)
   po.sequence = seq;
   return PackChunk(app, "host" + std::to_string(seq % 7), b, po).SerializeAsString();
 }
+
+// Load that never waits on a consumer: chunks 1, 2, 3, ... (`chunk(seq)`,
+// on partition seq % partitions) from a thread of its own, `per_tick` of
+// them flushed every 250 ms, until Stop() or the end of the test (an early
+// return included). sent() counts the delivered ones.
+class PacedLoad {
+ public:
+  PacedLoad(const std::string& bootstrap, std::string topic, int partitions, uint64_t per_tick,
+            std::function<std::string(uint64_t)> chunk)
+      : thread_([=, this, topic = std::move(topic), chunk = std::move(chunk)] {
+          TestProducer producer(bootstrap);
+          for (uint64_t seq = 1; !stop_;) {
+            for (uint64_t k = 0; k < per_tick; ++k, ++seq) {
+              if (!producer.Queue(topic, static_cast<int32_t>(seq % partitions), chunk(seq))) {
+                return End("queueing chunk " + std::to_string(seq) + " failed");
+              }
+            }
+            if (!producer.Flush()) return End("chunks up to " + std::to_string(seq - 1) + " were not all delivered");
+            sent_ = seq - 1;
+            std::this_thread::sleep_for(std::chrono::milliseconds(250));  // pacing, not a wait
+          }
+          End("");
+        }) {}
+  ~PacedLoad() { Stop(); }
+
+  // Stops the load once its current tick is delivered; then sent() is final.
+  void Stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  uint64_t sent() const { return sent_; }
+  // Why the load ended early; empty while it runs or after a Stop().
+  std::string error() const { return ended_ ? error_ : ""; }
+  // Waits until at least `n` chunks were delivered; false when the load
+  // ended first or 120 s passed.
+  bool WaitSent(uint64_t n) const {
+    return WaitFor([&] { return sent_ >= n || ended_; }, 120'000) && sent_ >= n;
+  }
+  bool WaitSentMore(uint64_t n) const { return WaitSent(sent_ + n); }
+
+ private:
+  void End(std::string error) {
+    error_ = std::move(error);
+    ended_ = true;  // publishes error_
+  }
+  std::atomic<uint64_t> sent_{0};
+  std::atomic<bool> stop_{false}, ended_{false};
+  std::string error_;
+  std::thread thread_;  // last: started once the members above exist
+};
 
 // Waits until `query` answers with `want` records; `found` is the last count.
 bool WaitForRecords(httplib::Client& http, const std::string& query, size_t want, int timeout_ms, size_t* found) {
@@ -751,31 +791,8 @@ TEST_F(ServeProcess, HBaseGatewayAndHBaseKilledWhileServeWritesLoseNothing) {
   };
 
   // 40 chunks of 4 records a second, on every partition, until told to stop.
-  std::atomic<uint64_t> sent{0};
-  std::atomic<bool> stop{false}, send_failed{false};
-  std::thread sender([&] {
-    TestProducer producer(b);
-    while (!stop) {
-      for (int k = 0; k < 10; ++k) {
-        const uint64_t seq = sent + 1;
-        if (!producer.Queue(topic, static_cast<int32_t>(seq % 8), Chunk(seq, "faults", 4))) {
-          send_failed = true;
-          return;
-        }
-        sent = seq;
-      }
-      if (!producer.Flush()) {
-        send_failed = true;
-        return;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(250));  // pacing, not a wait
-    }
-  });
-  StopAndJoin join{stop, sender};
-  auto sent_more = [&](uint64_t n) {
-    const uint64_t until = sent + n;
-    return WaitFor([&] { return sent >= until || send_failed; }, 120'000) && !send_failed;
-  };
+  PacedLoad load(b, topic, 8, 10, [](uint64_t seq) { return Chunk(seq, "faults", 4); });
+  auto sent_more = [&](uint64_t n) { return load.WaitSentMore(n); };
 
   // 1. The gateway dies while batches go out, and stays away until serve has
   // failed a write, paused, and more chunks have come.
@@ -800,11 +817,9 @@ TEST_F(ServeProcess, HBaseGatewayAndHBaseKilledWhileServeWritesLoseNothing) {
     EXPECT_GT(slow_or_failed(), outage_before) << "serve did not show HBase's outage";
   }
 
-  ASSERT_TRUE(sent_more(80));
-  stop = true;
-  sender.join();
-  ASSERT_FALSE(send_failed) << "the test's producer failed";
-  const uint64_t total = sent;
+  ASSERT_TRUE(sent_more(80)) << load.error();
+  load.Stop();
+  const uint64_t total = load.sent();
   ASSERT_TRUE(WaitFor([&] { return committed() >= static_cast<int64_t>(total); }, 300'000))
       << "committed " << committed() << " of " << total << "\n" << serve.Log();
 
@@ -1056,43 +1071,18 @@ TEST_F(ServeProcess, RollingRestartOfTwoMembersUnderLoadStoresEveryChunkOnce) {
     return WaitFor([&] { return MetricOf(ListeningPort(p), "logdex_consumer_assigned_partitions") > 0; }, 90'000);
   };
 
-  // The load: 100 chunks every 250 ms from a thread of its own, until both
-  // restarts are done and at least `total` were sent. It never waits on the
-  // members: one may own no partition with anything new for a while (on a
-  // loaded machine b can read the first 1,000 chunks before a joins).
+  // The load: 100 chunks every 250 ms, until both restarts are done and at
+  // least `total` were sent. It never waits on the members: one may own no
+  // partition with anything new for a while (on a loaded machine b can read
+  // the first 1,000 chunks before a joins).
   const uint64_t total = 4000;
-  std::atomic<uint64_t> produced{0};
-  std::atomic<bool> restarts_done{false}, stop_producing{false}, producer_ended{false};
-  std::string produce_error;  // read once the thread is joined
-  std::thread producer_thread([&] {
-    struct Ended {
-      std::atomic<bool>& flag;
-      ~Ended() { flag = true; }
-    } ended{producer_ended};
-    TestProducer producer(b);
-    for (uint64_t i = 1; !stop_producing; ++i) {
-      if (!producer.Queue(topic, static_cast<int32_t>(i % 8), Chunk(i))) {
-        produce_error = "queueing chunk " + std::to_string(i) + " failed";
-        return;
-      }
-      if (i % 100 != 0) continue;
-      if (!producer.Flush()) {
-        produce_error = "chunks up to " + std::to_string(i) + " were not all delivered";
-        return;
-      }
-      produced = i;
-      if (restarts_done && i >= total) return;
-      std::this_thread::sleep_for(std::chrono::milliseconds(250));
-    }
-  });
-  StopAndJoin join{stop_producing, producer_thread};
+  PacedLoad load(b, topic, 8, 100, [](uint64_t seq) { return Chunk(seq); });
   auto logs = [&] { return "== a ==\n" + a->Log() + "== b ==\n" + m2->Log(); };
   // Stops `member` once `sent` chunks were produced and it has written a
   // batch, and starts it again on its store.
   auto restart = [&](uint64_t sent, std::unique_ptr<Process>& member, const std::vector<std::string>& args,
                      const std::string& log) {
-    ASSERT_TRUE(WaitFor([&] { return produced >= sent || producer_ended; }, 120'000)) << "produced " << produced;
-    ASSERT_FALSE(producer_ended) << "the producer stopped: " << produce_error;  // ended: written before
+    ASSERT_TRUE(load.WaitSent(sent)) << "produced " << load.sent() << ": " << load.error();
     ASSERT_TRUE(WaitFor([&] { return MetricOf(ListeningPort(*member), "logdex_consumer_batches_total") > 0; },
                         90'000))
         << logs();
@@ -1108,10 +1098,9 @@ TEST_F(ServeProcess, RollingRestartOfTwoMembersUnderLoadStoresEveryChunkOnce) {
   restart(2400, m2, args_b, "b-2");
   if (HasFatalFailure()) return;
   ASSERT_TRUE(owns_partitions(*m2)) << "the restarted member rejoined\n" << m2->Log();
-  restarts_done = true;
-  producer_thread.join();
-  ASSERT_TRUE(produce_error.empty()) << produce_error;
-  const uint64_t sent = produced;
+  ASSERT_TRUE(load.WaitSent(total)) << "produced " << load.sent() << ": " << load.error();
+  load.Stop();
+  const uint64_t sent = load.sent();
   ASSERT_GE(sent, total);
   ASSERT_TRUE(WaitFor([&] { return Committed(b, "rolling", topic, 8) == static_cast<int64_t>(sent); }, 120'000))
       << "committed " << Committed(b, "rolling", topic, 8) << " of " << sent << "\n" << logs();
