@@ -415,6 +415,10 @@ json BenchQuery(const BenchOptions& o) {
   all.scan = true;
   shapes.push_back({"rare token, every app (word, scan=true)", text(all, TextFilterKind::kWord, kRareToken), true,
                     kRare});
+  Query newest = all;
+  newest.from_ms = end_ms + 1 - 3'600'000;
+  newest.limit = 100;
+  shapes.push_back({"first page of every app, last hour (scan=true)", newest, false});
   shapes.push_back({"common token, one app (word, ~1 % of its chunks)",
                     text(base("app0"), TextFilterKind::kWord, kCommonToken), true,
                     static_cast<int64_t>(common_lines)});
@@ -437,6 +441,23 @@ json BenchQuery(const BenchOptions& o) {
     std::fprintf(stderr, "bench query: %s\n", queries.back().dump().c_str());
     if (queries.back().contains("error")) return {{"benchmark", "query"}, {"error", queries.back().dump()}};
   }
+  // scan=true shapes again on the main table, read whole and sorted (the
+  // plan logdex used for them before it read every stream's index, and
+  // still uses over QueryOptions::max_scan_index_ranges streams).
+  auto main_table_scans = [&](const QueryOptions& base, const char* phase, json& out) {
+    QueryOptions mo = base;
+    mo.max_scan_index_ranges = 0;
+    const QueryEngine main_table(*store, mo);
+    for (const Shape& s : shapes) {
+      if (!s.query.scan) continue;
+      out.push_back(Measure(main_table, s, runs));
+      std::fprintf(stderr, "bench query (%s, main-table scan): %s\n", phase, out.back().dump().c_str());
+      if (out.back().contains("error")) return false;
+    }
+    return true;
+  };
+  json main_scans = json::array();
+  if (!main_table_scans(qo, "as ingested", main_scans)) return {{"benchmark", "query"}, {"error", main_scans.back()}};
   json hbase;
   if (!o.hbase.empty()) {
     hbase = QueryOnHBase(o.hbase, *store, shapes, queries, qo, runs);
@@ -478,6 +499,10 @@ json BenchQuery(const BenchOptions& o) {
   unfiltered_qo.use_token_filters = false;
   const QueryEngine with_filters(*store, merged_qo), without_filters(*store, unfiltered_qo);
   json compacted_with = json::array(), compacted_without = json::array();
+  json compacted_main_scans = json::array();
+  if (!main_table_scans(with_filters.options(), "compacted", compacted_main_scans)) {
+    return {{"benchmark", "query"}, {"error", compacted_main_scans.back()}};
+  }
   for (const Shape& s : shapes) {
     if (s.query.text.empty()) continue;
     for (auto [engine, out] : {std::pair{&with_filters, &compacted_with}, std::pair{&without_filters, &compacted_without}}) {
@@ -502,6 +527,10 @@ json BenchQuery(const BenchOptions& o) {
 
   const double rare_p50 = queries[3]["p50_ms"].get<double>();
   const double rare_filtered_p50 = compacted_with[0]["p50_ms"].get<double>();
+  // Rare token over every app (shape 4, the first scan=true one): compacted,
+  // every stream's index with filters against the main table read whole.
+  const double every_app_streams_p50 = compacted_with[1]["p50_ms"].get<double>();
+  const double every_app_main_p50 = compacted_main_scans[0]["p50_ms"].get<double>();
   const double grep_best = grep[0]["best_ms"].get<double>();
   auto percent = [](double part, double whole) { return whole > 0 ? Round2(100.0 * part / whole) : 0.0; };
   const json compaction = {
@@ -536,6 +565,12 @@ json BenchQuery(const BenchOptions& o) {
           {"compaction", compaction},
           {"compacted_with_token_filters", compacted_with},
           {"compacted_without_token_filters", compacted_without},
+          {"main_table_scans", main_scans},
+          {"compacted_main_table_scans", compacted_main_scans},
+          {"speedup_rare_token_every_app_compacted_main_table_to_streams_with_filters",
+           every_app_streams_p50 > 0 ? Round2(every_app_main_p50 / every_app_streams_p50) : 0.0},
+          {"ratio_rare_token_every_app_with_filters_p50_to_grep_whole_file_best",
+           grep_best > 0 ? Round2(every_app_streams_p50 / grep_best) : 0.0},
           {"speedup_rare_token_one_app_as_ingested_to_compacted_with_filters",
            rare_filtered_p50 > 0 ? Round2(rare_p50 / rare_filtered_p50) : 0.0},
           {"ratio_rare_token_one_app_with_filters_p50_to_grep_whole_file_best",

@@ -259,7 +259,8 @@ struct Candidate {
 
 // A RowIterator that can show the rows after its current one: the query
 // engine reads main rows of upcoming index rows in one MultiGet on a store
-// with batched_gets() (HBase), where each Get is a round trip.
+// with batched_gets() (HBase, where each Get is a round trip; RocksDB, which
+// reads a block once for the keys in it).
 class LookaheadIterator final : public RowIterator {
  public:
   explicit LookaheadIterator(std::unique_ptr<RowIterator> base) : base_(std::move(base)) { Pull(); }
@@ -359,8 +360,8 @@ class Execution {
 
   Status Run() {
     if (Status s = Validate(); !s.ok()) return s;
-    if (q_.scan) return RunScan();
     if (Status s = Plan(); !s.ok()) return s;
+    if (main_scan_) return RunScan();
     return Merge();
   }
 
@@ -388,13 +389,8 @@ class Execution {
     origin_ = VolumeGridStart(q_.from_ms, step_).value();  // VolumeBucketCount checked it
     out.buckets.resize(*n);
     for (uint64_t i = 0; i < *n; ++i) out.buckets[i].start_ms = origin_ + static_cast<int64_t>(i) * step_;
-    Status s;
-    if (q_.scan) {
-      s = RunScan();
-    } else {
-      s = Plan();
-      if (s.ok()) s = CountSources();
-    }
+    Status s = Plan();
+    if (s.ok()) s = main_scan_ ? RunScan() : CountSources();
     if (!s.ok()) return s;
     for (const VolumeBucket& b : out.buckets) {
       for (size_t i = 0; i < b.counts.by_severity.size(); ++i) out.totals.by_severity[i] += b.counts.by_severity[i];
@@ -502,8 +498,14 @@ class Execution {
               });
   }
 
+  // Plans the index ranges a query reads (see query.h). A scan=true query
+  // skips the tag index (its cap would hide records) and, with no app or
+  // host, reads every stream's severity index: every stored chunk has one
+  // row there, so the answer is the main-table scan's, streamed newest first
+  // and with token filters probed. Over max_scan_index_ranges (app,
+  // severity) pairs it sets main_scan_: RunScan() reads the main table.
   Status Plan() {
-    if (!q_.tags.empty()) {
+    if (!q_.tags.empty() && !q_.scan) {
       const TagId tag = TagIdOf(q_.tags[0].first, q_.tags[0].second);
       stats_.plan = "tag index " + q_.tags[0].first + "=" + q_.tags[0].second + ": ";
       AddSource(std::string(kTagIndexTable), TagIndexKey{tag, q_.from_ms, 0, 0, Severity::kTrace, 0}.Encode(),
@@ -527,24 +529,50 @@ class Execution {
       }
       return Status::Ok();
     }
-    // Host only: one range per app the host has logged for (meta streams).
-    std::string prefix = MetaKey{MetaKind::kStream, host_, 0, Severity::kTrace}.Encode().substr(0, 9);
-    std::set<AppId> apps;
-    Status s = store_.Scan(ScanSpec{std::string(kMetaTable), prefix, PrefixSuccessor(prefix), false, 0},
-                           [&](std::string_view k, std::string_view v) {
-                             ++stats_.meta_rows;
-                             auto key = MetaKey::Decode(k);
-                             if (!key || v.size() != 16) return true;
-                             const int64_t lo = static_cast<int64_t>(GetBigEndian64(v.data()));
-                             const int64_t hi = static_cast<int64_t>(GetBigEndian64(v.data() + 8));
-                             bool overlaps = hi > q_.from_ms && lo < q_.to_ms;
-                             if (overlaps && (sevs_.empty() || sevs_.count(key->severity))) apps.insert(key->app);
-                             return true;
-                           });
+    if (host_) {  // one range per app the host has logged for
+      std::set<AppId> apps;
+      Status s = ForStreamsInRange(host_, [&](const MetaKey& key) {
+        apps.insert(key.app);
+        return true;
+      });
+      if (!s.ok()) return s;
+      stats_.plan = "host index, host only (" + std::to_string(apps.size()) + " apps): ";
+      for (AppId app : apps) AddHostSource(host_, app);
+      return Status::Ok();
+    }
+    std::set<std::pair<AppId, Severity>> ranges;
+    Status s = ForStreamsInRange(std::nullopt, [&](const MetaKey& key) {
+      ranges.emplace(key.app, key.severity);
+      return ranges.size() <= options_.max_scan_index_ranges;
+    });
     if (!s.ok()) return s;
-    stats_.plan = "host index, host only (" + std::to_string(apps.size()) + " apps): ";
-    for (AppId app : apps) AddHostSource(host_, app);
+    if (ranges.size() > options_.max_scan_index_ranges) {
+      main_scan_ = true;
+      return Status::Ok();
+    }
+    stats_.plan = "severity indexes, every stream (" + std::to_string(ranges.size()) + " ranges): ";
+    for (auto [app, severity] : ranges) AddLevelSource(app, severity);
     return Status::Ok();
+  }
+
+  // Calls `fn` for each stream (meta, kStream) of `host` (every host when
+  // none) whose extent overlaps the query's range, with a severity it asks
+  // for, until `fn` returns false. Extents are rounded out to whole minutes
+  // and grow in the batch of the chunk that extends them (indexer.cc).
+  Status ForStreamsInRange(std::optional<HostId> host, const std::function<bool(const MetaKey&)>& fn) {
+    std::string prefix = host ? MetaKey{MetaKind::kStream, *host, 0, Severity::kTrace}.Encode().substr(0, 9)
+                              : std::string(1, static_cast<char>(MetaKind::kStream));
+    return store_.Scan(ScanSpec{std::string(kMetaTable), prefix, PrefixSuccessor(prefix), false, 0},
+                       [&](std::string_view k, std::string_view v) {
+                         ++stats_.meta_rows;
+                         auto key = MetaKey::Decode(k);
+                         if (!key || key->kind != MetaKind::kStream || v.size() != 16) return true;
+                         const int64_t lo = static_cast<int64_t>(GetBigEndian64(v.data()));
+                         const int64_t hi = static_cast<int64_t>(GetBigEndian64(v.data() + 8));
+                         const bool overlaps = hi > q_.from_ms && lo < q_.to_ms;
+                         if (!overlaps || (!sevs_.empty() && !sevs_.count(key->severity))) return true;
+                         return fn(*key);
+                       });
   }
 
   // Whether the chunk's token filter (`tok`) shows that no record of it can
@@ -578,38 +606,47 @@ class Execution {
   }
 
   // Reads `first` and the main rows of the chunks the query will read next,
-  // as far as the index rows tell: every source's head, then the rows after
-  // it, round robin (Merge takes them newest first across sources), up to a
-  // batch. Not those a token filter may rule out (read on their own, if at
-  // all) or that Volume counts from their index row. False when the call
-  // failed (counted in the stats): the caller reads its row alone, and a
-  // store that is down fails that read with its error.
+  // as far as the index rows tell: every source's head and the rows after
+  // it, taken newest last_ts first as Merge takes them (Volume, `only`: one
+  // source, in its order), up to a batch. Not those a token filter may rule
+  // out (read on their own, if at all) or that Volume counts from their
+  // index row. False when the call failed (counted in the stats): the caller
+  // reads its row alone, and a store that is down fails that read with its
+  // error.
   bool ReadAhead(const std::string& first, Source* only) {
-    constexpr size_t kDepth = 32;
-    const size_t batch = std::clamp<size_t>(q_.limit, 8, 64);
-    if (read_ahead_.size() > 4 * batch) read_ahead_.clear();  // bounded: what a page skipped
-    std::vector<std::string> keys{first};
-    std::set<std::string> seen{first};
-    auto take = [&](const Candidate& c) {
-      if (keys.size() >= batch || !KeyMatches(c) || (c.value.has_token_filter && !token_probe_.empty()) ||
-          (volume_ && CountedFromIndex(c))) {
-        return;
+    // 8 rows, then twice as many each call up to the limit (at most 64): a
+    // first page that needs one merged chunk does not read 64.
+    const size_t batch = ahead_batch_;
+    ahead_batch_ = std::min<size_t>(2 * ahead_batch_, std::clamp<size_t>(q_.limit, 8, 64));
+    if (read_ahead_.size() > 4 * 64) read_ahead_.clear();  // bounded: what a page skipped
+    std::vector<Candidate> next;
+    auto consider = [&](const Candidate& c) {
+      if (KeyMatches(c) && !(c.value.has_token_filter && !token_probe_.empty()) && !(volume_ && CountedFromIndex(c))) {
+        next.push_back(c);
       }
-      std::string k = c.value.main_key.Encode();
-      if (!read_ahead_.count(k) && seen.insert(k).second) keys.push_back(std::move(k));
     };
     if (!only) {
       for (size_t i = 0; i < heads_.size() && i < head_keys_.size(); ++i) {
-        if (!head_keys_[i].empty()) take(heads_[i]);
+        if (!head_keys_[i].empty()) consider(heads_[i]);
       }
     }
-    for (size_t depth = 0; depth < kDepth && keys.size() < batch; ++depth) {
-      for (Source& src : sources_) {
-        if (!src.ahead || (only && &src != only)) continue;
-        const auto& rows = src.ahead->Ahead(depth + 1);
-        if (rows.size() <= depth) continue;  // rows[0]: the row after the head, unread
-        if (auto c = src.decode(rows[depth].first, rows[depth].second)) take(*c);
+    for (Source& src : sources_) {
+      if (!src.ahead || (only && &src != only)) continue;
+      const auto& rows = src.ahead->Ahead(batch);  // rows[0]: the row after the head, unread
+      for (size_t d = 0; d < rows.size() && d < batch; ++d) {
+        if (auto c = src.decode(rows[d].first, rows[d].second)) consider(*c);
       }
+    }
+    if (!only) {
+      std::stable_sort(next.begin(), next.end(),
+                       [](const Candidate& a, const Candidate& b) { return a.last_ts > b.last_ts; });
+    }
+    std::vector<std::string> keys{first};
+    std::set<std::string> seen{first};
+    for (const Candidate& c : next) {
+      if (keys.size() >= batch) break;
+      std::string k = c.value.main_key.Encode();
+      if (!read_ahead_.count(k) && seen.insert(k).second) keys.push_back(std::move(k));
     }
     auto rows = store_.MultiGet(kMainTable, keys);
     if (!rows.ok()) {
@@ -878,8 +915,9 @@ class Execution {
     return Status::Ok();
   }
 
-  // The explicit scan: every main row (of the app, and severity, when given),
-  // every filter applied to records, then sorted.
+  // The main-table scan (a scan=true query over more than
+  // max_scan_index_ranges streams): every main row, every filter applied to
+  // records, then sorted.
   Status RunScan() {
     ScanSpec range{std::string(kMainTable), "", "", false, 0};
     const uint64_t examined_before = store_.counters().rows_examined;
@@ -889,8 +927,6 @@ class Execution {
       auto key = MainKey::Decode(k);
       if (!key) return true;
       if (!sevs_.empty() && !sevs_.count(key->severity)) return true;
-      if (app_ && key->app != app_) return true;
-      if (host_ && key->host != host_) return true;
       failed = CheckBudget();
       if (!failed.ok()) return false;
       if (key->first_ts_ms >= q_.to_ms || key->first_ts_ms < SaturatingSub(q_.from_ms, options_.max_chunk_span_ms)) {
@@ -904,20 +940,8 @@ class Execution {
       }
       return failed.ok();
     };
-    Status s;
-    if (app_) {
-      FuzzyScanSpec fuzzy;
-      fuzzy.range = range;
-      fuzzy.key = MainKey{0, app_, sevs_.size() == 1 ? *sevs_.begin() : Severity::kTrace, 0, 0, 0}.Encode();
-      fuzzy.mask = std::string(MainKey::kSize, '\1');
-      for (size_t i = 1; i <= 8; ++i) fuzzy.mask[i] = 0;  // app
-      if (sevs_.size() == 1) fuzzy.mask[9] = 0;             // severity
-      stats_.plan = "main table, fuzzy scan on app" + std::string(sevs_.size() == 1 ? " + severity" : "");
-      s = store_.FuzzyScan(fuzzy, visit);
-    } else {
-      stats_.plan = "main table, full scan";
-      s = store_.Scan(range, visit);
-    }
+    stats_.plan = "main table, full scan";
+    Status s = store_.Scan(range, visit);
     stats_.seeks = store_.counters().rows_examined - examined_before - stats_.rows_scanned;
     if (!failed.ok()) return failed;
     if (!s.ok()) return s;
@@ -955,11 +979,13 @@ class Execution {
   AppId app_ = 0;
   HostId host_ = 0;
   std::optional<Cursor> cursor_;
+  bool main_scan_ = false;  // Plan() chose the main-table scan (RunScan)
   std::vector<Source> sources_;
   std::vector<Cursor::Range> finished_;  // ranges an earlier page exhausted
   std::vector<Candidate> heads_;
   std::vector<std::string> head_keys_;  // raw key of each source's head; empty when exhausted
   std::map<std::string, std::optional<std::string>> read_ahead_;  // main rows read ahead (batched gets)
+  size_t ahead_batch_ = 8;  // rows the next ReadAhead reads
   std::vector<Pending> pending_;  // a max-heap by pos
   Pos last_;
   // Records returned with last_'s Pos::Stable() (Cursor::same), whether

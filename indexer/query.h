@@ -7,10 +7,13 @@
 //   app + host                idx_host, one range
 //   app (+ severities)        idx_<level>, one range per severity
 //   host only                 idx_host, one range per app of the host (from meta)
-//   scan: true                the main table (fuzzy on app/severity when given),
-//                             every filter applied to records; finds tag values
-//                             the tag index capped
-// Anything else is refused: a full scan must be asked for.
+//   scan: true                as above without the tag index, or with no app or
+//                             host idx_<level>, one range per (app, severity)
+//                             stream in range (from meta); tags and every other
+//                             filter applied to records, so it finds tag values
+//                             the tag index capped. Over max_scan_index_ranges
+//                             such ranges: the main table, whole
+// Anything else is refused: reading every stream must be asked for.
 //
 // Order: records come newest first; ties break on (app id, host id,
 // severity, a hash of the record's message and tags, chunk id, record
@@ -26,11 +29,13 @@
 //
 // Budget: a query stops once it has used more than QueryOptions' max_time_ms
 // (wall time in Run, by the options' clock), max_rows_scanned (index rows, or
-// main rows on the scan path) or max_bytes_decompressed, and Run() fails with
-// kResourceExhausted naming the budget; QueryStats::budget_exhausted says
-// which one ("time", "rows_scanned", "bytes_decompressed", or "scan_records"
-// for max_scan_records). No partial page: a scan sorts everything it matched,
-// so a cut-off page would not be the newest records.
+// main rows on the main-table scan) or max_bytes_decompressed;
+// QueryStats::budget_exhausted says which ("time", "rows_scanned",
+// "bytes_decompressed", or "scan_records" for max_scan_records). The index
+// paths return the page so far with a cursor (QueryAnswer::stopped_early);
+// the main-table scan sorts everything it matched at its end, so it fails
+// with kResourceExhausted instead: a cut-off page would not be the newest
+// records.
 //
 // Time ranges: [from_ms, to_ms) may be any int64 values; every bound the
 // engine derives (range span, chunk-span padding, cursor position) is computed
@@ -117,7 +122,7 @@ struct Query {
   std::vector<TextFilter> text;        // more text filters (indexer/text_filter.h); all must pass
   uint32_t limit = 100;                // records per page
   std::string cursor;                  // from a previous page's next_cursor
-  bool scan = false;                   // allow the main-table scan path
+  bool scan = false;                   // allow reading every stream (no app, host or tag needed)
 };
 
 struct QueryOptions {
@@ -128,8 +133,13 @@ struct QueryOptions {
   int64_t max_range_ms = 31ll * 24 * 3600 * 1000;
   // Largest accepted limit. Default 10,000.
   uint32_t max_limit = 10'000;
-  // Most records a scan path may hold for sorting. Default 2 M.
+  // Most records the main-table scan may hold for sorting. Default 2 M.
   uint64_t max_scan_records = 2'000'000;
+  // Most index ranges (one per app and severity in the query's range) a
+  // scan=true query without app or host opens; over it, it reads the main
+  // table whole and sorts (each range is an open iterator, on HBase a
+  // scanner). 0: always the main table. Default 1,024.
+  uint64_t max_scan_index_ranges = 1'024;
   // Per-query budget (see above); 0 means no limit. Defaults: no limit (serve
   // sets query.max_time, query.max_rows_scanned, query.max_bytes_decompressed).
   int64_t max_time_ms = 0;
@@ -168,8 +178,8 @@ struct ResultRecord {
 
 struct QueryStats {
   std::string plan;                  // access path and ranges, human-readable
-  uint64_t seeks = 0;                // index ranges opened (scan path: store seeks)
-  uint64_t rows_scanned = 0;         // index rows read (scan path: main rows read)
+  uint64_t seeks = 0;                // index ranges opened (main-table scan: store seeks)
+  uint64_t rows_scanned = 0;         // index rows read (main-table scan: main rows read)
   uint64_t chunks_read = 0;          // main rows fetched and decompressed
   uint64_t main_row_batches = 0;     // MultiGet calls reading main rows ahead (stores with batched gets)
   uint64_t main_row_batch_failures = 0;  // of those, failed: the rows were read one by one
@@ -199,7 +209,7 @@ struct QueryAnswer {
   // merge, or runs while one lands, stops only once it has a record (its
   // cursor must carry a position of the new layout). Re-reading a cursor's
   // open chunks is not charged to the bytes budget. Where it cannot
-  // continue (the scan path, which sorts only at its end; Volume(); a page
+  // continue (the main-table scan, which sorts only at its end; Volume(); a page
   // with no record and more than 64 chunks open), Run() fails with
   // kResourceExhausted instead.
   std::string stopped_early;
@@ -233,7 +243,7 @@ struct VolumeAnswer {
   // their bucket's start or before `from` (they may belong to an earlier
   // bucket, or before the range). 0 when reading records.
   uint64_t inexact_records = 0;
-  // As for Run(): rows_scanned = index rows read (main rows on the scan
+  // As for Run(): rows_scanned = index rows read (main rows on the main-table
   // path), chunks_read and bytes_decompressed 0 unless reading records (or long chunks),
   // chunks_returned = chunks that added at least one record to the counts.
   QueryStats stats;

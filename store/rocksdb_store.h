@@ -57,6 +57,9 @@ class RocksDbStore final : public TableStore {
   bool atomic_writes() const override { return true; }
   std::unique_ptr<TableStore> SnapshotView() override;
   Result<std::optional<std::string>> Get(std::string_view table, std::string_view key) override;
+  Result<std::vector<std::optional<std::string>>> MultiGet(std::string_view table,
+                                                           const std::vector<std::string>& keys) override;
+  bool batched_gets() const override { return true; }
   Status Scan(const ScanSpec& spec, const RowVisitor& visit) override;
   Status FuzzyScan(const FuzzyScanSpec& spec, const RowVisitor& visit) override;
   std::unique_ptr<RowIterator> NewIterator(const ScanSpec& spec) override;

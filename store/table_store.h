@@ -182,8 +182,9 @@ class TableStore {
   // them in as few calls as it can (HBase: getMultiple).
   virtual Result<std::vector<std::optional<std::string>>> MultiGet(std::string_view table,
                                                                    const std::vector<std::string>& keys);
-  // True when MultiGet saves round trips (a remote store): the query engine
-  // then reads main rows ahead in batches instead of one Get per chunk.
+  // True when MultiGet is cheaper than a Get per key (HBase: fewer round
+  // trips; RocksDB: a block read once for the keys it holds): the query
+  // engine then reads main rows ahead in batches instead of one Get per chunk.
   virtual bool batched_gets() const { return false; }
 
   // Visits rows of the range in order (see ScanSpec).

@@ -114,6 +114,23 @@ TEST_P(StoreConformance, MultiGetAnswersEveryKeyInItsOrder) {
   EXPECT_FALSE(store_->MultiGet("missing", {"k"}).ok());
 }
 
+// A snapshot view (where the backend has them) reads the store as it was
+// when the view was made, by Get and by MultiGet alike.
+TEST_P(StoreConformance, SnapshotViewsReadTheStoreAsItWas) {
+  ASSERT_TRUE(store_->CreateTable("t", TableOptions{}).ok());
+  Put("t", "a", "1");
+  std::unique_ptr<TableStore> view = store_->SnapshotView();
+  if (!view) GTEST_SKIP() << GetParam().name << " has no snapshots";
+  Put("t", "a", "2");
+  Put("t", "b", "3");
+  EXPECT_EQ(view->Get("t", "a")->value_or("<none>"), "1");
+  auto rows = view->MultiGet("t", {"b", "a"});
+  ASSERT_TRUE(rows.ok()) << rows.error().ToString();
+  EXPECT_FALSE((*rows)[0].has_value()) << "written after the view was made";
+  EXPECT_EQ((*rows)[1].value_or("<none>"), "1");
+  EXPECT_EQ(store_->MultiGet("t", {"b", "a"})->at(1).value_or("<none>"), "2");
+}
+
 TEST_P(StoreConformance, UnknownTableIsAnError) {
   WriteBatch b;
   b.Put("missing", "k", "v");
@@ -200,6 +217,10 @@ TEST_P(StoreConformance, TtlHidesExpiredRowsAtOnce) {
   Put("ttl", "new", "2");
   clock_.AdvanceMs(2'000);  // "old" is 61 s old, "new" 2 s
   EXPECT_FALSE(store_->Get("ttl", "old")->has_value());
+  auto both = store_->MultiGet("ttl", {"old", "new"});
+  ASSERT_TRUE(both.ok()) << both.error().ToString();
+  EXPECT_FALSE((*both)[0].has_value()) << "expired, as for Get";
+  EXPECT_EQ((*both)[1].value_or("<none>"), "2");
   auto rows = ScanAll({"ttl", "", "", false, 0});
   ASSERT_EQ(rows.size(), 1u);
   EXPECT_EQ(rows[0].first, "new");

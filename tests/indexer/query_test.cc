@@ -233,12 +233,14 @@ TEST_P(IndexerQuery, BudgetsStopPagesEarlyAndTheirCursorsContinueToTheWholeAnswe
     qo.max_rows_scanned = b.rows;
     qo.max_bytes_decompressed = b.bytes;
     QueryEngine engine(*store_, qo);
-    std::vector<Query> shapes(4);
+    std::vector<Query> shapes(5);
     shapes[0].app = "app0";
     shapes[1].host = "host1";
     shapes[2].tags = {{"k", "v3"}};
     shapes[3].app = "app2";
     shapes[3].contains = "alpha";
+    shapes[4].scan = true;  // every stream's severity index
+    shapes[4].tags = {{"k", "v1"}};
     for (Query& q : shapes) {
       q.from_ms = w.start_ms;
       q.to_ms = w.start_ms + spec.duration_ms;
@@ -250,9 +252,10 @@ TEST_P(IndexerQuery, BudgetsStopPagesEarlyAndTheirCursorsContinueToTheWholeAnswe
       EXPECT_GT(got.stopped_pages, 0u) << what;
     }
   }
-  // The scan path sorts only at its end: over its budget it still fails.
+  // The main-table scan sorts only at its end: over its budget it still fails.
   QueryOptions qo = QOptions();
   qo.max_rows_scanned = 5;
+  qo.max_scan_index_ranges = 0;
   QueryEngine engine(*store_, qo);
   Query scan;
   scan.scan = true;
@@ -788,6 +791,74 @@ TEST_P(IndexerQuery, TagCapLimitsIndexedValuesAndScanStillFindsThem) {
     capped_found_by_scan += indexed.records.size() < want.size();
   }
   EXPECT_GT(capped_found_by_scan, 0) << "some values must have been over the cap";
+}
+
+// scan=true without app or host reads every stream's severity index (one
+// range per app and severity in range, from meta): the same records in the
+// same order as the main-table scan it replaces (max_scan_index_ranges 0),
+// page by page, with severities, tags, text filters and time ranges mixed;
+// and over max_scan_index_ranges ranges it reads the main table.
+TEST_P(IndexerQuery, ScanOverEveryStreamAnswersAsTheMainTableScanDoes) {
+  WorkloadSpec spec;
+  spec.apps = 5;
+  spec.hosts = 7;
+  spec.tag_values = 6;
+  spec.records = 6'000;
+  Workload w = MakeWorkload(spec);
+  Indexer indexer(*store_, Options());
+  Ingest(w.chunks, indexer);
+  QueryOptions main_only = QOptions();
+  main_only.max_scan_index_ranges = 0;
+  const QueryEngine streams(*store_, QOptions()), main_table(*store_, main_only);
+  std::mt19937_64 rng(7);
+  uint64_t nonempty = 0;
+  for (int n = 0; n < 30; ++n) {
+    Query q;
+    q.scan = true;
+    const int64_t span = static_cast<int64_t>(rng() % static_cast<uint64_t>(spec.duration_ms)) + 60'000;
+    q.from_ms = w.start_ms - 60'000 + static_cast<int64_t>(rng() % static_cast<uint64_t>(spec.duration_ms));
+    q.to_ms = q.from_ms + span;
+    q.limit = 1 + static_cast<uint32_t>(rng() % 400);
+    if (rng() % 3 == 0) q.severities = {spec.severities[rng() % spec.severities.size()]};
+    if (rng() % 3 == 0) q.tags = {{"k", "v" + std::to_string(rng() % spec.tag_values)}};
+    if (rng() % 2 == 0) q.text.push_back(TextFilter{TextFilterKind::kWord, rng() % 4 == 0, testing::kWords[rng() % 16]});
+    const std::string what = "#" + std::to_string(n);
+    Paged got = RunAll(streams, q);
+    Paged want = RunAll(main_table, q);
+    std::vector<const Rec*> brute;
+    for (const Rec* r : BruteForce(w, q)) {
+      if (std::all_of(q.text.begin(), q.text.end(), [&](const TextFilter& f) { return BruteText(r->message, f); })) {
+        brute.push_back(r);
+      }
+    }
+    ExpectSame(got.records, brute, what + " every stream");
+    ExpectSame(want.records, brute, what + " main table");
+    EXPECT_EQ(got.total.plan.rfind("severity indexes, every stream (", 0), 0u) << got.total.plan;
+    EXPECT_EQ(want.total.plan, "main table, full scan");
+    nonempty += !got.records.empty();
+  }
+  EXPECT_GT(nonempty, 10u) << "the queries must find records for the comparison to mean anything";
+
+  // Severity and range narrow the plan to the streams meta says were there.
+  Query error;
+  error.scan = true;
+  error.severities = {Severity::kError};
+  error.from_ms = w.start_ms;
+  error.to_ms = w.end_ms + 1;
+  auto a = streams.Run(error);
+  ASSERT_TRUE(a.ok()) << a.error().ToString();
+  EXPECT_EQ(a->stats.plan.rfind("severity indexes, every stream (" + std::to_string(spec.apps) + " ranges)", 0), 0u)
+      << a->stats.plan;
+  EXPECT_EQ(a->stats.seeks, static_cast<uint64_t>(spec.apps));
+
+  // More ranges than allowed: the main table.
+  QueryOptions few = QOptions();
+  few.max_scan_index_ranges = static_cast<uint64_t>(spec.apps) - 1;
+  auto b = QueryEngine(*store_, few).Run(error);
+  ASSERT_TRUE(b.ok()) << b.error().ToString();
+  EXPECT_EQ(b->stats.plan, "main table, full scan");
+  ASSERT_EQ(b->records.size(), a->records.size());
+  for (size_t i = 0; i < a->records.size(); ++i) EXPECT_EQ(b->records[i].message, a->records[i].message);
 }
 
 // Issue 12: chunks older than the store's retention are stored (queries
