@@ -377,6 +377,7 @@ void SinkDispatcher::SchedulerLoop() {
       metrics_.OutboxDue().Set(0);
       metrics_.OutboxOldestDueAge().Set(0);
     }
+    ++scheduler_rounds_;
     std::unique_lock lock(mu_);
     wake_cv_.wait_for(lock, std::chrono::milliseconds(config_.delivery.poll_interval_ms),
                       [&] { return wake_ || stopping_.load(); });

@@ -105,6 +105,10 @@ class SinkDispatcher {
 
   bool CircuitOpen(const std::string& sink) const;
 
+  // Scheduler rounds finished since Start() (active or not): a test waits
+  // for rounds to pass instead of sleeping.
+  uint64_t scheduler_rounds() const { return scheduler_rounds_.load(); }
+
  private:
   struct Lane;
   struct Task {
@@ -143,6 +147,7 @@ class SinkDispatcher {
   std::atomic<bool> running_{false};
   std::atomic<bool> stopping_{false};
   std::atomic<bool> active_{true};
+  std::atomic<uint64_t> scheduler_rounds_{0};
   std::condition_variable idle_cv_;  // with mu_: inflight_ became empty
   std::unordered_set<std::string> inflight_;  // outbox keys queued or being delivered
   // Keys whose delivery finished (row deleted or moved) -> scan generation at

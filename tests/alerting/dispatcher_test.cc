@@ -446,8 +446,7 @@ TEST_F(DispatcherTest, ThreadedDispatcherDeliversStagedAlerts) {
   d->Wake();
   EXPECT_TRUE(receiver_.WaitFor(8, std::chrono::seconds(10)));
   d->Stop();
-  for (int i = 0; i < 100 && !ReadOutbox(*store_).empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  EXPECT_TRUE(ReadOutbox(*store_).empty());
+  EXPECT_TRUE(ReadOutbox(*store_).empty()) << "Stop() waits for the deliveries under way";
   auto keys = ReceivedKeys();
   EXPECT_EQ(std::set<std::string>(keys.begin(), keys.end()).size(), 8u);
 }
@@ -460,8 +459,11 @@ TEST_F(DispatcherTest, ThreadedDispatcherDeliversEachRowOnceWithParallelWorkers)
   auto d = HttpDispatcher();
   ASSERT_TRUE(d->Start().ok());
   EXPECT_TRUE(receiver_.WaitFor(300, std::chrono::seconds(30)));
-  for (int i = 0; i < 200 && !ReadOutbox(*store_).empty(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-  std::this_thread::sleep_for(std::chrono::milliseconds(100));  // room for a wrong extra delivery to show
+  ASSERT_TRUE(logdex::testing::WaitFor([&] { return ReadOutbox(*store_).empty(); }, 30'000));
+  // Room for a wrong extra delivery to show: 20 more scheduler rounds over
+  // the emptied outbox, with the workers idle.
+  const uint64_t rounds = d->scheduler_rounds();
+  ASSERT_TRUE(logdex::testing::WaitFor([&] { return d->scheduler_rounds() >= rounds + 20; }, 30'000));
   d->Stop();
   auto keys = ReceivedKeys();
   EXPECT_EQ(keys.size(), 300u);
@@ -479,8 +481,9 @@ TEST_F(DispatcherTest, AnInactiveDispatcherLeavesTheOutboxToItsOwner) {
   ASSERT_TRUE(d->Start().ok());
   StageEvents(4);
   d->Wake();
-  std::this_thread::sleep_for(std::chrono::milliseconds(300));  // 60 scheduler periods
-  EXPECT_TRUE(receiver_.requests().empty());
+  const uint64_t rounds = d->scheduler_rounds();
+  ASSERT_TRUE(logdex::testing::WaitFor([&] { return d->scheduler_rounds() >= rounds + 60; }, 30'000));
+  EXPECT_TRUE(receiver_.requests().empty()) << "60 scheduler rounds while inactive";
   EXPECT_EQ(ReadOutbox(*store_).size(), 4u);
   d->SetActive(true);
   EXPECT_EQ(MetricValue(registry_, "logdex_alerting_dispatcher_active", {}), 1);
@@ -505,7 +508,9 @@ TEST_F(DispatcherTest, GoingInactiveFinishesTheDeliveryUnderWayAndDropsTheQueue)
   d->SetActive(false);
   const size_t at_handover = fake->delivered().size();
   EXPECT_GE(at_handover, 1u) << "SetActive(false) returned before the delivery under way finished";
-  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  const uint64_t rounds = d->scheduler_rounds();
+  ASSERT_TRUE(logdex::testing::WaitFor([&] { return d->scheduler_rounds() >= rounds + 60; }, 30'000));
+  EXPECT_EQ(static_cast<size_t>(fake->started()), at_handover) << "an inactive dispatcher started a delivery in 60 rounds";
   EXPECT_EQ(fake->delivered().size(), at_handover) << "an inactive dispatcher delivered";
   EXPECT_EQ(ReadOutbox(*store_).size(), 5u - at_handover);
   fake->set_delay_ms(0);
