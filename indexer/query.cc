@@ -112,6 +112,10 @@ struct Cursor {
 };
 
 constexpr size_t kMaxCursorChunks = 64;
+// Most index ranges a cursor saves positions for (about 75 bytes each in
+// base64): a cursor must fit a URL. A query over more resumes from its last
+// record alone (a scan=true query over many streams).
+constexpr size_t kMaxCursorRanges = 48;
 
 class Writer {
  public:
@@ -341,7 +345,7 @@ class Execution {
     text_ = std::move(*text);
     if (options_.use_token_filters) token_probe_ = TokenProbe::For(q_.text, q_.contains);
     if (!q_.scan && q_.app.empty() && q_.host.empty() && q_.tags.empty()) {
-      return bad("a query needs app, host or tag; set scan=true to scan the whole table");
+      return bad("a query needs app, host or tag; set scan=true to read every stream");
     }
     if (!q_.cursor.empty()) {
       auto c = DecodeCursor(q_.cursor, QueryFingerprint(q_), epoch_);
@@ -540,6 +544,10 @@ class Execution {
       for (AppId app : apps) AddHostSource(host_, app);
       return Status::Ok();
     }
+    if (options_.max_scan_index_ranges == 0) {
+      main_scan_ = true;
+      return Status::Ok();
+    }
     std::set<std::pair<AppId, Severity>> ranges;
     Status s = ForStreamsInRange(std::nullopt, [&](const MetaKey& key) {
       ranges.emplace(key.app, key.severity);
@@ -551,6 +559,7 @@ class Execution {
       return Status::Ok();
     }
     stats_.plan = "severity indexes, every stream (" + std::to_string(ranges.size()) + " ranges): ";
+    every_stream_ = true;
     for (auto [app, severity] : ranges) AddLevelSource(app, severity);
     return Status::Ok();
   }
@@ -606,54 +615,72 @@ class Execution {
   }
 
   // Reads `first` and the main rows of the chunks the query will read next,
-  // as far as the index rows tell: every source's head and the rows after
-  // it, taken newest last_ts first as Merge takes them (Volume, `only`: one
-  // source, in its order), up to a batch. Not those a token filter may rule
-  // out (read on their own, if at all) or that Volume counts from their
-  // index row. False when the call failed (counted in the stats): the caller
-  // reads its row alone, and a store that is down fails that read with its
-  // error.
+  // as far as the index rows tell, in one MultiGet: the rows Merge takes
+  // next, newest last_ts first across sources (a merge of every source's
+  // head and the rows after it; Volume, `only`: that source's rows in order),
+  // up to a batch. Not those a token filter may rule out (read on their own,
+  // if at all) or that Volume counts from their index row. The batch starts
+  // at 8 rows and doubles each call up to the page's limit (at most 64),
+  // fewer when rows are large (about 16 MiB a batch): a first page that
+  // needs one merged chunk does not read 64. False when the call failed
+  // (counted in the stats): the caller reads its row alone, and a store that
+  // is down fails that read with its error.
   bool ReadAhead(const std::string& first, Source* only) {
-    // 8 rows, then twice as many each call up to the limit (at most 64): a
-    // first page that needs one merged chunk does not read 64.
-    const size_t batch = ahead_batch_;
+    constexpr uint64_t kBatchBytes = 16 << 20;
+    size_t batch = ahead_batch_;
     ahead_batch_ = std::min<size_t>(2 * ahead_batch_, std::clamp<size_t>(q_.limit, 8, 64));
+    if (ahead_rows_ > 0) batch = std::clamp<size_t>(kBatchBytes / (ahead_bytes_ / ahead_rows_ + 1), 1, batch);
     if (read_ahead_.size() > 4 * 64) read_ahead_.clear();  // bounded: what a page skipped
-    std::vector<Candidate> next;
-    auto consider = [&](const Candidate& c) {
-      if (KeyMatches(c) && !(c.value.has_token_filter && !token_probe_.empty()) && !(volume_ && CountedFromIndex(c))) {
-        next.push_back(c);
-      }
-    };
-    if (!only) {
-      for (size_t i = 0; i < heads_.size() && i < head_keys_.size(); ++i) {
-        if (!head_keys_[i].empty()) consider(heads_[i]);
-      }
-    }
-    for (Source& src : sources_) {
-      if (!src.ahead || (only && &src != only)) continue;
-      const auto& rows = src.ahead->Ahead(batch);  // rows[0]: the row after the head, unread
-      for (size_t d = 0; d < rows.size() && d < batch; ++d) {
-        if (auto c = src.decode(rows[d].first, rows[d].second)) consider(*c);
-      }
-    }
-    if (!only) {
-      std::stable_sort(next.begin(), next.end(),
-                       [](const Candidate& a, const Candidate& b) { return a.last_ts > b.last_ts; });
-    }
+
     std::vector<std::string> keys{first};
     std::set<std::string> seen{first};
-    for (const Candidate& c : next) {
-      if (keys.size() >= batch) break;
-      std::string k = c.value.main_key.Encode();
-      if (!read_ahead_.count(k) && seen.insert(k).second) keys.push_back(std::move(k));
+    struct Next {
+      int64_t ts;
+      Source* src;
+      size_t depth;  // index into src->ahead->Ahead() rows; SIZE_MAX: the source's head
+      Candidate c;
+      bool operator<(const Next& o) const { return ts < o.ts; }
+    };
+    std::priority_queue<Next> heap;
+    auto push_row = [&](Source& src, size_t depth) {
+      const auto& rows = src.ahead->Ahead(depth + 1);  // rows[0]: the row after the head, unread
+      for (; depth < rows.size(); ++depth) {
+        if (auto c = src.decode(rows[depth].first, rows[depth].second)) {
+          heap.push(Next{c->last_ts, &src, depth, *c});
+          return;
+        }
+      }
+    };
+    for (size_t i = 0; i < sources_.size(); ++i) {
+      Source& src = sources_[i];
+      if (!src.ahead || (only && &src != only)) continue;
+      if (!only && i < heads_.size() && i < head_keys_.size() && !head_keys_[i].empty()) {
+        heap.push(Next{heads_[i].last_ts, &src, SIZE_MAX, heads_[i]});
+      } else {
+        push_row(src, 0);
+      }
+    }
+    // Bounded work: at most 4 batches of index rows looked at per call.
+    for (size_t looked = 0; !heap.empty() && keys.size() < batch && looked < 4 * batch; ++looked) {
+      Next n = heap.top();
+      heap.pop();
+      const Candidate& c = n.c;
+      if (KeyMatches(c) && !(c.value.has_token_filter && !token_probe_.empty()) && !(volume_ && CountedFromIndex(c))) {
+        std::string k = c.value.main_key.Encode();
+        if (!read_ahead_.count(k) && seen.insert(k).second) keys.push_back(std::move(k));
+      }
+      push_row(*n.src, n.depth == SIZE_MAX ? 0 : n.depth + 1);
     }
     auto rows = store_.MultiGet(kMainTable, keys);
     if (!rows.ok()) {
       ++stats_.main_row_batch_failures;
       return false;
     }
-    for (size_t i = 0; i < keys.size(); ++i) read_ahead_[keys[i]] = std::move((*rows)[i]);
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if ((*rows)[i]) ahead_bytes_ += (*rows)[i]->size();
+      ++ahead_rows_;
+      read_ahead_[keys[i]] = std::move((*rows)[i]);
+    }
     ++stats_.main_row_batches;
     return true;
   }
@@ -881,6 +908,11 @@ class Execution {
         continue;
       }
       if (Status s = Collect(c.value.main_key, **row); !s.ok()) return s;
+      if (every_stream_ && options_.scan_switch_after_chunks > 0 &&
+          stats_.chunks_read >= options_.scan_switch_after_chunks && 2 * stats_.chunks_read > stats_.rows_scanned &&
+          !(cursor_ && cursor_->merged_since)) {
+        return SwitchToMainScan();
+      }
     }
     const bool stopped = !over_budget.ok();
     if ((answer_.records.size() >= q_.limit || stopped) && (!pending_.empty() || !heap.empty())) {
@@ -900,8 +932,10 @@ class Execution {
       // A page stopped by its budget that returned nothing continues only
       // from saved positions (a cursor by the last record alone would start
       // over): else the budget error stands.
-      if (stopped && answer_.records.empty() && chunks.size() > kMaxCursorChunks) return over_budget;
-      if (chunks.size() <= kMaxCursorChunks) {
+      const bool saves_positions =
+          chunks.size() <= kMaxCursorChunks && sources_.size() + finished_.size() <= kMaxCursorRanges;
+      if (stopped && answer_.records.empty() && !saves_positions) return over_budget;
+      if (saves_positions) {
         next.stateful = true;
         next.pending_chunks.assign(chunks.begin(), chunks.end());
         for (size_t i = 0; i < sources_.size(); ++i) {
@@ -915,12 +949,30 @@ class Execution {
     return Status::Ok();
   }
 
+  // The every-stream plan has read scan_switch_after_chunks chunks without
+  // filling its page, and read more than half the chunks it met (no token
+  // filter prunes them): the rest of the page comes from the main-table
+  // scan, which reads sequentially. What the page returned stays; the scan
+  // returns the records after it (as from a cursor at its last record).
+  Status SwitchToMainScan() {
+    pending_.clear();
+    if (have_last_) {
+      if (!cursor_) cursor_.emplace();
+      cursor_->last = last_;
+      cursor_->same = same_;
+    }
+    const std::string plan = stats_.plan;
+    Status s = RunScan();
+    stats_.plan = plan + "; then main table, full scan";
+    return s;
+  }
+
   // The main-table scan (a scan=true query over more than
   // max_scan_index_ranges streams): every main row, every filter applied to
   // records, then sorted.
   Status RunScan() {
     ScanSpec range{std::string(kMainTable), "", "", false, 0};
-    const uint64_t examined_before = store_.counters().rows_examined;
+    const uint64_t examined_before = store_.counters().rows_examined, rows_before = stats_.rows_scanned;
     Status failed;
     RowVisitor visit = [&](std::string_view k, std::string_view v) {
       ++stats_.rows_scanned;
@@ -942,7 +994,7 @@ class Execution {
     };
     stats_.plan = "main table, full scan";
     Status s = store_.Scan(range, visit);
-    stats_.seeks = store_.counters().rows_examined - examined_before - stats_.rows_scanned;
+    stats_.seeks += store_.counters().rows_examined - examined_before - (stats_.rows_scanned - rows_before);
     if (!failed.ok()) return failed;
     if (!s.ok()) return s;
     if (volume_) return Status::Ok();
@@ -980,12 +1032,14 @@ class Execution {
   HostId host_ = 0;
   std::optional<Cursor> cursor_;
   bool main_scan_ = false;  // Plan() chose the main-table scan (RunScan)
+  bool every_stream_ = false;  // Plan() chose every stream's severity index (scan=true, no app or host)
   std::vector<Source> sources_;
   std::vector<Cursor::Range> finished_;  // ranges an earlier page exhausted
   std::vector<Candidate> heads_;
   std::vector<std::string> head_keys_;  // raw key of each source's head; empty when exhausted
   std::map<std::string, std::optional<std::string>> read_ahead_;  // main rows read ahead (batched gets)
   size_t ahead_batch_ = 8;  // rows the next ReadAhead reads
+  uint64_t ahead_bytes_ = 0, ahead_rows_ = 0;  // main rows read ahead so far: their mean size bounds a batch
   std::vector<Pending> pending_;  // a max-heap by pos
   Pos last_;
   // Records returned with last_'s Pos::Stable() (Cursor::same), whether

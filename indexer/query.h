@@ -140,6 +140,12 @@ struct QueryOptions {
   // table whole and sorts (each range is an open iterator, on HBase a
   // scanner). 0: always the main table. Default 1,024.
   uint64_t max_scan_index_ranges = 1'024;
+  // A Run() of that every-stream plan that has read this many chunks
+  // without filling its page, and read more than half of the chunks it met
+  // (no token filter prunes them), reads the rest of the page from the main
+  // table instead (sequential reads: a rare word over a store without token
+  // filters). 0: never. Default 1,000.
+  uint64_t scan_switch_after_chunks = 1'000;
   // Per-query budget (see above); 0 means no limit. Defaults: no limit (serve
   // sets query.max_time, query.max_rows_scanned, query.max_bytes_decompressed).
   int64_t max_time_ms = 0;
@@ -186,7 +192,7 @@ struct QueryStats {
   uint64_t chunks_returned = 0;      // chunks with at least one record in this page
   uint64_t bytes_decompressed = 0;   // uncompressed bytes of those chunks
   uint64_t index_rows_without_main = 0;  // skipped: the main row is missing (read repair)
-  uint64_t meta_rows = 0;            // meta rows read to plan (host-only queries)
+  uint64_t meta_rows = 0;            // meta rows read to plan (host only; scan=true without app or host)
   uint64_t corrupt_chunks = 0;       // stored chunks that failed to decode: skipped
   uint64_t token_filters_read = 0;   // `tok` rows read (chunks with a token filter, text filters given)
   uint64_t chunks_skipped_by_tokens = 0;  // of those, chunks their filter ruled out: not read

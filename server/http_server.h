@@ -18,7 +18,7 @@
 //                              now from the injected Clock; excludes from/to
 //   limit                      records per page (the engine bounds it)
 //   cursor                     next_cursor of the previous page of the same query
-//   scan                       true|false: allow the main-table scan path
+//   scan                       true|false: allow reading every stream (no app, host or tag needed)
 // A time range (from+to, or since) is required. A page asked with `since`
 // returns a cursor that pins the range it resolved to, so later pages of the
 // same `since` query continue the same range even as the clock moves.

@@ -488,7 +488,7 @@ void AddQueryCommand(CLI::App& app, CommandRun& run) {
       ->check(CLI::PositiveNumber);
   cmd->add_flag("--json", o->json, "Print one JSON object instead of a table");
   cmd->add_option("--token", o->token, "Bearer token, when the server requires one")->envname("LOGDEX_TOKEN");
-  cmd->add_flag("--scan", o->scan, "Allow a scan of the main table (for queries no index serves)");
+  cmd->add_flag("--scan", o->scan, "Allow reading every stream (queries without app, host or tag)");
   cmd->add_option("--cursor", o->cursor, "Continue from a previous run's next_cursor (same query flags)");
   cmd->add_option("--timeout", o->timeout_seconds, "Seconds to wait for each answer")
       ->capture_default_str()

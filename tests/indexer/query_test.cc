@@ -308,6 +308,17 @@ bool BruteText(const std::string& message, const TextFilter& f) {
   return hit != f.negate;
 }
 
+// BruteForce, then every text filter of the query by BruteText.
+std::vector<const Rec*> BruteForceWithText(const Workload& w, const Query& q) {
+  std::vector<const Rec*> out;
+  for (const Rec* r : IndexerQuery::BruteForce(w, q)) {
+    if (std::all_of(q.text.begin(), q.text.end(), [&](const TextFilter& f) { return BruteText(r->message, f); })) {
+      out.push_back(r);
+    }
+  }
+  return out;
+}
+
 TEST_P(IndexerQuery, RandomTextFiltersReturnExactlyWhatABruteForceFilterReturns) {
   WorkloadSpec spec;
   spec.apps = 4;
@@ -350,12 +361,7 @@ TEST_P(IndexerQuery, RandomTextFiltersReturnExactlyWhatABruteForceFilterReturns)
     }
     std::string what = "#" + std::to_string(n) + (q.scan ? " scan" : " " + q.app);
     for (const TextFilter& f : q.text) what += " " + TextFilterParam(f) + "=" + f.text;
-    std::vector<const Rec*> want;
-    for (const Rec* r : BruteForce(w, q)) {
-      if (std::all_of(q.text.begin(), q.text.end(), [&](const TextFilter& f) { return BruteText(r->message, f); })) {
-        want.push_back(r);
-      }
-    }
+    const std::vector<const Rec*> want = BruteForceWithText(w, q);
     Paged got = RunAll(engine, q);
     ExpectSame(got.records, want, what);
     nonempty += !want.empty();
@@ -484,12 +490,7 @@ TEST_P(IndexerQuery, TokenFiltersSkipChunksAndNeverChangeAnAnswer) {
     }
     std::string what = "#" + std::to_string(n) + " " + q.app + "/" + q.host;
     for (const TextFilter& f : q.text) what += " " + TextFilterParam(f) + "=" + f.text;
-    std::vector<const Rec*> want;
-    for (const Rec* r : BruteForce(w, q)) {
-      if (std::all_of(q.text.begin(), q.text.end(), [&](const TextFilter& f) { return BruteText(r->message, f); })) {
-        want.push_back(r);
-      }
-    }
+    const std::vector<const Rec*> want = BruteForceWithText(w, q);
     Paged got = RunAll(with, q);
     ExpectSame(got.records, want, what + " (token filters read)");
     ExpectSame(RunAll(without, q).records, want, what + " (token filters not read)");
@@ -807,9 +808,11 @@ TEST_P(IndexerQuery, ScanOverEveryStreamAnswersAsTheMainTableScanDoes) {
   Workload w = MakeWorkload(spec);
   Indexer indexer(*store_, Options());
   Ingest(w.chunks, indexer);
-  QueryOptions main_only = QOptions();
+  QueryOptions main_only = QOptions(), switches = QOptions();
   main_only.max_scan_index_ranges = 0;
-  const QueryEngine streams(*store_, QOptions()), main_table(*store_, main_only);
+  switches.scan_switch_after_chunks = 7;  // to the main table once 7 chunks did not fill the page
+  const QueryEngine streams(*store_, QOptions()), main_table(*store_, main_only), switching(*store_, switches);
+  uint64_t switched = 0;
   std::mt19937_64 rng(7);
   uint64_t nonempty = 0;
   for (int n = 0; n < 30; ++n) {
@@ -825,19 +828,30 @@ TEST_P(IndexerQuery, ScanOverEveryStreamAnswersAsTheMainTableScanDoes) {
     const std::string what = "#" + std::to_string(n);
     Paged got = RunAll(streams, q);
     Paged want = RunAll(main_table, q);
-    std::vector<const Rec*> brute;
-    for (const Rec* r : BruteForce(w, q)) {
-      if (std::all_of(q.text.begin(), q.text.end(), [&](const TextFilter& f) { return BruteText(r->message, f); })) {
-        brute.push_back(r);
-      }
-    }
+    const std::vector<const Rec*> brute = BruteForceWithText(w, q);
     ExpectSame(got.records, brute, what + " every stream");
     ExpectSame(want.records, brute, what + " main table");
+    Paged both = RunAll(switching, q);
+    ExpectSame(both.records, brute, what + " every stream, then the main table");
+    switched += both.total.plan.find("; then main table, full scan") != std::string::npos;
+    // A cursor of one plan continues on the other (the number of streams
+    // may cross max_scan_index_ranges between pages).
+    std::vector<ResultRecord> mixed;
+    Query page = q;
+    for (int n = 0; n < 100'000; ++n) {
+      auto a = (n % 2 ? main_table : streams).Run(page);
+      ASSERT_TRUE(a.ok()) << what << ": " << a.error().ToString();
+      for (ResultRecord& r : a->records) mixed.push_back(std::move(r));
+      if (a->next_cursor.empty()) break;
+      page.cursor = a->next_cursor;
+    }
+    ExpectSame(mixed, brute, what + " pages from both plans in turn");
     EXPECT_EQ(got.total.plan.rfind("severity indexes, every stream (", 0), 0u) << got.total.plan;
     EXPECT_EQ(want.total.plan, "main table, full scan");
     nonempty += !got.records.empty();
   }
   EXPECT_GT(nonempty, 10u) << "the queries must find records for the comparison to mean anything";
+  EXPECT_GT(switched, 3u) << "some pages must have gone on on the main table";
 
   // Severity and range narrow the plan to the streams meta says were there.
   Query error;
@@ -859,6 +873,41 @@ TEST_P(IndexerQuery, ScanOverEveryStreamAnswersAsTheMainTableScanDoes) {
   EXPECT_EQ(b->stats.plan, "main table, full scan");
   ASSERT_EQ(b->records.size(), a->records.size());
   for (size_t i = 0; i < a->records.size(); ++i) EXPECT_EQ(b->records[i].message, a->records[i].message);
+}
+
+// Over 48 index ranges a cursor carries the last record alone (saved
+// positions would not fit a URL): its pages still continue to exactly the
+// whole answer.
+TEST_P(IndexerQuery, CursorsOfScansOverManyStreamsStaySmall) {
+  WorkloadSpec spec;
+  spec.apps = 14;  // 14 apps x 5 severities: 70 ranges
+  spec.hosts = 3;
+  spec.records = 4'000;
+  Workload w = MakeWorkload(spec);
+  Indexer indexer(*store_, Options());
+  Ingest(w.chunks, indexer);
+  QueryEngine engine(*store_, QOptions());
+  Query q;
+  q.scan = true;
+  q.from_ms = w.start_ms;
+  q.to_ms = w.end_ms + 1;
+  q.limit = 37;
+  std::vector<ResultRecord> got;
+  size_t longest = 0;
+  for (int n = 0; n < 100'000; ++n) {
+    auto a = engine.Run(q);
+    ASSERT_TRUE(a.ok()) << a.error().ToString();
+    if (n == 0) {
+      EXPECT_EQ(a->stats.seeks, 70u) << a->stats.plan;
+    }
+    for (ResultRecord& r : a->records) got.push_back(std::move(r));
+    if (a->next_cursor.empty()) break;
+    longest = std::max(longest, a->next_cursor.size());
+    q.cursor = a->next_cursor;
+  }
+  ExpectSame(got, BruteForce(w, q), "70 ranges");
+  EXPECT_GT(longest, 0u);
+  EXPECT_LT(longest, 200u) << "the last record alone";
 }
 
 // Issue 12: chunks older than the store's retention are stored (queries
