@@ -113,9 +113,10 @@ struct Cursor {
 
 constexpr size_t kMaxCursorChunks = 64;
 // Most index ranges a cursor saves positions for (about 75 bytes each in
-// base64): a cursor must fit a URL. A query over more resumes from its last
-// record alone (a scan=true query over many streams).
-constexpr size_t kMaxCursorRanges = 48;
+// base64): a cursor must fit the HTTP server's 64 KiB request head. A query
+// over more resumes from its last record alone (a scan=true query over
+// many streams).
+constexpr size_t kMaxCursorRanges = 512;
 
 class Writer {
  public:
@@ -911,7 +912,10 @@ class Execution {
       if (every_stream_ && options_.scan_switch_after_chunks > 0 &&
           stats_.chunks_read >= options_.scan_switch_after_chunks && 2 * stats_.chunks_read > stats_.rows_scanned &&
           !(cursor_ && cursor_->merged_since)) {
-        return SwitchToMainScan();
+        Status scanned = SwitchToMainScan();
+        if (scanned.ok() || scanned.code() != Errc::kResourceExhausted) return scanned;
+        over_budget = scanned;  // this page ends as the index plan's, stopped early
+        break;
       }
     }
     const bool stopped = !over_budget.ok();
@@ -954,8 +958,13 @@ class Execution {
   // filter prunes them): the rest of the page comes from the main-table
   // scan, which reads sequentially. What the page returned stays; the scan
   // returns the records after it (as from a cursor at its last record).
+  // Over a budget (or max_scan_records) the scan cannot stop part-way: its
+  // records are dropped, the index plan's are put back, and the caller ends
+  // the page as the index plan's, stopped early with saved positions.
   Status SwitchToMainScan() {
+    std::vector<Pending> merged = std::move(pending_);
     pending_.clear();
+    const std::optional<Cursor> cursor = cursor_;
     if (have_last_) {
       if (!cursor_) cursor_.emplace();
       cursor_->last = last_;
@@ -963,7 +972,13 @@ class Execution {
     }
     const std::string plan = stats_.plan;
     Status s = RunScan();
-    stats_.plan = plan + "; then main table, full scan";
+    cursor_ = cursor;
+    if (s.code() == Errc::kResourceExhausted) {
+      pending_ = std::move(merged);
+      stats_.plan = plan + "; the main table over its budget";
+    } else {
+      stats_.plan = plan + "; then main table, full scan";
+    }
     return s;
   }
 

@@ -808,10 +808,14 @@ TEST_P(IndexerQuery, ScanOverEveryStreamAnswersAsTheMainTableScanDoes) {
   Workload w = MakeWorkload(spec);
   Indexer indexer(*store_, Options());
   Ingest(w.chunks, indexer);
-  QueryOptions main_only = QOptions(), switches = QOptions();
+  QueryOptions main_only = QOptions(), switches = QOptions(), switches_over_budget = QOptions();
   main_only.max_scan_index_ranges = 0;
   switches.scan_switch_after_chunks = 7;  // to the main table once 7 chunks did not fill the page
-  const QueryEngine streams(*store_, QOptions()), main_table(*store_, main_only), switching(*store_, switches);
+  // ... whose scan goes over its budget: the page ends as the index plan's.
+  switches_over_budget.scan_switch_after_chunks = 7;
+  switches_over_budget.max_rows_scanned = 60;
+  const QueryEngine streams(*store_, QOptions()), main_table(*store_, main_only), switching(*store_, switches),
+      switching_over_budget(*store_, switches_over_budget);
   uint64_t switched = 0;
   std::mt19937_64 rng(7);
   uint64_t nonempty = 0;
@@ -834,6 +838,8 @@ TEST_P(IndexerQuery, ScanOverEveryStreamAnswersAsTheMainTableScanDoes) {
     Paged both = RunAll(switching, q);
     ExpectSame(both.records, brute, what + " every stream, then the main table");
     switched += both.total.plan.find("; then main table, full scan") != std::string::npos;
+    Paged stopped = RunAll(switching_over_budget, q);
+    ExpectSame(stopped.records, brute, what + " every stream, the main table over its budget");
     // A cursor of one plan continues on the other (the number of streams
     // may cross max_scan_index_ranges between pages).
     std::vector<ResultRecord> mixed;
@@ -852,6 +858,18 @@ TEST_P(IndexerQuery, ScanOverEveryStreamAnswersAsTheMainTableScanDoes) {
   }
   EXPECT_GT(nonempty, 10u) << "the queries must find records for the comparison to mean anything";
   EXPECT_GT(switched, 3u) << "some pages must have gone on on the main table";
+  {
+    Query all;
+    all.scan = true;
+    all.from_ms = w.start_ms;
+    all.to_ms = w.end_ms + 1;
+    all.text.push_back(TextFilter{TextFilterKind::kWord, false, "no_such_word"});
+    auto a = switching_over_budget.Run(all);
+    ASSERT_TRUE(a.ok()) << a.error().ToString();
+    EXPECT_NE(a->stats.plan.find("; the main table over its budget"), std::string::npos) << a->stats.plan;
+    EXPECT_EQ(a->stopped_early, "rows_scanned");
+    EXPECT_FALSE(a->next_cursor.empty()) << "the page continues on the index plan";
+  }
 
   // Severity and range narrow the plan to the streams meta says were there.
   Query error;
@@ -875,14 +893,14 @@ TEST_P(IndexerQuery, ScanOverEveryStreamAnswersAsTheMainTableScanDoes) {
   for (size_t i = 0; i < a->records.size(); ++i) EXPECT_EQ(b->records[i].message, a->records[i].message);
 }
 
-// Over 48 index ranges a cursor carries the last record alone (saved
-// positions would not fit a URL): its pages still continue to exactly the
-// whole answer.
+// Over 512 index ranges a cursor carries the last record alone (saved
+// positions would not fit the server's 64 KiB request head): its pages
+// still continue to exactly the whole answer.
 TEST_P(IndexerQuery, CursorsOfScansOverManyStreamsStaySmall) {
   WorkloadSpec spec;
-  spec.apps = 14;  // 14 apps x 5 severities: 70 ranges
-  spec.hosts = 3;
-  spec.records = 4'000;
+  spec.apps = 120;  // 120 apps x 5 severities: up to 600 ranges
+  spec.hosts = 2;
+  spec.records = 24'000;
   Workload w = MakeWorkload(spec);
   Indexer indexer(*store_, Options());
   Ingest(w.chunks, indexer);
@@ -891,21 +909,21 @@ TEST_P(IndexerQuery, CursorsOfScansOverManyStreamsStaySmall) {
   q.scan = true;
   q.from_ms = w.start_ms;
   q.to_ms = w.end_ms + 1;
-  q.limit = 37;
+  q.limit = 3'000;
   std::vector<ResultRecord> got;
   size_t longest = 0;
   for (int n = 0; n < 100'000; ++n) {
     auto a = engine.Run(q);
     ASSERT_TRUE(a.ok()) << a.error().ToString();
     if (n == 0) {
-      EXPECT_EQ(a->stats.seeks, 70u) << a->stats.plan;
+      EXPECT_GT(a->stats.seeks, 512u) << a->stats.plan;
     }
     for (ResultRecord& r : a->records) got.push_back(std::move(r));
     if (a->next_cursor.empty()) break;
     longest = std::max(longest, a->next_cursor.size());
     q.cursor = a->next_cursor;
   }
-  ExpectSame(got, BruteForce(w, q), "70 ranges");
+  ExpectSame(got, BruteForce(w, q), "over 512 ranges");
   EXPECT_GT(longest, 0u);
   EXPECT_LT(longest, 200u) << "the last record alone";
 }
