@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "common/backoff.h"
 #include "common/row_keys.h"
 
 namespace logdex::alerting {
@@ -67,12 +68,8 @@ bool SinkDispatcher::CircuitOpen(const std::string& sink) const {
 
 int64_t SinkDispatcher::Backoff(uint32_t attempts) {
   const auto& d = config_.delivery;
-  int64_t b = d.backoff_initial_ms;
-  for (uint32_t i = 1; i < attempts && b < d.backoff_max_ms; ++i) b *= 2;
-  b = std::min(b, d.backoff_max_ms);
   std::lock_guard lock(rng_mu_);
-  std::uniform_int_distribution<int64_t> dist(b / 2, b);
-  return std::max<int64_t>(1, dist(rng_));
+  return BackoffPolicy{d.backoff_initial_ms, d.backoff_max_ms}.DelayMs(attempts, rng_);
 }
 
 Status SinkDispatcher::ScanDue(int64_t now, std::vector<Task>* out, size_t* corrupt) {

@@ -9,7 +9,8 @@
 //
 // Failures, per (notification, sink) row:
 //   - retryable (connect, timeout, 5xx, 408, 429): the row moves to
-//     OutboxKey{now + backoff, same id} with attempts + 1; backoff =
+//     OutboxKey{now + backoff, same id} with attempts + 1; backoff is
+//     common/backoff.h's schedule:
 //     backoff_initial * 2^(attempts-1), capped at backoff_max, with equal
 //     jitter (uniform in [backoff/2, backoff]); dropped after max_attempts;
 //   - permanent (other 4xx): dropped at once (reason rejected);

@@ -8,6 +8,7 @@
 #include <thread>
 #include <tuple>
 
+#include "common/backoff.h"
 #include "common/defaults.h"
 #include "consumer/kafka_clients.h"
 #include "consumer/offset_gap.h"
@@ -16,11 +17,6 @@ namespace logdex {
 namespace {
 
 int64_t Ms(const Clock& c) { return c.MonotonicNs() / 1'000'000; }
-
-// Sleeps up to `ms`, waking early when `stop` is set.
-void Nap(int64_t ms, const std::atomic<bool>& stop) {
-  for (int64_t slept = 0; slept < ms && !stop; slept += 10) std::this_thread::sleep_for(std::chrono::milliseconds(10));
-}
 
 // The message's fields, its value borrowed: the InMessage keeps the
 // librdkafka message (and so its fetch buffer) alive instead of copying it.
@@ -468,19 +464,19 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
   // Turns messages into rows; while that fails (alert staging reads the
   // store), the partitions are paused and the batch is processed again.
   bool Process(const std::vector<InMessage>& batch, ProcessedBatch& out, const std::atomic<bool>& stop) {
-    int64_t backoff = 100;
+    Backoff backoff(RetryPolicy());
     for (;;) {
       out.Clear();
       for (const InMessage& m : batch) processor_.Add(m, out);
       if (out.failed.ok()) return true;
       processor_.Settle(false);
       metrics_.store_write_failures.Increment();
+      const int64_t delay = backoff.NextMs();
       spdlog::warn("consumer: batch processing failed: {}; partitions paused, retrying in {} ms", out.failed.ToString(),
-                   backoff);
+                   delay);
       SetPaused(true);
       if (stop) return false;
-      Nap(backoff, stop);
-      backoff = std::min(backoff * 2, o_.retry_backoff_max_ms);
+      clock_.SleepFor(delay, &stop);  // a stop ends the nap; the loop tries once more, then returns
     }
   }
 
@@ -495,7 +491,7 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     if (out.dead_letters.empty()) return true;
     const size_t n = out.dead_letters.size();
     auto deliveries = std::make_shared<DlqDeliveries>(n);
-    int64_t backoff = 100;
+    Backoff backoff(RetryPolicy());
     for (;;) {
       for (size_t i = 0; i < n; ++i) {
         const int state = deliveries->state[i];
@@ -513,11 +509,11 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
       SetPaused(true);
       if (failed > 0) {
         metrics_.dlq_failures.Increment();
+        const int64_t delay = backoff.NextMs();
         spdlog::warn("dlq: {} of {} dead letters failed; partitions paused, producing those again in {} ms", failed, n,
-                     backoff);
+                     delay);
         if (stop) return false;
-        Nap(backoff, stop);
-        backoff = std::min(backoff * 2, o_.retry_backoff_max_ms);
+      clock_.SleepFor(delay, &stop);  // a stop ends the nap; the loop tries once more, then returns
       } else {
         metrics_.dlq_flush_timeouts.Increment();
         spdlog::warn("dlq: {} of {} dead letters still unacknowledged after {} ms; partitions paused, waiting for them "
@@ -589,13 +585,17 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     return true;
   }
 
+  // The schedule of the store, staging and dead-letter retries: from 100 ms,
+  // doubling up to retry_backoff_max, jittered.
+  BackoffPolicy RetryPolicy() const { return BackoffPolicy{100, o_.retry_backoff_max_ms}; }
+
   enum class Written { kYes, kStopped, kRejected };
 
   // Writes the batch's rows, retrying with backoff while the store fails
   // transiently. A permanent error (PermanentStoreError) is not retried:
   // kRejected, with the error in `rejection`.
   Written WriteDurably(const ProcessedBatch& out, const std::atomic<bool>& stop, Status* rejection) {
-    int64_t backoff = 100;
+    Backoff backoff(RetryPolicy());
     for (;;) {
       const int64_t t0 = Ms(clock_);
       Status s = out.writes.empty() ? Status::Ok() : store_.Write(out.writes);
@@ -606,12 +606,12 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
         *rejection = s;
         return Written::kRejected;
       }
+      const int64_t delay = backoff.NextMs();
       spdlog::warn("store: write of {} rows failed: {}; partitions paused, retrying in {} ms", out.writes.size(),
-                   s.ToString(), backoff);
+                   s.ToString(), delay);
       SetPaused(true);
       if (stop) return Written::kStopped;
-      Nap(backoff, stop);
-      backoff = std::min(backoff * 2, o_.retry_backoff_max_ms);
+      clock_.SleepFor(delay, &stop);
     }
     std::map<std::string, uint64_t> per_table;
     for (const auto& e : out.writes.entries()) ++per_table[e.table];

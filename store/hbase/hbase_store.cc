@@ -15,11 +15,13 @@
 #include <condition_variable>
 #include <deque>
 #include <mutex>
+#include <random>
 #include <set>
 #include <thread>
 #include <vector>
 
 #include "THBaseService.h"
+#include "common/backoff.h"
 #include "common/row_keys.h"
 
 namespace logdex {
@@ -335,20 +337,23 @@ class HBaseTableStore::Impl {
   // `fn` with retries on retryable failures.
   template <class Fn>
   Status Rpc(std::string_view what, Fn&& fn) {
-    int backoff = options_.retry_backoff_ms;
     for (int attempt = 0;; ++attempt) {
       Attempt a = Once(what, fn);
       if (a.status.ok() || !a.retryable || attempt >= options_.retries) return a.status;
       ++retries_;
-      options_.sleep(backoff);
-      backoff = std::min(backoff * 2, 10'000);
+      Sleep(attempt);
     }
   }
 
+  // Before retry attempt + 1: common/backoff.h's schedule from
+  // retry_backoff_ms, capped at 10 s.
   void Sleep(int attempt) {
-    int ms = options_.retry_backoff_ms;
-    for (int i = 0; i < attempt && ms < 10'000; ++i) ms *= 2;
-    options_.sleep(std::min(ms, 10'000));
+    int64_t ms;
+    {
+      std::lock_guard lock(rng_mu_);
+      ms = BackoffPolicy{options_.retry_backoff_ms, 10'000}.DelayMs(static_cast<uint32_t>(attempt) + 1, rng_);
+    }
+    options_.sleep(static_cast<int>(ms));
   }
 
   // ---- tables ----
@@ -637,6 +642,8 @@ class HBaseTableStore::Impl {
  private:
   Pool pool_;
   std::atomic<bool> namespace_ready_{false};
+  std::mutex rng_mu_;  // retries' jitter (calls come from many threads)
+  std::mt19937_64 rng_{std::random_device{}()};
   mutable std::mutex tables_mu_;
   std::set<std::string, std::less<>> tables_;
 };

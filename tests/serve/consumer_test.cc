@@ -61,7 +61,7 @@ class ConsumerTest : public ::testing::Test {
     o.session_timeout_ms = 6000;
     o.retry_backoff_max_ms = 200;
     Configure(o);
-    consumer_ = std::make_unique<GroupConsumer>(o, ConsumerStore(), *processor_, *metrics_, SystemClock::Instance());
+    consumer_ = std::make_unique<GroupConsumer>(o, ConsumerStore(), *processor_, *metrics_, ConsumerClock());
     ASSERT_TRUE(consumer_->Start().ok());
     thread_ = std::thread([this] { EXPECT_TRUE(consumer_->Run(stop_).ok()); });
   }
@@ -70,6 +70,7 @@ class ConsumerTest : public ::testing::Test {
   virtual int Brokers() { return 1; }
   // The store the consumer writes to (a fake may wrap store_).
   virtual TableStore& ConsumerStore() { return *store_; }
+  virtual const Clock& ConsumerClock() { return SystemClock::Instance(); }
 
   void TearDown() override {
     stop_ = true;
@@ -244,6 +245,43 @@ TEST_F(ConsumerTest, StoreFailuresPauseConsumptionAndNothingIsLost) {
   ASSERT_TRUE(WaitFor([&] { return MainRows() == seq; }, 20'000)) << "indexed " << MainRows() << " of " << seq;
   EXPECT_TRUE(WaitFor([&] { return metrics_->paused.Value() == 0; }, 5'000)) << "resumed after the write";
   EXPECT_GE(metrics_->pauses.Value(), 1);
+}
+
+// The consumer's retries wait on its clock: on a ManualClock a test reads
+// each delay the consumer chose and moves time exactly that far, instead of
+// sleeping through the backoff and hoping the machine kept up.
+class ManualClockConsumerTest : public ConsumerTest {
+ protected:
+  const Clock& ConsumerClock() override { return clock_; }
+  ManualClock clock_{1'800'000'000'000};
+};
+
+TEST_F(ManualClockConsumerTest, StoreRetriesWaitOutAJitteredDoublingBackoffOnTheConsumersClock) {
+  TestProducer producer(kafka_->bootstrap());
+  uint64_t seq = 0;
+  ASSERT_TRUE(producer.Send("t", 0, Chunk(++seq)));
+  ASSERT_TRUE(WaitFor([&] { return MainRows() == seq; }, 20'000));
+
+  store_->SetWriteFaultHook([](const WriteBatch::Entry&, size_t) { return Status(Errc::kIOError, "disk on fire"); });
+  for (int i = 0; i < 4; ++i) ASSERT_TRUE(producer.Send("t", i % kPartitions, Chunk(++seq)));
+  // The fixture's policy: from 100 ms, doubling, capped at 200 ms.
+  for (const int64_t ceiling : {100, 200, 200, 200}) {
+    ASSERT_TRUE(clock_.WaitForSleepers(1, 30'000)) << "the consumer waits on its clock after a failed write";
+    const int64_t delay = clock_.NextWakeMs() - clock_.NowMs();
+    EXPECT_GE(delay, ceiling / 2);
+    EXPECT_LE(delay, ceiling);
+    EXPECT_EQ(metrics_->paused.Value(), 1) << "paused while it waits";
+    const double failures = metrics_->store_write_failures.Value();
+    clock_.AdvanceMs(delay);
+    ASSERT_TRUE(WaitFor([&] { return metrics_->store_write_failures.Value() == failures + 1; }, 30'000))
+        << "one retry once its delay has passed";
+  }
+  EXPECT_EQ(MainRows(), 1u) << "nothing is written while the store fails";
+  store_->SetWriteFaultHook(nullptr);
+  ASSERT_TRUE(clock_.WaitForSleepers(1, 30'000));
+  clock_.AdvanceMs(clock_.NextWakeMs() - clock_.NowMs());
+  ASSERT_TRUE(WaitFor([&] { return MainRows() == seq; }, 20'000)) << "indexed " << MainRows() << " of " << seq;
+  EXPECT_TRUE(WaitFor([&] { return metrics_->paused.Value() == 0; }, 20'000)) << "resumed after the write";
 }
 
 TEST_F(ConsumerTest, ABrokerOutageDelaysButLosesNothing) {
