@@ -1,13 +1,11 @@
 #include "common/secrets.h"
 
-#include <algorithm>
-#include <cctype>
+#include "common/ascii.h"
 
 namespace logdex {
 
 bool IsSecretProperty(std::string_view name) {
-  std::string n(name);
-  std::transform(n.begin(), n.end(), n.begin(), [](unsigned char c) { return std::tolower(c); });
+  const std::string n = AsciiLower(name);
   for (const char* word : {"password", "secret", "sasl.oauthbearer", "sasl.jaas", "ssl.key.pem", "ssl_key", "token",
                            "credential"}) {
     if (n.find(word) != std::string::npos) return true;

@@ -11,6 +11,7 @@
 #include <simdjson.h>
 #include <utf8cpp/utf8.h>
 
+#include "common/ascii.h"
 #include "parse/timestamp.h"
 
 namespace logdex::parse {
@@ -19,15 +20,6 @@ namespace {
 bool IsSpace(char c) { return c == ' ' || c == '\t'; }
 bool IsDigit(char c) { return c >= '0' && c <= '9'; }
 bool IsAlpha(char c) { return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z'); }
-char Lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c; }
-
-bool EqualsNoCase(std::string_view a, std::string_view b) {
-  if (a.size() != b.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i) {
-    if (Lower(a[i]) != Lower(b[i])) return false;
-  }
-  return true;
-}
 
 size_t SkipSpaces(std::string_view s, size_t p) {
   while (p < s.size() && IsSpace(s[p])) ++p;
@@ -119,7 +111,7 @@ Field ClassifyField(std::string_view k) {
       }(),
       "ClassifyField's names are lowercase");
   if (k.empty() || k.size() > kLongest) return Field::kOther;
-  const char first = Lower(k[0]);
+  const char first = AsciiLower(k[0]);
   if (!kFirst[static_cast<unsigned char>(first)]) return Field::kOther;
   for (const auto& [name, f] : kNames) {
     if (name.size() == k.size() && name[0] == first && EqualsNoCase(k, name)) return f;
@@ -176,7 +168,7 @@ std::string_view SanitizeTagKey(std::string_view key, std::string* buffer) {
 std::optional<Severity> LevelWord(std::string_view w) {
   if (w.empty()) return std::nullopt;
   // Quick reject on the first letter: the spellings start with one of these.
-  switch (Lower(w[0])) {
+  switch (AsciiLower(w[0])) {
     case 't': case 'v': case 'f': case 'd': case 'i': case 'n': case 'w':
     case 'e': case 's': case 'c': case 'a': case 'p': case '0': case '1':
     case '2': case '3': case '4': case '5': case '6': case '7':

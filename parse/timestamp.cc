@@ -9,6 +9,7 @@
 #include <fstream>
 #include <iterator>
 
+#include "common/ascii.h"
 #include "common/civil.h"
 
 namespace logdex::parse {
@@ -82,27 +83,22 @@ constexpr std::string_view kMonthsLong[12] = {"january", "february", "march",   
                                               "july",    "august",   "september", "october", "november", "december"};
 constexpr std::string_view kDays[7] = {"mon", "tue", "wed", "thu", "fri", "sat", "sun"};
 
-char Lower(char c) { return (c >= 'A' && c <= 'Z') ? static_cast<char>(c + 32) : c; }
-
-bool StartsWithNoCase(std::string_view s, size_t p, std::string_view word) {
-  if (p + word.size() > s.size()) return false;
-  for (size_t i = 0; i < word.size(); ++i) {
-    if (Lower(s[p + i]) != word[i]) return false;
-  }
-  return true;
+// `word`, in any case, at s[p].
+bool WordAt(std::string_view s, size_t p, std::string_view word) {
+  return p <= s.size() && StartsWithNoCase(s.substr(p), word);
 }
 
 // A three-letter month name (case-insensitive), or the full name when `long_ok`.
 bool MonthName(Cursor& c, int* month, bool long_ok) {
   for (int i = 0; i < 12; ++i) {
-    if (long_ok && StartsWithNoCase(c.s, c.p, kMonthsLong[i])) {
+    if (long_ok && WordAt(c.s, c.p, kMonthsLong[i])) {
       c.p += kMonthsLong[i].size();
       *month = i + 1;
       return true;
     }
   }
   for (int i = 0; i < 12; ++i) {
-    if (StartsWithNoCase(c.s, c.p, kMonths[i])) {
+    if (WordAt(c.s, c.p, kMonths[i])) {
       c.p += 3;
       *month = i + 1;
       return true;
@@ -113,7 +109,7 @@ bool MonthName(Cursor& c, int* month, bool long_ok) {
 
 bool DayName(Cursor& c) {
   for (std::string_view d : kDays) {
-    if (StartsWithNoCase(c.s, c.p, d)) {
+    if (WordAt(c.s, c.p, d)) {
       c.p += 3;
       // a long name: skip the rest of the letters
       while (!c.AtEnd() && ((c.Peek() >= 'a' && c.Peek() <= 'z') || (c.Peek() >= 'A' && c.Peek() <= 'Z'))) ++c.p;
@@ -443,8 +439,8 @@ std::optional<TimestampMatch> TimeFormat::Parse(std::string_view text, const Tim
         case 'S': if (!c.DigitsRange(1, 2, &t.second)) return false; break;
         case 'f': if (!c.Fraction(&t.nanos)) return false; break;
         case 'p': {
-          if (StartsWithNoCase(c.s, c.p, "am")) t.pm = false;
-          else if (StartsWithNoCase(c.s, c.p, "pm")) t.pm = true;
+          if (WordAt(c.s, c.p, "am")) t.pm = false;
+          else if (WordAt(c.s, c.p, "pm")) t.pm = true;
           else return false;
           c.p += 2;
           t.has_ampm = true;

@@ -1,5 +1,6 @@
 #include "server/config.h"
 
+#include "common/ascii.h"
 #include "common/time_parse.h"
 
 #include <arpa/inet.h>
@@ -410,8 +411,7 @@ Result<ServeConfig> LoadConfig(const std::string& path) {
 }
 
 bool IsLoopbackHost(std::string_view host) {
-  std::string h(host);
-  std::transform(h.begin(), h.end(), h.begin(), [](unsigned char ch) { return std::tolower(ch); });
+  const std::string h = AsciiLower(host);
   if (h == "localhost") return true;
   in_addr v4{};
   if (inet_pton(AF_INET, h.c_str(), &v4) == 1) return (ntohl(v4.s_addr) >> 24) == 127;
@@ -479,7 +479,7 @@ Status ApplyEnvOverrides(ServeConfig& c, char** env) {
     const std::string value = entry.substr(eq + 1);
     if (name.rfind("KAFKA_", 0) == 0) {
       std::string prop = name.substr(6);
-      for (char& ch : prop) ch = ch == '_' ? '.' : static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+      for (char& ch : prop) ch = ch == '_' ? '.' : AsciiLower(ch);
       c.kafka[prop] = value;
       continue;
     }

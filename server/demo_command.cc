@@ -35,8 +35,10 @@
 #include <thread>
 #include <vector>
 
+#include "alerting/webhook_receiver.h"
 #include "common/child_process.h"
 #include "common/clock.h"
+#include "common/net.h"
 #include "common/time_parse.h"
 #include "server/commands.h"
 
@@ -79,50 +81,6 @@ int RunLogdex(const std::vector<std::string>& args, const std::string& log, std:
   const int rc = c.Wait();
   if (out) *out = ReadFile(log);
   return rc;
-}
-
-// A webhook receiver on a loopback port: keeps every JSON body it is sent.
-class WebhookReceiver {
- public:
-  WebhookReceiver() {
-    server_.Post("/alerts", [this](const httplib::Request& req, httplib::Response& res) {
-      {
-        std::lock_guard lock(mu_);
-        bodies_.push_back(req.body);
-      }
-      res.status = 200;
-    });
-    port_ = server_.bind_to_any_port("127.0.0.1");
-    thread_ = std::thread([this] { server_.listen_after_bind(); });
-  }
-  ~WebhookReceiver() {
-    server_.stop();
-    if (thread_.joinable()) thread_.join();
-  }
-  std::string url() const { return "http://127.0.0.1:" + std::to_string(port_) + "/alerts"; }
-  std::vector<std::string> bodies() const {
-    std::lock_guard lock(mu_);
-    return bodies_;
-  }
-
- private:
-  httplib::Server server_;
-  int port_ = 0;
-  std::thread thread_;
-  mutable std::mutex mu_;
-  std::vector<std::string> bodies_;
-};
-
-int FreePort() {
-  const int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  const bool ok = bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) == 0 &&
-                  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0;
-  close(fd);
-  return ok ? ntohs(a.sin_port) : 8080;
 }
 
 bool WaitUntil(const std::function<bool()>& done, int timeout_ms) {
@@ -298,14 +256,15 @@ int RunDemo(const DemoOptions& o) {
     }
   } cleanup{work, temporary && !o.serve};
 
-  const int port = o.port ? o.port : FreePort();
+  int port = o.port ? o.port : FreeLoopbackPort();
+  if (port == 0) port = 8080;  // no free port found: the usual one
   const std::string url = "http://127.0.0.1:" + std::to_string(port);
-  WebhookReceiver webhook;
+  alerting::WebhookReceiver webhook;
 
   // serve, with alerts to the local webhook.
   const std::string config = work + "/demo.yaml";
   std::ofstream(config) << "alerting:\n  query_base_url: " << url << "\n  sinks:\n    - name: local-webhook\n"
-                        << "      type: webhook\n      url: " << webhook.url() << "\n      secret: demo-secret\n";
+                        << "      type: webhook\n      url: " << webhook.url("/alerts") << "\n      secret: demo-secret\n";
   const std::string bootstrap_file = work + "/bootstrap";
   fs::remove(bootstrap_file, ec);
   Section("serve: embedded Kafka, RocksDB in " + work + "/store, HTTP on " + url);
@@ -329,7 +288,7 @@ int RunDemo(const DemoOptions& o) {
     Excerpt(ReadFile(work + "/serve.log"), 40);
     return 1;
   }
-  std::printf("  kafka bootstrap %s, topic logdex.chunks; alerts -> %s\n", brokers.c_str(), webhook.url().c_str());
+  std::printf("  kafka bootstrap %s, topic logdex.chunks; alerts -> %s\n", brokers.c_str(), webhook.url("/alerts").c_str());
 
   // ship: the samples, then the burst.
   Section("ship: Loghub samples (" + o.data + "/LICENSE), dates moved to yesterday");
@@ -411,7 +370,7 @@ int RunDemo(const DemoOptions& o) {
     std::printf("    %-10s %zu\n", app, n);
   }
 
-  Section("alerts received by the local webhook (" + webhook.url() + ")");
+  Section("alerts received by the local webhook (" + webhook.url("/alerts") + ")");
   WaitUntil([&] { return webhook.bodies().size() >= 2; }, 20'000);
   std::this_thread::sleep_for(std::chrono::seconds(1));  // a last notification in flight
   const std::vector<std::string> alerts = webhook.bodies();

@@ -27,6 +27,7 @@
 #include <thread>
 #include <variant>
 
+#include "common/ascii.h"
 #include "common/base64url.h"
 #include "common/row_keys.h"
 #include "common/severity.h"
@@ -125,16 +126,6 @@ bool ConstantTimeEquals(std::string_view got, std::string_view want) {
     diff |= g ^ static_cast<unsigned char>(want[i]);
   }
   return diff == 0;
-}
-
-bool StartsWithNoCase(std::string_view s, std::string_view prefix) {
-  if (s.size() < prefix.size()) return false;
-  for (size_t i = 0; i < prefix.size(); ++i) {
-    if (std::tolower(static_cast<unsigned char>(s[i])) != std::tolower(static_cast<unsigned char>(prefix[i]))) {
-      return false;
-    }
-  }
-  return true;
 }
 
 std::string_view Trim(std::string_view s) {
@@ -1137,7 +1128,7 @@ class HttpServer::Impl {
         // [v6]:port, or name:port
         const size_t end = authority.starts_with('[') ? authority.find(']') + 1 : authority.rfind(':');
         std::string h(authority.substr(0, std::min(end, authority.size())));
-        for (char& c : h) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+        for (char& c : h) c = AsciiLower(c);
         return h;
       };
       if (host_of(origin_header).empty() || host_of(origin_header) != host_of(host_header)) {

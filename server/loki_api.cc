@@ -1,7 +1,6 @@
 #include "server/loki_api.h"
 
 #include <re2/re2.h>
-#include <strings.h>
 
 #include <algorithm>
 #include <charconv>
@@ -14,6 +13,7 @@
 #include <tuple>
 #include <vector>
 
+#include "common/ascii.h"
 #include "common/severity.h"
 #include "common/time_parse.h"
 #include "server/logql.h"
@@ -449,8 +449,8 @@ class Handler {
     bool forward = false;
     if (auto d = Param(p_, "direction")) {
       // Loki reads it in any case.
-      forward = strcasecmp(d->c_str(), "forward") == 0;
-      if (!forward && strcasecmp(d->c_str(), "backward") != 0) {
+      forward = EqualsNoCase(*d, "forward");
+      if (!forward && !EqualsNoCase(*d, "backward")) {
         return BadRequest("direction: '" + *d + "' is not forward or backward");
       }
     }

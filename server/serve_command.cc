@@ -22,6 +22,7 @@
 #include "alerting/sinks.h"
 #include "alerting/stager.h"
 #include "common/clock.h"
+#include "common/files.h"
 #include "consumer/batch_processor.h"
 #include "consumer/embedded_kafka.h"
 #include "consumer/kafka_properties.h"
@@ -59,19 +60,6 @@ struct ServeFlags {
   std::string log_level = "info";
   bool allow_unauthenticated = false;
 };
-
-Status WriteFileAtomically(const std::string& path, const std::string& text) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::trunc);
-    out << text << "\n";
-    if (!out.flush()) return Status(Errc::kIOError, "cannot write " + tmp);
-  }
-  std::error_code ec;
-  std::filesystem::rename(tmp, path, ec);
-  if (ec) return Status(Errc::kIOError, "cannot rename " + tmp + " to " + path + ": " + ec.message());
-  return Status::Ok();
-}
 
 // Which members deliver alerts from the outbox: "" = every member (each has
 // its own store), else the topic whose partition 0's owner is the one member
@@ -389,7 +377,7 @@ int Serve(const ServeFlags& flags) {
                   bootstrap.c_str(), first_topic.c_str(), partitions);
       std::fflush(stdout);
       if (!bootstrap_file.empty()) {
-        if (Status s = WriteFileAtomically(bootstrap_file, bootstrap); !s.ok()) {
+        if (Status s = WriteFileAtomically(bootstrap_file, bootstrap + "\n"); !s.ok()) {
           spdlog::error("serve: {}", s.message());
         }
       }

@@ -11,6 +11,8 @@
 #include <random>
 #include <sstream>
 
+#include "common/files.h"
+
 namespace logdex::ship {
 namespace {
 
@@ -23,37 +25,6 @@ uint64_t RandomProducerId() {
   uint64_t id = 0;
   while (id == 0) id = (static_cast<uint64_t>(rd()) << 32) ^ rd();
   return id;
-}
-
-Status WriteFileAtomically(const std::string& path, const std::string& data) {
-  const std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) return IoError("open " + tmp);
-  size_t done = 0;
-  while (done < data.size()) {
-    ssize_t n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      Error e = IoError("write " + tmp);
-      ::close(fd);
-      return e;
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0) {
-    Error e = IoError("fsync " + tmp);
-    ::close(fd);
-    return e;
-  }
-  ::close(fd);
-  if (::rename(tmp.c_str(), path.c_str()) != 0) return IoError("rename " + tmp);
-  std::string dir = std::filesystem::path(path).parent_path().string();
-  int dfd = ::open(dir.empty() ? "." : dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    ::fsync(dfd);
-    ::close(dfd);
-  }
-  return Status::Ok();
 }
 
 std::unique_ptr<SequenceAllocator> SequenceAllocator::InMemory(uint64_t producer_id) {

@@ -51,8 +51,4 @@ class SequenceAllocator {
 // A random nonzero 64-bit id (std::random_device).
 uint64_t RandomProducerId();
 
-// Writes `data` to `path` atomically: temporary file, fsync, rename, fsync of
-// the directory.
-Status WriteFileAtomically(const std::string& path, const std::string& data);
-
 }  // namespace logdex::ship

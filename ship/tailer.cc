@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "common/ids.h"
+#include "common/files.h"
 #include "ship/sequence.h"
 
 namespace logdex::ship {

@@ -20,6 +20,7 @@
 
 #include <httplib.h>
 
+#include "common/net.h"
 #include "tests/test_util.h"
 
 namespace logdex::alerting::testing {
@@ -27,20 +28,6 @@ namespace logdex::alerting::testing {
 inline constexpr const char* kAlertmanagerBinary = "/usr/bin/prometheus-alertmanager";
 
 inline bool AlertmanagerInstalled() { return ::access(kAlertmanagerBinary, X_OK) == 0; }
-
-// A loopback port that was free a moment ago (Alertmanager needs the number up front).
-inline int PickFreePort() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
 
 class AlertmanagerProcess {
  public:
@@ -59,7 +46,7 @@ class AlertmanagerProcess {
                              "      - url: '" << webhook_url << "'\n"
                              "        send_resolved: false\n";
     for (int attempt = 0; attempt < 3 && !ready_; ++attempt) {
-      port_ = PickFreePort();
+      port_ = FreeLoopbackPort();
       const std::string addr = "127.0.0.1:" + std::to_string(port_);
       std::vector<std::string> args = {kAlertmanagerBinary,
                                        "--config.file=" + config,

@@ -10,7 +10,7 @@
 #include "alerting/stager.h"
 #include "tests/alerting/alerting_test_util.h"
 #include "tests/alerting/alertmanager_process.h"
-#include "tests/alerting/webhook_receiver.h"
+#include "alerting/webhook_receiver.h"
 
 namespace logdex::alerting {
 namespace {
@@ -20,7 +20,7 @@ using nlohmann::json;
 TEST(AlertmanagerIntegration, StagedErrorReachesTheWebhookReceiverThroughAlertmanager) {
   if (!testing::AlertmanagerInstalled())
     GTEST_SKIP() << testing::kAlertmanagerBinary << " not installed (run scripts/install-deps.sh --servers)";
-  testing::WebhookReceiver receiver;
+  WebhookReceiver receiver;
   testing::AlertmanagerProcess am(receiver.url("/am"));
   ASSERT_TRUE(am.ready()) << "Alertmanager did not become ready; its log:\n" << am.log();
 
@@ -77,7 +77,7 @@ TEST(AlertmanagerIntegration, StagedErrorReachesTheWebhookReceiverThroughAlertma
 TEST(AlertmanagerIntegration, AlertmanagerDownIsRetriedNotLost) {
   if (!testing::AlertmanagerInstalled())
     GTEST_SKIP() << testing::kAlertmanagerBinary << " not installed (run scripts/install-deps.sh --servers)";
-  testing::WebhookReceiver receiver;
+  WebhookReceiver receiver;
   const Clock& clock = SystemClock::Instance();
   // Nothing listens on this port yet.
   AlertingConfig config;
@@ -88,7 +88,7 @@ TEST(AlertmanagerIntegration, AlertmanagerDownIsRetriedNotLost) {
   prometheus::Registry registry;
   {
     // Stage while Alertmanager is not running; one failed attempt.
-    sink.url = "http://127.0.0.1:" + std::to_string(testing::PickFreePort());
+    sink.url = "http://127.0.0.1:" + std::to_string(FreeLoopbackPort());
     config.sinks = {sink};
     auto store = testing::OpenStore(dir.path(), clock, config);
     AlertStager stager(config, *store, clock, registry);

@@ -7,7 +7,7 @@
 #include "alerting/dispatcher.h"
 #include "alerting/stager.h"
 #include "tests/alerting/alerting_test_util.h"
-#include "tests/alerting/webhook_receiver.h"
+#include "alerting/webhook_receiver.h"
 #include "tests/backends.h"
 
 namespace logdex::alerting {
@@ -48,7 +48,7 @@ class AlertingOnBackend : public ::testing::TestWithParam<Backend> {
     return keys;
   }
 
-  testing::WebhookReceiver receiver_;
+  WebhookReceiver receiver_;
   TempDir dir_;
   ManualClock clock_{kT0};
   prometheus::Registry registry_;

@@ -12,7 +12,7 @@
 
 #include "alerting/stager.h"
 #include "tests/alerting/alerting_test_util.h"
-#include "tests/alerting/webhook_receiver.h"
+#include "alerting/webhook_receiver.h"
 
 namespace logdex::alerting {
 namespace {
@@ -118,7 +118,7 @@ class DispatcherTest : public ::testing::Test {
   }
 
   size_t next_template_ = 0;
-  testing::WebhookReceiver receiver_;
+  WebhookReceiver receiver_;
   TempDir dir_;
   ManualClock clock_{kT0};
   prometheus::Registry registry_;

@@ -12,7 +12,7 @@
 #include "alerting/dispatcher.h"
 #include "alerting/stager.h"
 #include "tests/alerting/alerting_test_util.h"
-#include "tests/alerting/webhook_receiver.h"
+#include "alerting/webhook_receiver.h"
 
 namespace logdex::alerting {
 namespace {
@@ -49,7 +49,7 @@ struct Harness {
 };
 
 TEST(AlertingLoad, RealThirtySecondSinkOutageDeliversEverythingOnce) {
-  testing::WebhookReceiver receiver;
+  WebhookReceiver receiver;
   AlertingConfig c;
   c.sinks.push_back(testing::WebhookSinkConfig("hook", receiver.url()));
   c.sinks[0].circuit = {5, 3'000};
@@ -80,7 +80,7 @@ TEST(AlertingLoad, RealThirtySecondSinkOutageDeliversEverythingOnce) {
 // (the record's Kafka timestamp is taken just before Stage()). Kafka and the
 // shipper are not in this path yet: serve will add them (issue 6's benchmark).
 TEST(AlertingLoad, SingleErrorLineLatencyToWebhook) {
-  testing::WebhookReceiver receiver;
+  WebhookReceiver receiver;
   AlertingConfig c;
   c.sinks.push_back(testing::WebhookSinkConfig("hook", receiver.url()));
   c.limits.per_app = 0;

@@ -11,7 +11,7 @@
 
 #include "tests/alerting/alerting_test_util.h"
 #include "tests/alerting/alertmanager_process.h"
-#include "tests/alerting/webhook_receiver.h"
+#include "alerting/webhook_receiver.h"
 
 namespace logdex::alerting {
 namespace {
@@ -65,7 +65,7 @@ TEST(HmacSha256Hex, MatchesRfc4231TestCase2) {
 }
 
 TEST(WebhookSink, PostsSignedJsonWithIdempotencyKeyAndConfiguredHeaders) {
-  testing::WebhookReceiver receiver;
+  WebhookReceiver receiver;
   ManualClock clock(kT0);
   SinkConfig c = testing::WebhookSinkConfig("hook", receiver.url("/in"));
   c.secret = "topsecret";
@@ -168,7 +168,7 @@ TEST(PagerDutySink, TriggersWithRoutingKeyAndTheGroupAsDedupKey) {
 }
 
 TEST(HttpSink, ServerErrorsAreRetryableAndClientErrorsAreNot) {
-  testing::WebhookReceiver receiver;
+  WebhookReceiver receiver;
   ManualClock clock(kT0);
   auto sink = MakeSink(testing::WebhookSinkConfig("hook", receiver.url()), clock);
   receiver.set_status(503);
@@ -188,7 +188,7 @@ TEST(HttpSink, ServerErrorsAreRetryableAndClientErrorsAreNot) {
 }
 
 TEST(HttpSink, RefusedConnectionIsARetryableConnectFailure) {
-  const int port = testing::PickFreePort();  // nothing listens there
+  const int port = FreeLoopbackPort();  // nothing listens there
   ManualClock clock(kT0);
   auto sink = MakeSink(testing::WebhookSinkConfig("hook", "http://127.0.0.1:" + std::to_string(port) + "/x"), clock);
   DeliveryResult r = sink->Deliver(Event());

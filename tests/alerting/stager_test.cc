@@ -8,7 +8,7 @@
 #include "alerting/sinks.h"
 #include "tests/alerting/alerting_test_util.h"
 #include "tests/failing_store.h"
-#include "tests/alerting/webhook_receiver.h"
+#include "alerting/webhook_receiver.h"
 
 namespace logdex::alerting {
 namespace {
@@ -360,7 +360,7 @@ struct Delivered {
 };
 
 Delivered DeliverEverything(const AlertingConfig& c, TableStore& store, ManualClock& clock,
-                            prometheus::Registry& registry, testing::WebhookReceiver& receiver) {
+                            prometheus::Registry& registry, WebhookReceiver& receiver) {
   SinkDispatcher d(c, store, MakeSinks(c, clock), clock, registry, 1);
   clock.AdvanceMs(std::max(c.limits.group_window_ms, c.limits.limit_window_ms) + c.limits.digest_delay_ms + 1);
   for (int i = 0; i < 10 && !ReadOutbox(store).empty(); ++i) EXPECT_TRUE(d.DeliverDue().ok());
@@ -376,7 +376,7 @@ Delivered DeliverEverything(const AlertingConfig& c, TableStore& store, ManualCl
 }
 
 TEST_F(StagerTest, StormOfOneTemplateBecomesAFewNotificationsCountingEveryRecord) {
-  testing::WebhookReceiver receiver;
+  WebhookReceiver receiver;
   AlertingConfig c;
   c.sinks.push_back(testing::WebhookSinkConfig("hook", receiver.url()));
   c.limits.global = 10;
@@ -397,7 +397,7 @@ TEST_F(StagerTest, StormOfOneTemplateBecomesAFewNotificationsCountingEveryRecord
 }
 
 TEST_F(StagerTest, StormOfDistinctLinesIsCappedIntoOneSummary) {
-  testing::WebhookReceiver receiver;
+  WebhookReceiver receiver;
   AlertingConfig c;
   c.sinks.push_back(testing::WebhookSinkConfig("hook", receiver.url()));
   c.limits.global = 10;

@@ -36,6 +36,7 @@
 #include <random>
 #include <sstream>
 
+#include "common/ascii.h"
 #include "common/chunk_codec.h"
 #include "common/clock.h"
 #include "common/crc32c.h"
@@ -87,10 +88,6 @@ bool Healthy(int port) {
   return r && r->status == 200;
 }
 
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
 std::string UrlEncode(std::string_view s) {
   std::string out;
@@ -654,7 +651,7 @@ Outcome Follow(const Kind& kind, const std::string& dir, HostileInput::Serve& s)
                   std::to_string(offset) + "]";
     }
     bool reason_ok = false;
-    for (const std::string& r : kind.reasons) reason_ok |= Lower(error).find(r) != std::string::npos;
+    for (const std::string& r : kind.reasons) reason_ok |= AsciiLower(error).find(r) != std::string::npos;
     if (!reason_ok) o.detail += " [reason names none of the expected problems]";
     // The value whole, or (over what Kafka accepts) its first kDlqMaxValueBytes
     // with the original size in a header: the whole message stays at its

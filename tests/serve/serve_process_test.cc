@@ -22,9 +22,11 @@
 #include <sstream>
 #include <thread>
 
+#include "common/ascii.h"
 #include "common/chunk_codec.h"
 #include "common/clock.h"
 #include "common/defaults.h"
+#include "common/net.h"
 #include "common/row_keys.h"
 #include "common/time_parse.h"
 #include "consumer/embedded_kafka.h"
@@ -33,7 +35,7 @@
 #include "store/rocksdb_store.h"
 #include "tests/hbase/hbase_test_server.h"
 #include "tests/alerting/alertmanager_process.h"
-#include "tests/alerting/webhook_receiver.h"
+#include "alerting/webhook_receiver.h"
 #include "tests/serve/kafka_test_util.h"
 #include "tests/serve/process.h"
 #include "tests/serve/test_hbase.h"
@@ -50,18 +52,6 @@ using testing::TestProducer;
 using testing::TestHBase;
 using testing::TestKafka;
 using testing::WaitFor;
-
-int FreePort() {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  close(fd);
-  return ntohs(a.sin_port);
-}
 
 std::string Chunk(uint64_t seq, const std::string& app = "app", int records = 4) {
   proto::RecordBatch b;
@@ -239,7 +229,7 @@ class ServeProcess : public ::testing::Test {
     int port_a = 0, port_b = 0;
     std::unique_ptr<Process> a, b;
   };
-  void StartSharedMembers(const std::string& alerting_extra, alerting::testing::WebhookReceiver& receiver,
+  void StartSharedMembers(const std::string& alerting_extra, alerting::WebhookReceiver& receiver,
                           SharedMembers* m) {
     StartHBase(&m->hbase);
     if (IsSkipped() || HasFatalFailure()) return;
@@ -345,7 +335,7 @@ TEST_F(ServeProcess, EveryLoghubLineRoundTripsByteForByteThroughShipAndServe) {
     const std::string path = std::string(LOGDEX_LOGHUB_DIR) + "/" + name;
     std::string app = name;
     app = app.substr(0, app.find('_'));
-    std::transform(app.begin(), app.end(), app.begin(), [](unsigned char c) { return std::tolower(c); });
+    app = AsciiLower(app);
     std::string out;
     ASSERT_EQ(testing::Run(std::string(LOGDEX_BINARY) + " ship --brokers " + bootstrap + " --app " + app +
                                " --host h1 --format auto --retention 0 --no-progress " + path,
@@ -626,7 +616,7 @@ TEST_F(ServeProcess, TheHBaseBackendIndexesAndAnswersThroughTheThrift2Gateway) {
   EXPECT_EQ(serve.Wait(), 0) << serve.Log();
 
   const std::string unreachable = dir_.path() + "/unreachable.yaml";
-  std::ofstream(unreachable) << "store:\n  backend: hbase\n  hbase:\n    port: " << FreePort() << "\n";
+  std::ofstream(unreachable) << "store:\n  backend: hbase\n  hbase:\n    port: " << FreeLoopbackPort() << "\n";
   Process failed({LOGDEX_BINARY, "serve", "--embedded-kafka", "--http", "127.0.0.1:0",
                   "--config", unreachable},
                  Log("unreachable"));
@@ -650,7 +640,7 @@ std::string ErrorChunk(const std::string& app, uint64_t seq) {
 // topic's partition 0 delivers from it, so each alert reaches the webhook
 // once, not once per member; when that member leaves, the other takes over.
 TEST_F(ServeProcess, MembersSharingAnHBaseOutboxDeliverEachAlertOnce) {
-  alerting::testing::WebhookReceiver receiver;
+  alerting::WebhookReceiver receiver;
   SharedMembers m;
   StartSharedMembers("", receiver, &m);
   if (IsSkipped() || HasFatalFailure()) return;
@@ -704,7 +694,7 @@ TEST_F(ServeProcess, MembersSharingAnHBaseOutboxDeliverEachAlertOnce) {
 // records, arriving on both members' partitions, give one immediate
 // notification in the window and digests whose counts add up to the rest.
 TEST_F(ServeProcess, MembersSharingAnHBaseStoreKeepOneGroupWindowAndItsCounts) {
-  alerting::testing::WebhookReceiver receiver;
+  alerting::WebhookReceiver receiver;
   SharedMembers m;
   StartSharedMembers("  limits: {group_window: 10s, digest_delay: 500ms, per_app: 0, global: 0}\n", receiver, &m);
   if (IsSkipped() || HasFatalFailure()) return;
@@ -905,7 +895,7 @@ TEST_F(ServeProcess, AnErrorLineReachesTheReceiverThroughARealAlertmanager) {
   if (!alerting::testing::AlertmanagerInstalled()) {
     GTEST_SKIP() << "prometheus-alertmanager is not installed (scripts/install-deps.sh --servers)";
   }
-  alerting::testing::WebhookReceiver receiver;
+  alerting::WebhookReceiver receiver;
   alerting::testing::AlertmanagerProcess am(receiver.url());
   ASSERT_TRUE(am.ready());
   const std::string config = dir_.path() + "/alerting.yaml";
@@ -947,7 +937,7 @@ TEST_F(ServeProcess, RealPrometheusScrapesTheConsumedCounter) {
   if (testing::Run("command -v prometheus && command -v promtool") != 0) {
     GTEST_SKIP() << "prometheus is not installed (scripts/install-deps.sh --servers)";
   }
-  const int prom_port = FreePort();
+  const int prom_port = FreeLoopbackPort();
   int port = 0;
   std::string bootstrap;
   auto serve_process = StartEmbedded(&port, &bootstrap);

@@ -15,6 +15,7 @@
 //     ["<ns string>", "<line>"] and matrix/vector samples as [<seconds
 //     number>, "<value string>"]; errors are shown from the body.
 // Every answer is compared with a brute-force filter over the records ingested.
+#include "common/ascii.h"
 #include "server/loki_api.h"
 
 #include <gtest/gtest.h>
@@ -52,12 +53,8 @@ constexpr int64_t kNs = 1'000'000;
 
 std::string Ns(int64_t ms) { return std::to_string(ms * kNs); }
 
-std::string Lower(std::string s) {
-  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
-  return s;
-}
 
-std::string Level(const Rec& r) { return Lower(std::string(SeverityName(r.sev))); }
+std::string Level(const Rec& r) { return AsciiLower(std::string(SeverityName(r.sev))); }
 
 using Reply = testing::Answer;
 
@@ -276,8 +273,8 @@ TEST_P(LokiApiTest, TheLogsVolumeQueryCountsEachWindowAsTheVolumeApiDoes) {
     for (Severity s : kAllSeverities) {
       const uint64_t n = b.counts.by_severity[VolumeSeverityIndex(s)];
       if (n == 0) continue;
-      want[{Lower(std::string(SeverityName(s))), b.start_ms + step}] = n;
-      want_total[Lower(std::string(SeverityName(s)))] += n;
+      want[{AsciiLower(std::string(SeverityName(s))), b.start_ms + step}] = n;
+      want_total[AsciiLower(std::string(SeverityName(s)))] += n;
     }
   }
   std::map<std::pair<std::string, int64_t>, uint64_t> got;
