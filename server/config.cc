@@ -163,17 +163,14 @@ Status Validate(const ServeConfig& c) {
   if (c.consumer.topics.empty() && c.consumer.topic_regex.empty()) {
     return Status(Errc::kInvalidArgument, "consumer: give topics or topic_regex");
   }
-  if (c.store.durability == Durability::kSkipWal && c.store.backend == "hbase") {
+  if (c.store.durability == Durability::kSkipWal && c.store.backend == StoreBackend::kHBase) {
     // HBase's SKIP_WAL gives no flush signal through Thrift: offsets would be
     // committed for writes a region server crash can still lose.
     return Status(Errc::kInvalidArgument,
                   "store.durability: skip_wal is for the rocksdb backend only (with hbase it would be at-most-once; "
                   "use async or sync)");
   }
-  if (c.store.backend != "rocksdb" && c.store.backend != "hbase") {
-    return Status(Errc::kInvalidArgument, "store.backend: must be rocksdb or hbase");
-  }
-  if (c.store.backend == "hbase" && c.store.hbase.host.empty()) {
+  if (c.store.backend == StoreBackend::kHBase && c.store.hbase.host.empty()) {
     return Status(Errc::kInvalidArgument, "store.hbase.host: must not be empty with store.backend: hbase");
   }
   if (c.store.memtable_budget_bytes < (1ull << 20)) {
@@ -182,7 +179,7 @@ Status Validate(const ServeConfig& c) {
   if (c.store.max_wal_bytes != 0 && c.store.max_wal_bytes < (1ull << 20)) {
     return Status(Errc::kInvalidArgument, "store.max_wal: must be 0 (the memtable budget) or at least 1MiB");
   }
-  if (c.compaction.enabled && c.store.backend == "rocksdb") {
+  if (c.compaction.enabled && c.store.backend == StoreBackend::kRocksDb) {
     constexpr int64_t kWeek = 7ll * 24 * 3600 * 1000;
     if (c.compaction.settle_ms > kWeek || c.compaction.max_span_ms > kWeek || c.compaction.interval_ms > kWeek) {
       return Status(Errc::kInvalidArgument, "compaction.settle, compaction.max_span, compaction.interval: at most 7d");
@@ -302,7 +299,7 @@ Result<ServeConfig> ParseConfig(const std::string& yaml, const std::string& name
               {"store", F([&](const YAML::Node& n, const std::string& p) {
                  auto& s = c.store;
                  w.Map(n, p,
-                       {{"backend", w.String(s.backend)},
+                       {{"backend", w.Choice(s.backend, {{"rocksdb", StoreBackend::kRocksDb}, {"hbase", StoreBackend::kHBase}})},
                         {"dir", w.String(s.dir)},
                         {"durability", w.Choice(s.durability, {{"skip_wal", Durability::kSkipWal},
                                                                  {"async", Durability::kAsync},
@@ -445,7 +442,11 @@ Status ApplyEnvOverrides(ServeConfig& c, char** env) {
   const std::string prefix = "LOGDEX_";
   std::map<std::string, std::function<Status(const std::string&)>> setters = {
       {"STORE_DIR", [&](const std::string& v) { c.store.dir = v; return Status::Ok(); }},
-      {"STORE_BACKEND", [&](const std::string& v) { c.store.backend = v; return Status::Ok(); }},
+      {"STORE_BACKEND", [&](const std::string& v) {
+         if (v != "rocksdb" && v != "hbase") return Status(Errc::kInvalidArgument, "LOGDEX_STORE_BACKEND: must be rocksdb or hbase");
+         c.store.backend = v == "hbase" ? StoreBackend::kHBase : StoreBackend::kRocksDb;
+         return Status::Ok();
+       }},
       {"STORE_HBASE_HOST", [&](const std::string& v) { c.store.hbase.host = v; return Status::Ok(); }},
       {"COMPACTION_ENABLED", [&](const std::string& v) {
          if (v != "true" && v != "1" && v != "false" && v != "0") {

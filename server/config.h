@@ -71,8 +71,13 @@ struct HBaseConfig {
   std::optional<Compression> compression;
 };
 
+enum class StoreBackend {
+  kRocksDb,  // embedded, one machine
+  kHBase,    // through its Thrift2 gateway; the members of a group share it
+};
+
 struct StoreConfig {
-  std::string backend = "rocksdb";        // rocksdb (embedded) | hbase (Thrift2 gateway)
+  StoreBackend backend = StoreBackend::kRocksDb;
   std::string dir = "logdex-data";        // RocksDB directory
   HBaseConfig hbase;
   Durability durability = Durability::kAsync;

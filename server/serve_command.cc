@@ -67,7 +67,7 @@ struct ServeFlags {
 Result<std::string> DispatchTopic(const ServeConfig& serve, const alerting::AlertingConfig& alerting) {
   using D = alerting::DeliveryConfig::Dispatch;
   D mode = alerting.delivery.dispatch;
-  const bool shared = serve.store.backend == "hbase";
+  const bool shared = serve.store.backend == StoreBackend::kHBase;
   if (mode == D::kPartitionZeroOwner && !shared) {
     return Error{Errc::kInvalidArgument,
                  "alerting.delivery.dispatch: partition_0_owner needs an outbox the members share (store.backend: "
@@ -86,7 +86,7 @@ Result<std::string> DispatchTopic(const ServeConfig& serve, const alerting::Aler
 // The configured store: embedded RocksDB, or HBase through its Thrift2 gateway
 // (connected now, so a wrong address fails at start, not at the first batch).
 Result<std::unique_ptr<TableStore>> OpenStore(const StoreConfig& c) {
-  if (c.backend == "hbase") {
+  if (c.backend == StoreBackend::kHBase) {
     HBaseOptions o;
     o.host = c.hbase.host;
     o.port = c.hbase.port;
@@ -248,7 +248,7 @@ int Serve(const ServeFlags& flags) {
     return 1;
   }
   alerting::AlertStager stager(*alerting_config, **store, clock, registry);
-  StagerAlertStage alert_stage(stager, /*shared_store=*/config.store.backend == "hbase");
+  StagerAlertStage alert_stage(stager, /*shared_store=*/(*store)->shared());
   alerting::SinkDispatcher dispatcher(*alerting_config, **store, alerting::MakeSinks(*alerting_config, clock), clock,
                                       registry);
 
@@ -309,9 +309,7 @@ int Serve(const ServeFlags& flags) {
   go.retry_backoff_max_ms = config.consumer.retry_backoff_max_ms;
   if (config.store.durability == Durability::kSkipWal) {
     // Kafka is the write-ahead log: offsets are committed after a flush.
-    auto* rocks = dynamic_cast<RocksDbStore*>(store->get());
-    LOGDEX_CHECK(rocks != nullptr);  // Validate() allows skip_wal with rocksdb only
-    go.flush = [rocks] { return rocks->Flush(); };
+    go.flush = [s = store->get()] { return s->Flush(); };
     go.flush_interval_ms = config.store.flush_interval_ms;
     go.flush_bytes = config.store.flush_bytes;
     spdlog::info("serve: durability skip_wal: offsets are committed after memtable flushes (every {} ms or {} bytes)",

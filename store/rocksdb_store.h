@@ -71,7 +71,7 @@ class RocksDbStore final : public TableStore {
   std::optional<StoreDiskUsage> disk_usage() const override;
 
   // Flushes every memtable to disk.
-  Status Flush();
+  Status Flush() override;
   // Runs a full compaction of one table (tests use it to check that
   // compaction removes expired rows).
   Status CompactTable(std::string_view name);

@@ -204,6 +204,17 @@ class TableStore {
   // row by row (HBase). The compactor (indexer/compactor.h) needs true.
   virtual bool atomic_writes() const { return false; }
 
+  // Makes every write so far durable, when the store's durability left some
+  // in memory (RocksDB with skip_wal: its memtables); a store whose writes
+  // are durable when Write() returns has nothing to do.
+  virtual Status Flush() { return Status::Ok(); }
+
+  // True when other processes write the same tables (HBase: every member of
+  // a consumer group), so that state they share, such as alert staging's
+  // replay guard and the alert outbox, is read back from the store rather
+  // than cached; false for a store one process owns (RocksDB).
+  virtual bool shared() const { return false; }
+
   // A read-only view of the store as it is now: every read through it agrees
   // with every other (a query's index rows with its main rows, while the
   // compactor replaces chunks). Must not outlive the store. Null when the

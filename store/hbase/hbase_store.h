@@ -126,6 +126,7 @@ class HBaseTableStore final : public TableStore {
   Result<std::vector<std::optional<std::string>>> MultiGet(std::string_view table,
                                                            const std::vector<std::string>& keys) override;
   bool batched_gets() const override { return true; }
+  bool shared() const override { return true; }
   Status Scan(const ScanSpec& spec, const RowVisitor& visit) override;
   Status FuzzyScan(const FuzzyScanSpec& spec, const RowVisitor& visit) override;
   std::unique_ptr<RowIterator> NewIterator(const ScanSpec& spec) override;

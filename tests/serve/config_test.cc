@@ -99,7 +99,7 @@ TEST(Config, TheHBaseBackendHasItsOwnSectionAndChecksItsValues) {
                        "    transport: buffered\n    protocol: compact\n    rpc_timeout: 2s\n",
                        "h.yaml");
   ASSERT_TRUE(c.ok()) << c.error().message;
-  EXPECT_EQ(c->store.backend, "hbase");
+  EXPECT_EQ(c->store.backend, StoreBackend::kHBase);
   EXPECT_EQ(c->store.hbase.host, "gw");
   EXPECT_EQ(c->store.hbase.port, 9091);
   EXPECT_EQ(c->store.hbase.ns, "ops");
@@ -154,6 +154,16 @@ Status ApplyEnv(ServeConfig& c, std::vector<std::string> entries) {
   for (std::string& e : entries) env.push_back(e.data());
   env.push_back(nullptr);
   return ApplyEnvOverrides(c, env.data());
+}
+
+TEST(Config, TheBackendIsAChoiceInTheFileAndInTheEnvironment) {
+  ServeConfig c;
+  ASSERT_TRUE(ApplyEnv(c, {"LOGDEX_STORE_BACKEND=hbase"}).ok());
+  EXPECT_EQ(c.store.backend, StoreBackend::kHBase);
+  const Status bad = ApplyEnv(c, {"LOGDEX_STORE_BACKEND=HBase2"});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.message().find("LOGDEX_STORE_BACKEND: must be rocksdb or hbase"), std::string::npos) << bad.ToString();
+  EXPECT_EQ(c.store.backend, StoreBackend::kHBase) << "a refused value changes nothing";
 }
 
 // Before the fix an unknown LOGDEX_* variable was ignored: a typo in
