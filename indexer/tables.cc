@@ -20,6 +20,7 @@ Status CreateTables(TableStore& store, const TableLayout& layout) {
   main.block_cache = false;
   main.compression = Compression::kNone;
   main.ordered_prefix = 10;  // salt · app · severity: a stream's chunks arrive in time order
+  main.pre_split = layout.salt_buckets;
   if (Status s = store.CreateTable(kMainTable, main); !s.ok()) return s;
 
   TableOptions index;

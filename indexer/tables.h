@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "common/ids.h"
 #include "common/result.h"
 #include "store/table_store.h"
 
@@ -23,6 +24,9 @@ struct TableLayout {
   uint32_t main_block_size = 16 * 1024;
   // Block size of index and meta tables. Default 16 KiB.
   uint32_t index_block_size = 16 * 1024;
+  // Salt buckets of the main table's keys (common/ids.h); a store that
+  // partitions by key range pre-splits it into as many parts.
+  uint32_t salt_buckets = kDefaultSaltBuckets;
 };
 
 // Every index table (idx_<level> for each level, idx_host, idx_tag) and meta.

@@ -98,7 +98,6 @@ Result<std::unique_ptr<TableStore>> OpenStore(const StoreConfig& c) {
     o.retries = c.hbase.retries;
     o.compression = c.hbase.compression;
     o.durability = c.durability;
-    o.salt_buckets = static_cast<int>(c.salt_buckets);
     auto s = HBaseTableStore::Open(o);
     if (!s.ok()) return s.error();
     spdlog::info("store: hbase through the thrift2 gateway {}:{}, namespace {}", o.host, o.port, o.ns);
@@ -229,6 +228,7 @@ int Serve(const ServeFlags& flags) {
   }
   TableLayout layout;
   layout.ttl_seconds = config.store.ttl_seconds;
+  layout.salt_buckets = config.store.salt_buckets;
   if (Status s = CreateTables(**store, layout); !s.ok()) {
     std::fprintf(stderr, "logdex serve: store: %s\n", s.ToString().c_str());
     return 1;

@@ -53,6 +53,12 @@ struct TableOptions {
   // where it last inserted each prefix (RocksDB: memtable insert hints).
   // 0 = no such pattern. A performance hint only; results never depend on it.
   uint32_t ordered_prefix = 0;
+  // The table's keys begin with a salt byte below this (the main table's
+  // hash salt): a store that partitions tables by key range may split it at
+  // 0x01 .. pre_split - 1 when it creates it (HBase: one region per bucket,
+  // so that writes spread over region servers from the start). 0 or 1: no
+  // pre-split.
+  uint32_t pre_split = 0;
 };
 
 // A set of puts and deletes, across tables, applied atomically by Write()
@@ -90,8 +96,18 @@ class WriteBatch {
   }
   void Clear() {
     entries_.clear();
+    anchor_.clear();
     bytes_ = 0;
   }
+
+  // The table whose rows stand for a whole item (the indexer's main table:
+  // a chunk whose main row exists has its index rows too). A store that may
+  // apply a batch row by row (TableStore::atomic_writes() false) sends this
+  // table's rows after every other table's, or before them when all of its
+  // rows in the batch are deletes, so that a failure part-way never leaves
+  // one of its rows without the rows that go with it. Atomic stores ignore it.
+  void set_anchor_table(std::string_view table) { anchor_ = table; }
+  const std::string& anchor_table() const { return anchor_; }
 
   const std::vector<Entry>& entries() const { return entries_; }
   size_t size() const { return entries_.size(); }
@@ -101,6 +117,7 @@ class WriteBatch {
 
  private:
   std::vector<Entry> entries_;
+  std::string anchor_;
   uint64_t bytes_ = 0;
 };
 

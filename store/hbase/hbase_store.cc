@@ -22,7 +22,6 @@
 
 #include "THBaseService.h"
 #include "common/backoff.h"
-#include "common/row_keys.h"
 
 namespace logdex {
 
@@ -418,9 +417,7 @@ class HBaseTableStore::Impl {
     desc.tableName = tname;
     desc.__set_columns({family});
     std::vector<std::string> splits;
-    if (name == kMainTable) {
-      for (int b = 1; b < std::min(options_.salt_buckets, 256); ++b) splits.emplace_back(1, static_cast<char>(b));
-    }
+    for (uint32_t b = 1; b < std::min<uint32_t>(wanted.pre_split, 256); ++b) splits.emplace_back(1, static_cast<char>(b));
     Status s = Rpc("create table " + HBaseName(name), [&](auto& c) { c.createTable(desc, splits); });
     if (!s.ok() && s.message().find("TableExistsException") == std::string::npos) {
       // HBase's sanity check of the family's codec (TableDescriptorChecker.checkCompression).
@@ -494,15 +491,16 @@ class HBaseTableStore::Impl {
       if (!exists.ok()) return exists.error();
       if (!*exists) return NoTable(t);
     }
-    // The main table last (index rows first), or first when it only deletes.
-    auto main = std::find(order.begin(), order.end(), kMainTable);
-    if (main != order.end()) {
+    // The batch's anchor table last (its rows stand for the others), or
+    // first when it only deletes (WriteBatch::set_anchor_table).
+    auto anchor = std::find(order.begin(), order.end(), batch.anchor_table());
+    if (!batch.anchor_table().empty() && anchor != order.end()) {
       bool only_deletes = true;
       for (const WriteBatch::Entry& e : batch.entries()) {
-        if (e.table == kMainTable && e.op == WriteBatch::Op::kPut) only_deletes = false;
+        if (e.table == batch.anchor_table() && e.op == WriteBatch::Op::kPut) only_deletes = false;
       }
-      std::string m = *main;
-      order.erase(main);
+      std::string m = *anchor;
+      order.erase(anchor);
       if (only_deletes) {
         order.insert(order.begin(), m);
       } else {

@@ -105,9 +105,6 @@ struct HBaseOptions {
   int scanner_caching = 256;
   // Rows per getMultiple call (MultiGet). Default 64: 4 MiB of 64 KiB chunks.
   int multi_get_rows = 64;
-  // Salt buckets of the main table: it is pre-split at 0x01 .. buckets-1.
-  // Default kDefaultSaltBuckets (16); 1 = no pre-split.
-  int salt_buckets = kDefaultSaltBuckets;
 };
 
 class HBaseTableStore final : public TableStore {

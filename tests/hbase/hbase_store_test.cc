@@ -82,6 +82,7 @@ TEST_F(HBaseStore, CreateTableMapsOptionsToTheColumnFamilyAndPreSplitsTheMainTab
   main.ttl_seconds = 7 * 24 * 3600;
   main.block_cache = false;
   main.block_size = 64 * 1024;
+  main.pre_split = 16;
   ASSERT_TRUE(store_->CreateTable(kMainTable, main).ok());
   TableOptions index;
   index.bloom_filter = true;
@@ -160,6 +161,7 @@ struct Chunk {
 
 std::vector<Chunk> MakeChunks(WriteBatch& b, int n) {
   std::vector<Chunk> chunks;
+  b.set_anchor_table(kMainTable);  // as the indexer does
   for (int i = 0; i < n; ++i) {
     AppId app = AppIdOf("app");
     HostId host = HostIdOf("h" + std::to_string(i));
@@ -244,10 +246,24 @@ TEST_F(HBaseStore, BatchesThatOnlyDeleteMainRowsDeleteThemFirst) {
   WriteBatch del;
   del.Delete("idx_x", "i");
   del.Delete("logs", "m");
+  del.set_anchor_table("logs");
   store_->server().FailMutationsFrom(1, false);
   EXPECT_FALSE(store_->Write(del).ok());
   EXPECT_FALSE(Has("logs", "m")) << "main rows go first when the batch only deletes them";
   EXPECT_TRUE(Has("idx_x", "i"));
+}
+
+// The store knows no table by name: without an anchor it sends tables in
+// the order they first appear in the batch, the main table included.
+TEST_F(HBaseStore, WithoutAnAnchorTablesGoInTheOrderTheyFirstAppear) {
+  for (const char* t : {"logs", "idx_x"}) ASSERT_TRUE(store_->CreateTable(t, TableOptions{}).ok());
+  WriteBatch b;
+  b.Put("logs", "m", "v");
+  b.Put("idx_x", "i", "m");
+  store_->server().FailMutationsFrom(1, false);
+  EXPECT_FALSE(store_->Write(b).ok());
+  EXPECT_TRUE(Has("logs", "m"));
+  EXPECT_FALSE(Has("idx_x", "i"));
 }
 
 TEST_F(HBaseStore, RetriesTIOErrorsThatCanBeRetriedAndOnlyThose) {

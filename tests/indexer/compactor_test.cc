@@ -721,3 +721,44 @@ TEST(Compactor, IsRefusedOnAStoreWhoseWritesAreNotAtomic) {
 
 }  // namespace
 }  // namespace logdex
+
+namespace logdex {
+namespace {
+
+// "Index rows first, main row last" on a store without atomic batches is the
+// indexer's choice, told to the store through the batch's anchor table: the
+// store itself knows no table by name (store/table_store.h).
+TEST(IndexerStaging, AChunksMainRowIsItsBatchsAnchorWhetherStagedOrRemoved) {
+  TempDir dir;
+  RocksDbOptions ro;
+  ro.path = dir.path() + "/store";
+  auto store = RocksDbStore::Open(ro);
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE(CreateTables(**store, TableLayout{}).ok());
+  IndexerOptions io;
+  io.decode.clock = &SystemClock::Instance();
+  Indexer indexer(**store, io);
+  proto::RecordBatch records;
+  proto::LogRecord* r = records.add_records();
+  r->set_ts_ms(SystemClock::Instance().NowMs() - 60'000);
+  r->set_severity(SeverityCode(Severity::kError));
+  r->set_message("disk full");
+  PackOptions po;
+  po.producer_id = 3;
+  po.sequence = 1;
+  const std::string bytes = PackChunk("app", "h1", records, po).SerializeAsString();
+  auto chunk = DecodeChunk(bytes, io.decode);
+  ASSERT_TRUE(chunk.ok());
+  WriteBatch staged;
+  ASSERT_TRUE(indexer.Stage(*chunk, bytes, proto::ChunkSource{}, staged).ok());
+  EXPECT_EQ(staged.anchor_table(), kMainTable);
+  EXPECT_GT(staged.size(), 1u) << "index rows beside the main row";
+
+  WriteBatch removal;
+  Indexer::StageRemoval(*chunk, MainKey{0, AppIdOf("app"), Severity::kError, 1, HostIdOf("h1"), ChunkId(1)}, records,
+                        removal);
+  EXPECT_EQ(removal.anchor_table(), kMainTable);
+}
+
+}  // namespace
+}  // namespace logdex
