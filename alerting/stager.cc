@@ -393,11 +393,15 @@ Result<size_t> AlertStager::Stage(const proto::LogChunk& chunk, ChunkId chunk_id
     rows += PutDigest(*s, batch);
     PutState(key, *s, batch);
   }
-  // The seen row goes last: HBaseTableStore (not atomic) sends tables in the
-  // order a batch first names them, so alert_seen follows alert_outbox and a
-  // failed write never marks a chunk seen without its notifications. A chunk
+  // The seen row goes last (WriteBatch::WriteLast): on a store without
+  // atomic batches (HBase) a failed write never marks a chunk seen without
+  // its notifications and group state, even when an earlier chunk of the
+  // batch named alert_seen before this one named alert_outbox. A chunk
   // whose records were all ignored writes nothing (its replay changes nothing).
-  if (touched) batch.Put(kSeenTable, SeenKey(chunk_id), std::to_string(now));
+  if (touched) {
+    batch.WriteLast(kSeenTable);
+    batch.Put(kSeenTable, SeenKey(chunk_id), std::to_string(now));
+  }
   recent_chunks_.insert(chunk_id);
   recent_order_.push_back(chunk_id);
   if (recent_order_.size() > kRecentChunks) {

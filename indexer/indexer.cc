@@ -48,7 +48,7 @@ class MainRowObserver final : public ChunkObserver {
     // On a store without atomic batches, a main row is written after its
     // index rows (and removed before them): a chunk whose main row exists is
     // indexed, which is what a replay's "already stored" check relies on.
-    batch.set_anchor_table(kMainTable);
+    batch.WriteLast(kMainTable);
     if (c.bytes_outlive_batch) {
       batch.PutBorrowing(kMainTable, c.main_key.Encode(), std::move(head), c.chunk_bytes);
     } else {
@@ -433,7 +433,7 @@ Status Indexer::StageMerged(const proto::LogChunk& merged, std::string_view byte
 void Indexer::StageRemoval(const proto::LogChunk& part, const MainKey& key, const proto::RecordBatch& records,
                            WriteBatch& batch) {
   const int64_t last = part.last_ts_ms();
-  batch.set_anchor_table(kMainTable);
+  batch.WriteLast(kMainTable);
   batch.Delete(kMainTable, key.Encode());
   batch.Delete(kTokenTable, key.Encode());  // a merged part's, if any
   batch.Delete(LevelIndexTable(key.severity), LevelIndexKey{key.app, last, key.host, key.chunk}.Encode());

@@ -96,18 +96,26 @@ class WriteBatch {
   }
   void Clear() {
     entries_.clear();
-    anchor_.clear();
+    last_.clear();
     bytes_ = 0;
   }
 
-  // The table whose rows stand for a whole item (the indexer's main table:
-  // a chunk whose main row exists has its index rows too). A store that may
-  // apply a batch row by row (TableStore::atomic_writes() false) sends this
-  // table's rows after every other table's, or before them when all of its
-  // rows in the batch are deletes, so that a failure part-way never leaves
-  // one of its rows without the rows that go with it. Atomic stores ignore it.
-  void set_anchor_table(std::string_view table) { anchor_ = table; }
-  const std::string& anchor_table() const { return anchor_; }
+  // Marks a table whose rows stand for others in the batch (the indexer's
+  // main table: a chunk whose main row exists has its index rows; alert
+  // staging's alert_seen: a chunk marked seen has its notifications). A
+  // store that may apply a batch row by row (TableStore::atomic_writes()
+  // false) sends the other tables first, in the order the batch first names
+  // them, then the marked ones in the order they were marked; a marked table
+  // whose rows in the batch are all deletes goes first instead. So a failure
+  // part-way never leaves a marked row without the rows that go with it.
+  // Atomic stores ignore it.
+  void WriteLast(std::string_view table) {
+    for (const std::string& t : last_) {
+      if (t == table) return;
+    }
+    last_.emplace_back(table);
+  }
+  const std::vector<std::string>& last_tables() const { return last_; }
 
   const std::vector<Entry>& entries() const { return entries_; }
   size_t size() const { return entries_.size(); }
@@ -117,7 +125,7 @@ class WriteBatch {
 
  private:
   std::vector<Entry> entries_;
-  std::string anchor_;
+  std::vector<std::string> last_;
   uint64_t bytes_ = 0;
 };
 

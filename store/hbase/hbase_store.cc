@@ -491,22 +491,21 @@ class HBaseTableStore::Impl {
       if (!exists.ok()) return exists.error();
       if (!*exists) return NoTable(t);
     }
-    // The batch's anchor table last (its rows stand for the others), or
-    // first when it only deletes (WriteBatch::set_anchor_table).
-    auto anchor = std::find(order.begin(), order.end(), batch.anchor_table());
-    if (!batch.anchor_table().empty() && anchor != order.end()) {
+    // Tables the batch marks go last, in the order marked, or first when
+    // they only delete (WriteBatch::WriteLast).
+    std::vector<std::string> first, last;
+    for (const std::string& marked : batch.last_tables()) {
+      auto at = std::find(order.begin(), order.end(), marked);
+      if (at == order.end()) continue;
+      order.erase(at);
       bool only_deletes = true;
       for (const WriteBatch::Entry& e : batch.entries()) {
-        if (e.table == batch.anchor_table() && e.op == WriteBatch::Op::kPut) only_deletes = false;
+        if (e.table == marked && e.op == WriteBatch::Op::kPut) only_deletes = false;
       }
-      std::string m = *anchor;
-      order.erase(anchor);
-      if (only_deletes) {
-        order.insert(order.begin(), m);
-      } else {
-        order.push_back(m);
-      }
+      (only_deletes ? first : last).push_back(marked);
     }
+    order.insert(order.begin(), first.begin(), first.end());
+    order.insert(order.end(), last.begin(), last.end());
     for (const std::string& t : order) {
       if (Status s = WriteTable(batch, t); !s.ok()) return s;
     }

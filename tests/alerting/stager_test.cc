@@ -283,6 +283,9 @@ TEST_F(StagerTest, TheSeenRowFollowsTheNotificationsInTheBatch) {
   ASSERT_GE(first_outbox, 0);
   ASSERT_GE(first_seen, 0);
   EXPECT_LT(first_outbox, first_seen);
+  // Marked: a store without atomic batches sends alert_seen after every
+  // other table, whatever an earlier chunk of the batch named first.
+  EXPECT_EQ(batch.last_tables(), std::vector<std::string>{std::string(kSeenTable)});
 }
 
 TEST_F(StagerTest, TheSameChunkTwiceInOneUnwrittenBatchIsStagedOnce) {

@@ -161,7 +161,7 @@ struct Chunk {
 
 std::vector<Chunk> MakeChunks(WriteBatch& b, int n) {
   std::vector<Chunk> chunks;
-  b.set_anchor_table(kMainTable);  // as the indexer does
+  b.WriteLast(kMainTable);  // as the indexer does
   for (int i = 0; i < n; ++i) {
     AppId app = AppIdOf("app");
     HostId host = HostIdOf("h" + std::to_string(i));
@@ -246,16 +246,42 @@ TEST_F(HBaseStore, BatchesThatOnlyDeleteMainRowsDeleteThemFirst) {
   WriteBatch del;
   del.Delete("idx_x", "i");
   del.Delete("logs", "m");
-  del.set_anchor_table("logs");
+  del.WriteLast("logs");
   store_->server().FailMutationsFrom(1, false);
   EXPECT_FALSE(store_->Write(del).ok());
   EXPECT_FALSE(Has("logs", "m")) << "main rows go first when the batch only deletes them";
   EXPECT_TRUE(Has("idx_x", "i"));
 }
 
-// The store knows no table by name: without an anchor it sends tables in
-// the order they first appear in the batch, the main table included.
-TEST_F(HBaseStore, WithoutAnAnchorTablesGoInTheOrderTheyFirstAppear) {
+// Alert staging's case: an earlier chunk of the batch names alert_seen
+// before a later one names alert_outbox; marked last, the seen rows still
+// follow every notification.
+TEST_F(HBaseStore, MarkedTablesGoLastInTheOrderMarkedWhateverTheBatchNamedFirst) {
+  for (const char* t : {"alert_state", "alert_seen", "alert_outbox", "logs"}) {
+    ASSERT_TRUE(store_->CreateTable(t, TableOptions{}).ok());
+  }
+  WriteBatch b;
+  b.Put("logs", "m1", "v");
+  b.WriteLast("logs");
+  b.Put("alert_state", "g", "s");
+  b.WriteLast("alert_seen");
+  b.Put("alert_seen", "c1", "t");
+  b.Put("logs", "m2", "v");
+  b.Put("alert_outbox", "n2", "e");
+  b.Put("alert_seen", "c2", "t");
+  // alert_state, alert_outbox, then logs, then alert_seen: fail at the fourth put.
+  store_->server().FailMutationsFrom(3, false);
+  EXPECT_FALSE(store_->Write(b).ok());
+  EXPECT_TRUE(Has("alert_state", "g"));
+  EXPECT_TRUE(Has("alert_outbox", "n2"));
+  EXPECT_TRUE(Has("logs", "m1"));
+  EXPECT_FALSE(Has("alert_seen", "c1"));
+  EXPECT_FALSE(Has("alert_seen", "c2")) << "no chunk marked seen without its notifications";
+}
+
+// The store knows no table by name: with none marked it sends tables in the
+// order they first appear in the batch, the main table included.
+TEST_F(HBaseStore, WithNoTableMarkedTablesGoInTheOrderTheyFirstAppear) {
   for (const char* t : {"logs", "idx_x"}) ASSERT_TRUE(store_->CreateTable(t, TableOptions{}).ok());
   WriteBatch b;
   b.Put("logs", "m", "v");

@@ -726,9 +726,9 @@ namespace logdex {
 namespace {
 
 // "Index rows first, main row last" on a store without atomic batches is the
-// indexer's choice, told to the store through the batch's anchor table: the
+// indexer's choice, told to the store through WriteBatch::WriteLast: the
 // store itself knows no table by name (store/table_store.h).
-TEST(IndexerStaging, AChunksMainRowIsItsBatchsAnchorWhetherStagedOrRemoved) {
+TEST(IndexerStaging, AChunksMainRowIsWrittenLastWhetherStagedOrRemoved) {
   TempDir dir;
   RocksDbOptions ro;
   ro.path = dir.path() + "/store";
@@ -751,13 +751,13 @@ TEST(IndexerStaging, AChunksMainRowIsItsBatchsAnchorWhetherStagedOrRemoved) {
   ASSERT_TRUE(chunk.ok());
   WriteBatch staged;
   ASSERT_TRUE(indexer.Stage(*chunk, bytes, proto::ChunkSource{}, staged).ok());
-  EXPECT_EQ(staged.anchor_table(), kMainTable);
+  EXPECT_EQ(staged.last_tables(), std::vector<std::string>{std::string(kMainTable)});
   EXPECT_GT(staged.size(), 1u) << "index rows beside the main row";
 
   WriteBatch removal;
   Indexer::StageRemoval(*chunk, MainKey{0, AppIdOf("app"), Severity::kError, 1, HostIdOf("h1"), ChunkId(1)}, records,
                         removal);
-  EXPECT_EQ(removal.anchor_table(), kMainTable);
+  EXPECT_EQ(removal.last_tables(), std::vector<std::string>{std::string(kMainTable)});
 }
 
 }  // namespace
