@@ -52,7 +52,7 @@ WebhookReceiver::WebhookReceiver() : impl_(std::make_unique<Impl>()) {
   // The socket listens once bound: a request sent now waits in its backlog.
   // Wait (bounded) for the accept loop anyway, so that stop() in the
   // destructor always finds it running.
-  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(m.port < 0 ? 0 : 30);
   while (!m.server.is_running() && std::chrono::steady_clock::now() < until) {
     std::this_thread::sleep_for(std::chrono::milliseconds(2));
   }

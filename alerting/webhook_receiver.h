@@ -31,7 +31,7 @@ class WebhookReceiver {
   WebhookReceiver(const WebhookReceiver&) = delete;
   WebhookReceiver& operator=(const WebhookReceiver&) = delete;
 
-  int port() const;
+  int port() const;  // -1 when no loopback port could be bound
   std::string url(const std::string& path = "/hook") const;
   // Status for the following requests; non-2xx ones are counted, not recorded.
   void set_status(int status);

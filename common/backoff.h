@@ -23,19 +23,4 @@ struct BackoffPolicy {
   int64_t DelayMs(uint32_t attempt, std::mt19937_64& rng) const;
 };
 
-// One retry sequence of a policy: NextMs() gives the delay before the next
-// retry and counts it. Not thread-safe: one per retry loop.
-class Backoff {
- public:
-  explicit Backoff(BackoffPolicy policy, uint64_t seed = std::random_device{}()) : policy_(policy), rng_(seed) {}
-  int64_t NextMs() { return policy_.DelayMs(++attempts_, rng_); }
-  uint32_t attempts() const { return attempts_; }
-  void Reset() { attempts_ = 0; }
-
- private:
-  BackoffPolicy policy_;
-  std::mt19937_64 rng_;
-  uint32_t attempts_ = 0;
-};
-
 }  // namespace logdex

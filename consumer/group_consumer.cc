@@ -5,6 +5,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <random>
 #include <thread>
 #include <tuple>
 
@@ -464,14 +465,14 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
   // Turns messages into rows; while that fails (alert staging reads the
   // store), the partitions are paused and the batch is processed again.
   bool Process(const std::vector<InMessage>& batch, ProcessedBatch& out, const std::atomic<bool>& stop) {
-    Backoff backoff(RetryPolicy());
+    uint32_t retries = 0;
     for (;;) {
       out.Clear();
       for (const InMessage& m : batch) processor_.Add(m, out);
       if (out.failed.ok()) return true;
       processor_.Settle(false);
       metrics_.store_write_failures.Increment();
-      const int64_t delay = backoff.NextMs();
+      const int64_t delay = RetryPolicy().DelayMs(++retries, retry_rng_);
       spdlog::warn("consumer: batch processing failed: {}; partitions paused, retrying in {} ms", out.failed.ToString(),
                    delay);
       SetPaused(true);
@@ -491,7 +492,7 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     if (out.dead_letters.empty()) return true;
     const size_t n = out.dead_letters.size();
     auto deliveries = std::make_shared<DlqDeliveries>(n);
-    Backoff backoff(RetryPolicy());
+    uint32_t retries = 0;
     for (;;) {
       for (size_t i = 0; i < n; ++i) {
         const int state = deliveries->state[i];
@@ -509,11 +510,11 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
       SetPaused(true);
       if (failed > 0) {
         metrics_.dlq_failures.Increment();
-        const int64_t delay = backoff.NextMs();
+        const int64_t delay = RetryPolicy().DelayMs(++retries, retry_rng_);
         spdlog::warn("dlq: {} of {} dead letters failed; partitions paused, producing those again in {} ms", failed, n,
                      delay);
         if (stop) return false;
-      clock_.SleepFor(delay, &stop);  // a stop ends the nap; the loop tries once more, then returns
+        clock_.SleepFor(delay, &stop);
       } else {
         metrics_.dlq_flush_timeouts.Increment();
         spdlog::warn("dlq: {} of {} dead letters still unacknowledged after {} ms; partitions paused, waiting for them "
@@ -595,7 +596,7 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
   // transiently. A permanent error (PermanentStoreError) is not retried:
   // kRejected, with the error in `rejection`.
   Written WriteDurably(const ProcessedBatch& out, const std::atomic<bool>& stop, Status* rejection) {
-    Backoff backoff(RetryPolicy());
+    uint32_t retries = 0;
     for (;;) {
       const int64_t t0 = Ms(clock_);
       Status s = out.writes.empty() ? Status::Ok() : store_.Write(out.writes);
@@ -606,7 +607,7 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
         *rejection = s;
         return Written::kRejected;
       }
-      const int64_t delay = backoff.NextMs();
+      const int64_t delay = RetryPolicy().DelayMs(++retries, retry_rng_);
       spdlog::warn("store: write of {} rows failed: {}; partitions paused, retrying in {} ms", out.writes.size(),
                    s.ToString(), delay);
       SetPaused(true);
@@ -807,6 +808,7 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
   BatchProcessor& processor_;
   ConsumerMetrics& metrics_;
   const Clock& clock_;
+  std::mt19937_64 retry_rng_{std::random_device{}()};  // retries' jitter (the Run thread's)
   std::unique_ptr<RdKafka::KafkaConsumer> consumer_;
   std::unique_ptr<RdKafka::Producer> producer_;
   std::vector<std::unique_ptr<RdKafka::Topic>> dlq_topics_;  // handles held so their metadata is known early

@@ -25,6 +25,10 @@ void AppendTagAndLength(std::string& out, uint8_t tag, uint64_t n) {
   out.push_back(static_cast<char>(n));
 }
 
+// The tags written below are MainRow's fields (wire type 2, length-delimited).
+static_assert(proto::MainRow::kSourceFieldNumber == 2, "MainRowHead writes source as field 2 (tag 0x12)");
+static_assert(proto::MainRow::kChunkFieldNumber == 1, "MainRowHead writes chunk as field 1 (tag 0x0a)");
+
 // The main row value up to (not including) the chunk's bytes.
 std::string MainRowHead(size_t chunk_size, const proto::ChunkSource& source) {
   std::string src = source.SerializeAsString();

@@ -36,19 +36,6 @@ TEST(Backoff, DoublesFromItsStartUpToItsCapAndJittersWithinTheUpperHalf) {
   }
 }
 
-TEST(Backoff, ASequenceCountsItsRetriesAndStartsOverOnReset) {
-  Backoff b(BackoffPolicy{10, 40}, 1);
-  EXPECT_LE(b.NextMs(), 10);
-  EXPECT_LE(b.NextMs(), 20);
-  const int64_t third = b.NextMs();
-  EXPECT_GE(third, 20);
-  EXPECT_LE(third, 40);
-  EXPECT_EQ(b.attempts(), 3u);
-  b.Reset();
-  EXPECT_EQ(b.attempts(), 0u);
-  EXPECT_LE(b.NextMs(), 10);
-}
-
 TEST(Backoff, NoDelayIsNoDelayAndAnyOtherIsAtLeastOneMillisecond) {
   std::mt19937_64 rng(1);
   EXPECT_EQ((BackoffPolicy{0, 10'000}.DelayMs(3, rng)), 0);

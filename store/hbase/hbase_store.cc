@@ -22,6 +22,7 @@
 
 #include "THBaseService.h"
 #include "common/backoff.h"
+#include "hbase_filter.pb.h"
 
 namespace logdex {
 
@@ -39,23 +40,6 @@ constexpr uint32_t kPutOverheadBytes = 64;
 constexpr int kMaxResponseBytes = 1 << 30;
 // HBase's HConstants.FOREVER.
 constexpr int64_t kForeverSeconds = INT32_MAX;
-
-// ---- protobuf (proto2) writing, just what hbase.pb.Filter needs ----
-
-void PutVarint(std::string& out, uint64_t v) {
-  while (v >= 0x80) {
-    out.push_back(static_cast<char>((v & 0x7f) | 0x80));
-    v >>= 7;
-  }
-  out.push_back(static_cast<char>(v));
-}
-
-// A length-delimited field (wire type 2).
-void PutBytesField(std::string& out, uint32_t field, std::string_view bytes) {
-  PutVarint(out, (static_cast<uint64_t>(field) << 3) | 2);
-  PutVarint(out, bytes.size());
-  out.append(bytes);
-}
 
 // ---- key helpers ----
 
@@ -146,18 +130,14 @@ struct Attempt {
 }  // namespace
 
 std::string EncodeFuzzyRowFilter(std::string_view key, std::string_view mask) {
-  // hbase.pb.BytesBytesPair { required bytes first = 1; required bytes second = 2; }
-  std::string pair;
-  PutBytesField(pair, 1, key);
-  PutBytesField(pair, 2, mask);
-  // hbase.pb.FuzzyRowFilter { repeated BytesBytesPair fuzzy_keys_data = 1; }
-  std::string fuzzy;
-  PutBytesField(fuzzy, 1, pair);
-  // hbase.pb.Filter { required string name = 1; optional bytes serialized_filter = 2; }
-  std::string filter;
-  PutBytesField(filter, 1, "org.apache.hadoop.hbase.filter.FuzzyRowFilter");
-  PutBytesField(filter, 2, fuzzy);
-  return filter;
+  hbase_pb::FuzzyRowFilter fuzzy;
+  hbase_pb::BytesBytesPair* pair = fuzzy.add_fuzzy_keys_data();
+  pair->set_first(std::string(key));
+  pair->set_second(std::string(mask));
+  hbase_pb::Filter filter;
+  filter.set_name("org.apache.hadoop.hbase.filter.FuzzyRowFilter");
+  filter.set_serialized_filter(fuzzy.SerializeAsString());
+  return filter.SerializeAsString();
 }
 
 // ---- connection pool ----
@@ -875,6 +855,14 @@ Status HBaseTableStore::CreateTable(std::string_view name, const TableOptions& o
 bool HBaseTableStore::HasTable(std::string_view name) const {
   auto exists = impl_->Exists(name);
   return exists.ok() && *exists;
+}
+
+Status HBaseTableStore::Flush() {
+  if (impl_->options_.durability == Durability::kSkipWal) {
+    return Status(Errc::kFailedPrecondition,
+                  "HBase with durability skip_wal cannot be flushed through Thrift: its writes may be lost");
+  }
+  return Status::Ok();
 }
 
 Status HBaseTableStore::Write(const WriteBatch& batch) { return impl_->Write(batch); }

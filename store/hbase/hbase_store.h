@@ -7,16 +7,18 @@
 //   namespace when missing and maps TableOptions to the family descriptor:
 //   VERSIONS 1, TTL (seconds; 0 = HBase's FOREVER), ROW bloom filter when
 //   bloom_filter is set (NONE otherwise), block size, block cache flag,
-//   compression. The main table (`logs`) is pre-split on its salt byte
-//   (split keys 0x01 .. buckets-1). CreateTable on an existing table applies
-//   changed family settings (modifyColumnFamily).
+//   compression. A table with TableOptions::pre_split > 1 (the main table,
+//   on its salt byte) is created with split keys 0x01 .. pre_split-1.
+//   CreateTable on an existing table applies changed family settings
+//   (modifyColumnFamily). The store knows no logdex table by name.
 // - Write() is NOT atomic across rows (HBase has no cross-row transactions).
-//   It sends index tables first, in the order the batch first names them, and
-//   the main table last (docs/ARCHITECTURE.md, "Delivery and consistency"),
-//   so a failed Write() can leave index rows without their main row, never a
-//   main row without its index rows. Exception: a batch whose main-table
-//   entries are all deletes sends them first (the same invariant for
-//   deletions). Within a table the batch's order is kept; puts go out with
+//   It sends the tables the batch did not mark first, in the order the batch
+//   first names them, then those it marked with WriteBatch::WriteLast, in the
+//   order marked; a marked table whose entries are all deletes goes first
+//   instead (docs/ARCHITECTURE.md, "Delivery and consistency"). The indexer
+//   marks the main table, so a failed Write() can leave index rows without
+//   their main row, never a main row without its index rows; alert staging
+//   marks alert_seen. Within a table the batch's order is kept; puts go out with
 //   putMultiple, deletes with deleteMultiple, split so that each call stays
 //   under `max_call_bytes` (the gateway's framed transport rejects frames
 //   over 2 MB by default). Every table the batch names is checked to exist
@@ -36,7 +38,8 @@
 //   FuzzyRowFilter never completes a reversed scan (the call times out).
 // - Errors: Thrift exceptions never leave this class; they become Status.
 //   TIOError with canRetry = true and transport failures (the connection is
-//   rebuilt) are retried up to `retries` times with exponential backoff;
+//   rebuilt) are retried up to `retries` times with exponential backoff
+//   (common/backoff.h);
 //   TIOError naming TableNotFoundException becomes kNotFound.
 // - Counters: rows_examined counts rows the gateway's scanners returned
 //   (before the fuzzy re-check); rows_written/bytes_written count entries
@@ -84,7 +87,9 @@ struct HBaseOptions {
   // Retries of one RPC after a retryable failure (TIOError with canRetry,
   // or a broken connection). Default 3.
   int retries = 3;
-  // First backoff between retries, doubled each time, in ms. Default 100.
+  // Backoff before the first retry, in ms, doubled for each next one up to
+  // 10 s, with equal jitter (common/backoff.h: each delay is drawn from its
+  // upper half). Default 100.
   int retry_backoff_ms = 100;
   // Sleeps between retries (a seam for tests); default sleeps the thread.
   std::function<void(int ms)> sleep;
@@ -124,6 +129,10 @@ class HBaseTableStore final : public TableStore {
                                                            const std::vector<std::string>& keys) override;
   bool batched_gets() const override { return true; }
   bool shared() const override { return true; }
+  // Writes are durable when Write() returns, except with durability
+  // skip_wal, which HBase cannot flush on request through Thrift: then an
+  // error (serve's configuration refuses that pair before this).
+  Status Flush() override;
   Status Scan(const ScanSpec& spec, const RowVisitor& visit) override;
   Status FuzzyScan(const FuzzyScanSpec& spec, const RowVisitor& visit) override;
   std::unique_ptr<RowIterator> NewIterator(const ScanSpec& spec) override;

@@ -585,6 +585,7 @@ TEST(HBaseRealGateway, WritesScansAndFuzzyScans) {
   HBaseTableStore& store = **opened;
   TableOptions t;
   t.ttl_seconds = 3600;
+  t.pre_split = kDefaultSaltBuckets;  // as indexer/tables.cc creates it
   ASSERT_TRUE(store.CreateTable(kMainTable, t).ok());
   // MakeChunks writes index rows to three tables; the synthetic rows scanned below go to
   // a table of their own.

@@ -72,6 +72,7 @@ nlohmann::json Run(TableStore& store, const std::vector<WriteBatch>& batches) {
   TableOptions o;
   o.block_cache = false;
   o.ttl_seconds = 7 * 24 * 3600;
+  o.pre_split = kDefaultSaltBuckets;  // as indexer/tables.cc creates it
   if (Status s = store.CreateTable(kMainTable, o); !s.ok()) {
     std::fprintf(stderr, "create table: %s\n", s.ToString().c_str());
     std::exit(1);

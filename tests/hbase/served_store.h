@@ -36,6 +36,8 @@ class ServedHBaseStore final : public TableStore {
     return client_->MultiGet(table, keys);
   }
   bool batched_gets() const override { return client_->batched_gets(); }
+  bool shared() const override { return client_->shared(); }
+  Status Flush() override { return client_->Flush(); }
   Status Scan(const ScanSpec& spec, const RowVisitor& visit) override { return client_->Scan(spec, visit); }
   Status FuzzyScan(const FuzzyScanSpec& spec, const RowVisitor& visit) override {
     return client_->FuzzyScan(spec, visit);
