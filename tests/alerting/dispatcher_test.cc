@@ -7,6 +7,7 @@
 
 #include <cstdio>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <set>
 
@@ -31,7 +32,14 @@ class FakeSink final : public AlertSink {
   const std::string& name() const override { return name_; }
   DeliveryResult Deliver(const Notification& n) override {
     ++started_;
-    if (delay_ms_ > 0) std::this_thread::sleep_for(std::chrono::milliseconds(delay_ms_.load()));
+    std::function<bool()> hold;
+    {
+      std::lock_guard lock(mu_);
+      hold = hold_;
+    }
+    if (hold) {
+      EXPECT_TRUE(logdex::testing::WaitFor(hold, 30'000)) << "a held delivery was never released";
+    }
     std::lock_guard lock(mu_);
     DeliveryResult r;
     if (up_) {
@@ -49,7 +57,12 @@ class FakeSink final : public AlertSink {
     std::lock_guard lock(mu_);
     up_ = up;
   }
-  void set_delay_ms(int ms) { delay_ms_ = ms; }  // each delivery takes this long
+  // Each delivery from now on waits until `release` holds (nullptr: none
+  // waits): a slow sink whose end the test decides, not the machine's speed.
+  void HoldDeliveriesUntil(std::function<bool()> release) {
+    std::lock_guard lock(mu_);
+    hold_ = std::move(release);
+  }
   int started() const { return started_.load(); }
   std::vector<Notification> delivered() const {
     std::lock_guard lock(mu_);
@@ -62,7 +75,7 @@ class FakeSink final : public AlertSink {
 
  private:
   std::string name_;
-  std::atomic<int> delay_ms_{0};
+  std::function<bool()> hold_;
   std::atomic<int> started_{0};
   mutable std::mutex mu_;
   bool up_ = true;
@@ -502,7 +515,9 @@ TEST_F(DispatcherTest, GoingInactiveFinishesTheDeliveryUnderWayAndDropsTheQueue)
   StageEvents(5);
   FakeSink* fake = nullptr;
   auto d = FakeDispatcher(&fake);
-  fake->set_delay_ms(300);
+  // The first delivery is still under way when the handover begins: it ends
+  // only once the dispatcher is inactive.
+  fake->HoldDeliveriesUntil([&] { return !d->active(); });
   ASSERT_TRUE(d->Start().ok());
   ASSERT_TRUE(logdex::testing::WaitFor([&] { return fake->started() >= 1; }, 5'000));
   d->SetActive(false);
@@ -513,7 +528,7 @@ TEST_F(DispatcherTest, GoingInactiveFinishesTheDeliveryUnderWayAndDropsTheQueue)
   EXPECT_EQ(static_cast<size_t>(fake->started()), at_handover) << "an inactive dispatcher started a delivery in 60 rounds";
   EXPECT_EQ(fake->delivered().size(), at_handover) << "an inactive dispatcher delivered";
   EXPECT_EQ(ReadOutbox(*store_).size(), 5u - at_handover);
-  fake->set_delay_ms(0);
+  fake->HoldDeliveriesUntil(nullptr);
   d->SetActive(true);
   ASSERT_TRUE(logdex::testing::WaitFor([&] { return fake->delivered().size() >= 5; }, 10'000));
   d->Stop();

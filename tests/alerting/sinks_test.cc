@@ -275,7 +275,7 @@ class TlsReceiver {
     });
     port_ = server_.bind_to_any_port("127.0.0.1");
     thread_ = std::thread([this] { server_.listen_after_bind(); });
-    for (int i = 0; i < 1000 && !server_.is_running(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    EXPECT_TRUE(logdex::testing::WaitFor([&] { return server_.is_running(); }, 30'000)) << "the TLS receiver never listened";
   }
   ~TlsReceiver() {
     server_.stop();
