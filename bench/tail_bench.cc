@@ -30,9 +30,9 @@
 #include "common/chunk_codec.h"
 #include "common/severity.h"
 #include "indexer/indexer.h"
-#include "server/http_server.h"
-#include "server/tail.h"
-#include "server/websocket_client.h"
+#include "http/http_server.h"
+#include "http/tail.h"
+#include "http/websocket_client.h"
 
 namespace logdex {
 namespace {

@@ -1,5 +1,5 @@
 // Durations and timestamps as people type them, shared by the HTTP query API
-// (server/http_server.cc), the `logdex query` CLI (server/query_command.cc),
+// (http/http_server.cc), the `logdex query` CLI (server/query_command.cc),
 // serve's config (server/config.cc) and the alerting config (alerting/config.cc),
 // so that all of them accept exactly the same spellings.
 //

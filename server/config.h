@@ -138,7 +138,7 @@ struct HttpConfig {
   int64_t ready_max_lag = 10'000;         // /readyz: ready when every partition's lag is at most this
   bool allow_unauthenticated = false;     // serve a non-loopback listen without auth_token, on purpose
   uint64_t max_body_bytes = 1ull << 20;   // larger request bodies get a 413 unread (no endpoint takes one)
-  int worker_threads = 32;                // connection threads (see server/http_server.h)
+  int worker_threads = 32;                // connection threads (see http/http_server.h)
   int max_concurrent_queries = 4;         // one more query gets a 503 busy with Retry-After
   int64_t read_timeout_ms = 5'000;        // each socket read; slow-header clients let go of a thread
   int64_t write_timeout_ms = 30'000;      // each socket write

@@ -1,5 +1,5 @@
 // `logdex query`: the CLI client of a server's GET /api/v1/query (see
-// server/http_server.h). It checks its flags with the same parsers as the
+// http/http_server.h). It checks its flags with the same parsers as the
 // server (time_parse.h, ParseSeverity), follows cursors until it has --limit
 // records or there are no more, and prints a table or one JSON object.
 // With --volume it asks GET /api/v1/volume instead (the same filters, plus

@@ -1,9 +1,9 @@
 // libFuzzer target: the query side's parsers of untrusted input never crash,
 // hang or read out of bounds, and keep their own invariants:
-//   - WebSocket frames (server/websocket.h) as a client sends them (masked)
+//   - WebSocket frames (http/websocket.h) as a client sends them (masked)
 //     and as a server does: every frame parsed lies inside the input, and a
 //     frame re-encoded parses back to itself;
-//   - LogQL (server/logql.h): parses or fails with an error;
+//   - LogQL (http/logql.h): parses or fails with an error;
 //   - text filters (indexer/text_filter.h): a filter compiles or fails with
 //     kInvalidArgument; one that compiles matches a message, and its
 //     negation matches exactly when it does not; and a message it matches
@@ -17,8 +17,8 @@
 
 #include "common/token_bloom.h"
 #include "indexer/text_filter.h"
-#include "server/logql.h"
-#include "server/websocket.h"
+#include "http/logql.h"
+#include "http/websocket.h"
 
 namespace {
 

@@ -31,7 +31,7 @@
 #include "common/time_parse.h"
 #include "consumer/embedded_kafka.h"
 #include "indexer/tables.h"
-#include "server/http_server.h"
+#include "http/http_server.h"
 #include "store/rocksdb_store.h"
 #include "tests/hbase/hbase_test_server.h"
 #include "tests/alerting/alertmanager_process.h"

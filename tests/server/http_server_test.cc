@@ -1,7 +1,7 @@
 // HttpServer over a real RocksDB store, through a real HTTP client: the
 // query API (parameters, errors, paging, UTF-8), auth, health, readiness,
 // metrics, and the server's lifecycle.
-#include "server/http_server.h"
+#include "http/http_server.h"
 
 #include <gtest/gtest.h>
 #include <httplib.h>

@@ -1,4 +1,4 @@
-// The Loki read API (server/loki_api.h) through a real HttpServer and HTTP
+// The Loki read API (http/loki_api.h) through a real HttpServer and HTTP
 // client, on every backend, with the requests Grafana's Loki data source
 // sends. Their shapes are taken from Grafana's source (grafana/grafana):
 //   - the data source check: pkg/tsdb/loki/healthcheck.go, an instant query
@@ -16,7 +16,7 @@
 //     number>, "<value string>"]; errors are shown from the body.
 // Every answer is compared with a brute-force filter over the records ingested.
 #include "common/ascii.h"
-#include "server/loki_api.h"
+#include "http/loki_api.h"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -31,12 +31,12 @@
 
 #include "indexer/indexer.h"
 #include "indexer/tables.h"
-#include "server/http_server.h"
+#include "http/http_server.h"
 #include "tests/backends.h"
 #include "tests/indexer/workload.h"
-#include "server/tail.h"
+#include "http/tail.h"
 #include "tests/server/http_answer.h"
-#include "server/websocket_client.h"
+#include "http/websocket_client.h"
 #include "tests/test_util.h"
 
 namespace logdex {

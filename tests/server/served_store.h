@@ -17,7 +17,7 @@
 #include "indexer/indexer.h"
 #include "indexer/query.h"
 #include "indexer/tables.h"
-#include "server/http_server.h"
+#include "http/http_server.h"
 #include "store/rocksdb_store.h"
 #include "tests/indexer/workload.h"
 #include "tests/test_util.h"

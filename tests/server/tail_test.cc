@@ -1,9 +1,9 @@
-// Live tail (server/tail.h): written batches reach the subscribers whose
+// Live tail (http/tail.h): written batches reach the subscribers whose
 // filters they pass, in order; a client that does not keep up is ended with
 // the reason and never holds up Publish(); a full pending queue becomes a
 // gap the clients are told of; GET /api/v1/tail streams it all as
 // server-sent events through a real HTTP client.
-#include "server/tail.h"
+#include "http/tail.h"
 
 #include <gtest/gtest.h>
 #include <httplib.h>
@@ -17,10 +17,10 @@
 
 #include "common/row_keys.h"
 #include "common/severity.h"
-#include "server/http_server.h"
+#include "http/http_server.h"
 #include "tests/empty_store.h"
 #include "tests/server/written_batch.h"
-#include "server/websocket_client.h"
+#include "http/websocket_client.h"
 #include "tests/test_util.h"
 
 namespace logdex {

@@ -1,8 +1,8 @@
-// The WebSocket server side (server/websocket.h): the handshake's accept
+// The WebSocket server side (http/websocket.h): the handshake's accept
 // key (RFC 6455's own example), frames in each length form, the client
 // frames the RFC forbids, and a connection over a socket pair answering
 // pings and closes and closing on what it must refuse.
-#include "server/websocket.h"
+#include "http/websocket.h"
 
 #include <gtest/gtest.h>
 #include <poll.h>

@@ -1,4 +1,4 @@
-// Browser test of logdex's built-in web UI (server/ui/): Debian's chromium,
+// Browser test of logdex's built-in web UI (http/ui/): Debian's chromium,
 // driven by playwright-core, against `logdex demo --serve` (the demo data: the
 // Loghub samples and a generated checkout burst, alerts to a local webhook).
 //   node tests/ui/ui_test.mjs PATH/TO/logdex ARTIFACT_DIR

@@ -1,5 +1,5 @@
-// The built-in web UI's files (server/ui/: index.html, app.js, app.css),
-// compiled into the binary by server/ui/embed.cmake so that the UI needs no
+// The built-in web UI's files (http/ui/: index.html, app.js, app.css),
+// compiled into the binary by http/ui/embed.cmake so that the UI needs no
 // files at run time and makes no external request. HttpServer serves them
 // at /ui/<name>, and index.html at / too.
 #pragma once

@@ -1,4 +1,4 @@
-#include "server/http_server.h"
+#include "http/http_server.h"
 
 #include <httplib.h>
 #include <openssl/crypto.h>
@@ -32,11 +32,11 @@
 #include "common/row_keys.h"
 #include "common/severity.h"
 #include "common/time_parse.h"
-#include "server/bounded_head_server.h"
-#include "server/loki_api.h"
-#include "server/tail.h"
-#include "server/ui_assets.h"
-#include "server/websocket.h"
+#include "http/bounded_head_server.h"
+#include "http/loki_api.h"
+#include "http/tail.h"
+#include "http/ui_assets.h"
+#include "http/websocket.h"
 
 namespace logdex {
 namespace {
@@ -979,7 +979,7 @@ class HttpServer::Impl {
   }
 
   // GET /api/v1/tail: server-sent events of the records written from now
-  // on that pass the filters (server/tail.h). Each record is an event
+  // on that pass the filters (http/tail.h). Each record is an event
   // `data: {record}`; `event: gap` says batches were missed; `event: end`
   // says why the stream ended; a comment line every 10 s keeps idle
   // connections open and finds clients that left.
@@ -1083,8 +1083,8 @@ class HttpServer::Impl {
     res.set_content(text + "\n", "text/plain; charset=utf-8");
   }
 
-  // GET /loki/api/v1/tail: Loki's live tail, a WebSocket (server/loki_api.h
-  // says what it sends, server/websocket.h why by hand). The request is
+  // GET /loki/api/v1/tail: Loki's live tail, a WebSocket (http/loki_api.h
+  // says what it sends, http/websocket.h why by hand). The request is
   // checked and its first message read here, answering errors in plain
   // HTTP; then the connection is taken over (RunLokiTail) on this worker
   // thread, which it holds while the client listens, as /api/v1/tail does.

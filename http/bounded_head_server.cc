@@ -1,4 +1,4 @@
-#include "server/bounded_head_server.h"
+#include "http/bounded_head_server.h"
 
 #include <spdlog/spdlog.h>
 

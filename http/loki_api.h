@@ -31,7 +31,7 @@
 //                 start (oldest first), then one each time new records
 //                 arrived (a batch's may span several):
 //                 {"streams": [...], "dropped_entries": [...]}. A batch the
-//                 tail skipped (server/tail.h) cannot be listed entry by
+//                 tail skipped (http/tail.h) cannot be listed entry by
 //                 entry: it is one dropped entry with the label
 //                 __logdex_missed_batches__ = how many, at the time it was
 //                 noticed. The subscription starts before the first message

@@ -4,10 +4,10 @@
 //   GET /readyz         200 when the readiness callback says ready, else 503 + reason
 //   GET /api/v1/query   the QueryEngine as JSON (parameters below)
 //   GET /api/v1/volume  QueryEngine::Volume as JSON (parameters below)
-//   GET /, /ui/...      the built-in web UI (server/ui/, compiled in; no auth: it holds no data)
+//   GET /, /ui/...      the built-in web UI (http/ui/, compiled in; no auth: it holds no data)
 //   GET /api/v1/alerts  recent alert groups and pending notifications (since=24h, limit=100 by default)
-//   GET /api/v1/tail    live tail: server-sent events of records as they are written (server/tail.h)
-//   GET /loki/api/v1/... Loki's read API for Grafana (server/loki_api.h)
+//   GET /api/v1/tail    live tail: server-sent events of records as they are written (http/tail.h)
+//   GET /loki/api/v1/... Loki's read API for Grafana (http/loki_api.h)
 //
 // Query parameters (anything else is a 400):
 //   app, host, contains        one each
@@ -60,7 +60,7 @@
 // A refused request that declared a body is answered with "Connection: close".
 //
 // Request heads: the request line and headers are bounded before httplib
-// parses them (server/bounded_head_server.h; cpp-httplib 0.11.4 itself reads
+// parses them (http/bounded_head_server.h; cpp-httplib 0.11.4 itself reads
 // them without limit): over `max_head_bytes` the client gets 431, a head not
 // complete `head_timeout_ms` after its first byte gets 408, and the
 // connection closes without reading more of it. Counted in
@@ -149,7 +149,7 @@ struct HttpServerOptions {
   // HMAC key of the cursors. Empty: a random key of this process (cursors then
   // work on this process only). Default empty.
   std::string cursor_key;
-  // The version /loki/api/v1/status/buildinfo reports (server/loki_api.h).
+  // The version /loki/api/v1/status/buildinfo reports (http/loki_api.h).
   std::string loki_version = "logdex";
   // Live tail (GET /api/v1/tail); null: not served (404). Not owned; must
   // outlive the server.

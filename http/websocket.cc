@@ -1,4 +1,4 @@
-#include "server/websocket.h"
+#include "http/websocket.h"
 
 #include <openssl/evp.h>
 #include <poll.h>

@@ -1,4 +1,4 @@
-#include "server/logql.h"
+#include "http/logql.h"
 
 #include <cctype>
 #include <charconv>

@@ -1,7 +1,7 @@
 // A minimal WebSocket client over a blocking TCP socket to 127.0.0.1, for
 // `logdex bench tail` and the tests of /loki/api/v1/tail: it sends the
 // handshake and masked frames, and reads the server's frames with the
-// server's own parser (server/websocket.h). Not a general client (no TLS,
+// server's own parser (http/websocket.h). Not a general client (no TLS,
 // no redirects, no fragmented messages). The browser test
 // (tests/ui/ui_test.mjs) dials the same endpoint with Chromium's WebSocket,
 // a client logdex did not write.
@@ -17,7 +17,7 @@
 #include <optional>
 #include <string>
 
-#include "server/websocket.h"
+#include "http/websocket.h"
 
 namespace logdex::websocket {
 

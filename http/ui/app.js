@@ -1,7 +1,7 @@
 // logdex's built-in web UI: one page over the HTTP API (/api/v1/query,
 // /api/v1/volume, /api/v1/tail, and /loki/api/v1/query_range for the lines
 // after a record). No framework and no external request: the server embeds
-// these files (server/ui_assets.h). The query's state lives in the URL, with
+// these files (http/ui_assets.h). The query's state lives in the URL, with
 // the API's parameter names, so an alert's link (alerting::QueryLink) opens
 // the view of its records.
 'use strict';

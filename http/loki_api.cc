@@ -1,4 +1,4 @@
-#include "server/loki_api.h"
+#include "http/loki_api.h"
 
 #include <re2/re2.h>
 
@@ -16,7 +16,7 @@
 #include "common/ascii.h"
 #include "common/severity.h"
 #include "common/time_parse.h"
-#include "server/logql.h"
+#include "http/logql.h"
 
 namespace logdex {
 namespace {

@@ -1,6 +1,6 @@
 // LogQL, the subset that Grafana's Explore and logs panels send to a Loki
 // data source (https://grafana.com/docs/loki/latest/query/), parsed into a
-// small tree that server/loki_api.h maps onto the query engine.
+// small tree that http/loki_api.h maps onto the query engine.
 //
 //   log query     {label op "value", ...} stage*
 //                 label op: = != =~ !~ (RE2; =~ and !~ match the whole value)

@@ -1,4 +1,4 @@
-#include "server/tail.h"
+#include "http/tail.h"
 
 #include <prometheus/counter.h>
 #include <prometheus/family.h>
