@@ -1,243 +1,210 @@
 #include "alerting/config.h"
 
 #include "common/time_parse.h"
+#include "common/yaml_walker.h"
 
 #include <re2/re2.h>
-#include <yaml-cpp/yaml.h>
 
 #include <cstdlib>
-#include <limits>
 #include <set>
 
 namespace logdex::alerting {
 namespace {
 
-// Thrown inside this file only; ParseAlertingConfig turns it into a Status.
-struct ParseError {
-  std::string message;
-};
+using Field = YamlWalker::Field;
 
-int LineOf(const YAML::Node& n) { return n.IsDefined() ? n.Mark().line + 1 : 0; }
-
-[[noreturn]] void Fail(const YAML::Node& at, const std::string& path, const std::string& what) {
-  const int line = LineOf(at);
-  throw ParseError{(line > 0 ? "line " + std::to_string(line) + ": " : std::string()) + path + ": " + what};
+void WalkRule(YamlWalker& w, const YAML::Node& n, const std::string& path, RuleConfig& r) {
+  w.Map(n, path,
+        {{"name", w.String(r.name)},
+         {"apps", w.StringList(r.apps, true)},
+         {"hosts", w.StringList(r.hosts, true)},
+         {"severities", Field([&](const YAML::Node& v, const std::string& key) {
+            std::vector<std::string> names;
+            w.StringList(names, true)(v, key);
+            r.severities.clear();
+            for (size_t i = 0; i < names.size(); ++i) {
+              auto s = ParseSeverity(names[i]);
+              if (!s) {
+                w.Fail(v.IsSequence() ? v[i] : v, key, "unknown severity \"" + names[i] + "\"");
+                continue;
+              }
+              r.severities.push_back(*s);
+            }
+            if (names.empty()) w.Fail(v, key, "must not be empty");
+          })},
+         {"tags", w.StringMap(r.tags)},
+         {"message", Field([&](const YAML::Node& v, const std::string& key) {
+            w.String(r.message_regex)(v, key);
+            RE2 re(r.message_regex, RE2::Quiet);
+            if (!re.ok()) w.Fail(v, key, "bad regex: " + re.error());
+          })},
+         {"group_by_host", w.Bool(r.group_by_host)},
+         {"suppress", w.Bool(r.suppress)},
+         {"sinks", w.StringList(r.sinks, true)}});
+  if (n.IsMap() && !n["name"]) w.Fail(n, path + ".name", "missing");
 }
 
-std::string Scalar(const YAML::Node& n, const std::string& path) {
-  if (!n.IsScalar()) Fail(n, path, "expected a scalar value");
-  return n.Scalar();
-}
-
-bool Bool(const YAML::Node& n, const std::string& path) {
-  const std::string s = Scalar(n, path);
-  if (s == "true" || s == "yes" || s == "on") return true;
-  if (s == "false" || s == "no" || s == "off") return false;
-  Fail(n, path, "expected true or false, got \"" + s + "\"");
-}
-
-uint32_t Uint(const YAML::Node& n, const std::string& path, uint32_t min_value) {
-  const std::string s = Scalar(n, path);
-  char* end = nullptr;
-  errno = 0;
-  const unsigned long long v = std::strtoull(s.c_str(), &end, 10);
-  if (s.empty() || s[0] == '-' || *end != '\0' || errno != 0 || v > std::numeric_limits<uint32_t>::max())
-    Fail(n, path, "expected a non-negative integer, got \"" + s + "\"");
-  if (v < min_value) Fail(n, path, "must be at least " + std::to_string(min_value));
-  return static_cast<uint32_t>(v);
-}
-
-int64_t Duration(const YAML::Node& n, const std::string& path, int64_t min_ms) {
-  const std::string s = Scalar(n, path);
-  auto ms = ParseDurationMs(s);
-  if (!ms.ok()) Fail(n, path, ms.error().message);
-  if (*ms < min_ms) Fail(n, path, "must be at least " + std::to_string(min_ms) + "ms");
-  return *ms;
-}
-
-std::vector<std::string> StringList(const YAML::Node& n, const std::string& path) {
-  std::vector<std::string> out;
-  if (n.IsScalar()) return {n.Scalar()};
-  if (!n.IsSequence()) Fail(n, path, "expected a list");
-  for (size_t i = 0; i < n.size(); ++i) out.push_back(Scalar(n[i], path + "[" + std::to_string(i) + "]"));
-  return out;
-}
-
-std::map<std::string, std::string> StringMap(const YAML::Node& n, const std::string& path) {
-  if (!n.IsMap()) Fail(n, path, "expected a mapping");
-  std::map<std::string, std::string> out;
-  for (const auto& kv : n) {
-    const std::string key = Scalar(kv.first, path);
-    out[key] = Scalar(kv.second, path + "." + key);
-  }
-  return out;
-}
-
-// Rejects keys the section does not know (typos must not pass silently).
-void CheckKeys(const YAML::Node& n, const std::string& path, std::initializer_list<const char*> known) {
-  if (!n.IsMap()) Fail(n, path, "expected a mapping");
-  for (const auto& kv : n) {
-    const std::string key = Scalar(kv.first, path);
-    bool ok = false;
-    for (const char* k : known) ok = ok || key == k;
-    if (!ok) Fail(kv.first, path + "." + key, "unknown key");
-  }
-}
-
-std::string EnvOr(const YAML::Node& n, const std::string& path) {
-  const std::string name = Scalar(n, path);
-  const char* v = std::getenv(name.c_str());
-  if (!v || !*v) Fail(n, path, "environment variable " + name + " is not set");
-  return v;
-}
-
-RuleConfig ParseRule(const YAML::Node& n, const std::string& path) {
-  CheckKeys(n, path,
-            {"name", "apps", "hosts", "severities", "tags", "message", "group_by_host", "suppress", "sinks"});
-  RuleConfig r;
-  if (!n["name"]) Fail(n, path + ".name", "missing");
-  r.name = Scalar(n["name"], path + ".name");
-  if (auto v = n["apps"]) r.apps = StringList(v, path + ".apps");
-  if (auto v = n["hosts"]) r.hosts = StringList(v, path + ".hosts");
-  if (auto v = n["severities"]) {
-    r.severities.clear();
-    const auto names = StringList(v, path + ".severities");
-    for (size_t i = 0; i < names.size(); ++i) {
-      auto s = ParseSeverity(names[i]);
-      if (!s) Fail(v.IsSequence() ? v[i] : v, path + ".severities", "unknown severity \"" + names[i] + "\"");
-      r.severities.push_back(*s);
-    }
-    if (r.severities.empty()) Fail(v, path + ".severities", "must not be empty");
-  }
-  if (auto v = n["tags"]) r.tags = StringMap(v, path + ".tags");
-  if (auto v = n["message"]) {
-    r.message_regex = Scalar(v, path + ".message");
-    RE2 re(r.message_regex, RE2::Quiet);
-    if (!re.ok()) Fail(v, path + ".message", "bad regex: " + re.error());
-  }
-  if (auto v = n["group_by_host"]) r.group_by_host = Bool(v, path + ".group_by_host");
-  if (auto v = n["suppress"]) r.suppress = Bool(v, path + ".suppress");
-  if (auto v = n["sinks"]) r.sinks = StringList(v, path + ".sinks");
-  return r;
-}
-
-SinkConfig ParseSink(const YAML::Node& n, const std::string& path) {
-  CheckKeys(n, path,
-            {"name", "type", "url", "headers", "secret", "secret_env", "routing_key", "routing_key_env", "timeout",
-             "concurrency", "tls_verify", "ca_file", "event_duration", "circuit"});
-  SinkConfig s;
-  if (!n["type"]) Fail(n, path + ".type", "missing (webhook, alertmanager, slack or pagerduty)");
-  const std::string type = Scalar(n["type"], path + ".type");
-  if (type == "webhook") {
-    s.type = SinkType::kWebhook;
-  } else if (type == "alertmanager") {
-    s.type = SinkType::kAlertmanager;
-  } else if (type == "slack") {
-    s.type = SinkType::kSlack;
-  } else if (type == "pagerduty") {
-    s.type = SinkType::kPagerDuty;
-  } else {
-    Fail(n["type"], path + ".type", "unknown sink type \"" + type + "\" (webhook, alertmanager, slack, pagerduty)");
-  }
-  s.name = n["name"] ? Scalar(n["name"], path + ".name") : type;
-  if (auto v = n["url"]) s.url = Scalar(v, path + ".url");
+void WalkSink(YamlWalker& w, const YAML::Node& n, const std::string& path, SinkConfig& s) {
+  bool typed = false;
+  w.Map(n, path,
+        {{"name", w.String(s.name)},
+         {"type", Field([&](const YAML::Node& v, const std::string& key) {
+            typed = true;
+            w.Choice(s.type, {{"webhook", SinkType::kWebhook},
+                              {"alertmanager", SinkType::kAlertmanager},
+                              {"slack", SinkType::kSlack},
+                              {"pagerduty", SinkType::kPagerDuty}})(v, key);
+          })},
+         {"url", w.String(s.url)},
+         {"headers", w.StringMap(s.headers)},
+         {"secret", w.String(s.secret)},
+         {"secret_env", w.String(s.secret_env)},
+         {"routing_key", w.String(s.routing_key)},
+         {"routing_key_env", w.String(s.routing_key_env)},
+         {"timeout", w.Duration(s.timeout_ms, 1)},
+         {"concurrency", w.Number<uint32_t>(s.concurrency, 1, UINT32_MAX)},
+         {"tls_verify", w.Bool(s.tls_verify)},
+         {"ca_file", w.String(s.ca_file)},
+         {"event_duration", w.Duration(s.event_duration_ms, 1000)},
+         {"circuit", Field([&](const YAML::Node& c, const std::string& cp) {
+            w.Map(c, cp,
+                  {{"failures", w.Number<uint32_t>(s.circuit.failures, 1, UINT32_MAX)},
+                   {"open_for", w.Duration(s.circuit.open_ms, 1)}});
+          })}});
+  if (!n.IsMap()) return;
+  if (!typed) return w.Fail(n, path + ".type", "missing (webhook, alertmanager, slack or pagerduty)");
+  if (s.name.empty()) s.name = SinkTypeName(s.type);
   if (s.type == SinkType::kPagerDuty && s.url.empty()) s.url = "https://events.pagerduty.com/v2/enqueue";
-  if (s.url.empty()) Fail(n, path + ".url", "missing");
-  if (s.url.rfind("http://", 0) != 0 && s.url.rfind("https://", 0) != 0)
-    Fail(n["url"], path + ".url", "must start with http:// or https://");
-  if (auto v = n["headers"]) s.headers = StringMap(v, path + ".headers");
-  if (auto v = n["secret"]) s.secret = Scalar(v, path + ".secret");
-  if (auto v = n["secret_env"]) s.secret = EnvOr(v, path + ".secret_env");
-  if (auto v = n["routing_key"]) s.routing_key = Scalar(v, path + ".routing_key");
-  if (auto v = n["routing_key_env"]) s.routing_key = EnvOr(v, path + ".routing_key_env");
-  if (s.type == SinkType::kPagerDuty && s.routing_key.empty())
-    Fail(n, path + ".routing_key", "missing (pagerduty needs routing_key or routing_key_env)");
-  if (auto v = n["timeout"]) s.timeout_ms = Duration(v, path + ".timeout", 1);
-  if (auto v = n["concurrency"]) s.concurrency = Uint(v, path + ".concurrency", 1);
-  if (auto v = n["tls_verify"]) s.tls_verify = Bool(v, path + ".tls_verify");
-  if (auto v = n["ca_file"]) s.ca_file = Scalar(v, path + ".ca_file");
-  if (auto v = n["event_duration"]) s.event_duration_ms = Duration(v, path + ".event_duration", 1000);
-  if (auto c = n["circuit"]) {
-    CheckKeys(c, path + ".circuit", {"failures", "open_for"});
-    if (auto v = c["failures"]) s.circuit.failures = Uint(v, path + ".circuit.failures", 1);
-    if (auto v = c["open_for"]) s.circuit.open_ms = Duration(v, path + ".circuit.open_for", 1);
+  if (s.url.empty()) {
+    w.Fail(n, path + ".url", "missing");
+  } else if (s.url.rfind("http://", 0) != 0 && s.url.rfind("https://", 0) != 0) {
+    w.Fail(path + ".url", "must start with http:// or https://");
   }
-  return s;
 }
 
-AlertingConfig Parse(const YAML::Node& root) {
-  AlertingConfig c;
-  if (!root || root.IsNull()) return c;
+}  // namespace
+
+void WalkAlertingConfig(YamlWalker& w, const YAML::Node& section, AlertingConfig& c) {
   const std::string p = "alerting";
-  CheckKeys(root, p,
-            {"enabled", "default_rule", "rules", "limits", "delivery", "sinks", "query_base_url", "dedup_ttl",
-             "state_ttl"});
-  if (auto v = root["enabled"]) c.enabled = Bool(v, p + ".enabled");
-  if (auto v = root["default_rule"]) c.default_rule = Bool(v, p + ".default_rule");
-  if (auto v = root["query_base_url"]) c.query_base_url = Scalar(v, p + ".query_base_url");
-  if (auto v = root["dedup_ttl"]) c.dedup_ttl_s = Duration(v, p + ".dedup_ttl", 1000) / 1000;
-  if (auto v = root["state_ttl"]) c.state_ttl_s = Duration(v, p + ".state_ttl", 1000) / 1000;
-  if (auto rules = root["rules"]) {
-    if (!rules.IsSequence()) Fail(rules, p + ".rules", "expected a list");
-    for (size_t i = 0; i < rules.size(); ++i) c.rules.push_back(ParseRule(rules[i], p + ".rules[" + std::to_string(i) + "]"));
-  }
-  if (auto l = root["limits"]) {
-    const std::string lp = p + ".limits";
-    CheckKeys(l, lp, {"group_window", "per_group", "per_app", "global", "limit_window", "digest_delay"});
-    if (auto v = l["group_window"]) c.limits.group_window_ms = Duration(v, lp + ".group_window", 1);
-    if (auto v = l["per_group"]) c.limits.per_group = Uint(v, lp + ".per_group", 1);
-    if (auto v = l["per_app"]) c.limits.per_app = Uint(v, lp + ".per_app", 0);
-    if (auto v = l["global"]) c.limits.global = Uint(v, lp + ".global", 0);
-    if (auto v = l["limit_window"]) c.limits.limit_window_ms = Duration(v, lp + ".limit_window", 1);
-    if (auto v = l["digest_delay"]) c.limits.digest_delay_ms = Duration(v, lp + ".digest_delay", 0);
-  }
-  if (auto d = root["delivery"]) {
-    const std::string dp = p + ".delivery";
-    CheckKeys(d, dp,
-              {"poll_interval", "scan_batch", "max_attempts", "max_age", "backoff_initial", "backoff_max",
-               "backlog_warn_rows", "backlog_warn_age", "dispatch", "dispatch_topic"});
-    if (auto v = d["poll_interval"]) c.delivery.poll_interval_ms = Duration(v, dp + ".poll_interval", 1);
-    if (auto v = d["scan_batch"]) c.delivery.scan_batch = Uint(v, dp + ".scan_batch", 1);
-    if (auto v = d["max_attempts"]) c.delivery.max_attempts = Uint(v, dp + ".max_attempts", 1);
-    if (auto v = d["max_age"]) c.delivery.max_age_ms = Duration(v, dp + ".max_age", 1000);
-    if (auto v = d["backoff_initial"]) c.delivery.backoff_initial_ms = Duration(v, dp + ".backoff_initial", 1);
-    if (auto v = d["backoff_max"]) c.delivery.backoff_max_ms = Duration(v, dp + ".backoff_max", 1);
-    if (auto v = d["backlog_warn_rows"]) c.delivery.backlog_warn_rows = Uint(v, dp + ".backlog_warn_rows", 1);
-    if (auto v = d["backlog_warn_age"]) c.delivery.backlog_warn_age_ms = Duration(v, dp + ".backlog_warn_age", 1);
-    if (auto v = d["dispatch"]) {
-      const std::string mode = Scalar(v, dp + ".dispatch");
-      using D = DeliveryConfig::Dispatch;
-      if (mode == "auto") c.delivery.dispatch = D::kAuto;
-      else if (mode == "every_member") c.delivery.dispatch = D::kEveryMember;
-      else if (mode == "partition_0_owner") c.delivery.dispatch = D::kPartitionZeroOwner;
-      else Fail(v, dp + ".dispatch", "unknown mode \"" + mode + "\" (auto, every_member, partition_0_owner)");
-    }
-    if (auto v = d["dispatch_topic"]) c.delivery.dispatch_topic = Scalar(v, dp + ".dispatch_topic");
-  }
-  if (auto sinks = root["sinks"]) {
-    if (!sinks.IsSequence()) Fail(sinks, p + ".sinks", "expected a list");
-    for (size_t i = 0; i < sinks.size(); ++i) c.sinks.push_back(ParseSink(sinks[i], p + ".sinks[" + std::to_string(i) + "]"));
-  }
-  // Cross-references, with lines.
+  w.Map(section, p,
+        {{"enabled", w.Bool(c.enabled)},
+         {"default_rule", w.Bool(c.default_rule)},
+         {"query_base_url", w.String(c.query_base_url)},
+         {"dedup_ttl", Field([&](const YAML::Node& v, const std::string& key) {
+            int64_t ms = c.dedup_ttl_s * 1000;
+            w.Duration(ms, 1000)(v, key);
+            c.dedup_ttl_s = ms / 1000;
+          })},
+         {"state_ttl", Field([&](const YAML::Node& v, const std::string& key) {
+            int64_t ms = c.state_ttl_s * 1000;
+            w.Duration(ms, 1000)(v, key);
+            c.state_ttl_s = ms / 1000;
+          })},
+         {"rules", Field([&](const YAML::Node& v, const std::string& key) {
+            w.List(v, key, [&](const YAML::Node& item, const std::string& item_path) {
+              WalkRule(w, item, item_path, c.rules.emplace_back());
+            });
+          })},
+         {"limits", Field([&](const YAML::Node& v, const std::string& key) {
+            auto& l = c.limits;
+            w.Map(v, key,
+                  {{"group_window", w.Duration(l.group_window_ms, 1)},
+                   {"per_group", w.Number<uint32_t>(l.per_group, 1, UINT32_MAX)},
+                   {"per_app", w.Number<uint32_t>(l.per_app, 0, UINT32_MAX)},
+                   {"global", w.Number<uint32_t>(l.global, 0, UINT32_MAX)},
+                   {"limit_window", w.Duration(l.limit_window_ms, 1)},
+                   {"digest_delay", w.Duration(l.digest_delay_ms, 0)}});
+          })},
+         {"delivery", Field([&](const YAML::Node& v, const std::string& key) {
+            auto& d = c.delivery;
+            using D = DeliveryConfig::Dispatch;
+            w.Map(v, key,
+                  {{"poll_interval", w.Duration(d.poll_interval_ms, 1)},
+                   {"scan_batch", w.Number<uint32_t>(d.scan_batch, 1, UINT32_MAX)},
+                   {"max_attempts", w.Number<uint32_t>(d.max_attempts, 1, UINT32_MAX)},
+                   {"max_age", w.Duration(d.max_age_ms, 1000)},
+                   {"backoff_initial", w.Duration(d.backoff_initial_ms, 1)},
+                   {"backoff_max", w.Duration(d.backoff_max_ms, 1)},
+                   {"backlog_warn_rows", w.Number<uint32_t>(d.backlog_warn_rows, 1, UINT32_MAX)},
+                   {"backlog_warn_age", w.Duration(d.backlog_warn_age_ms, 1)},
+                   {"dispatch", w.Choice(d.dispatch, {{"auto", D::kAuto},
+                                                      {"every_member", D::kEveryMember},
+                                                      {"partition_0_owner", D::kPartitionZeroOwner}})},
+                   {"dispatch_topic", w.String(d.dispatch_topic)}});
+          })},
+         {"sinks", Field([&](const YAML::Node& v, const std::string& key) {
+            w.List(v, key, [&](const YAML::Node& item, const std::string& item_path) {
+              WalkSink(w, item, item_path, c.sinks.emplace_back());
+            });
+          })}});
+
+  // Across keys, each problem on the line of the key it names.
   std::set<std::string> sink_names;
   for (size_t i = 0; i < c.sinks.size(); ++i) {
-    if (!sink_names.insert(c.sinks[i].name).second)
-      Fail(root["sinks"][i], p + ".sinks[" + std::to_string(i) + "].name", "duplicate sink name \"" + c.sinks[i].name + "\"");
+    if (!sink_names.insert(c.sinks[i].name).second) {
+      w.Fail(p + ".sinks[" + std::to_string(i) + "]", "duplicate sink name \"" + c.sinks[i].name + "\"");
+    }
   }
   std::set<std::string> rule_names;
   for (size_t i = 0; i < c.rules.size(); ++i) {
     const std::string rp = p + ".rules[" + std::to_string(i) + "]";
-    if (!rule_names.insert(c.rules[i].name).second || c.rules[i].name == "default")
-      Fail(root["rules"][i], rp + ".name", "duplicate or reserved rule name \"" + c.rules[i].name + "\"");
-    for (const auto& s : c.rules[i].sinks)
-      if (!sink_names.count(s)) Fail(root["rules"][i]["sinks"], rp + ".sinks", "no sink named \"" + s + "\"");
+    if (c.rules[i].name == "default" || (!c.rules[i].name.empty() && !rule_names.insert(c.rules[i].name).second)) {
+      w.Fail(rp + ".name", "duplicate or reserved rule name \"" + c.rules[i].name + "\"");
+    }
+    for (const auto& s : c.rules[i].sinks) {
+      if (!sink_names.count(s)) w.Fail(rp + ".sinks", "no sink named \"" + s + "\"");
+    }
   }
-  if (c.delivery.backoff_max_ms < c.delivery.backoff_initial_ms)
-    Fail(root["delivery"], p + ".delivery.backoff_max", "must be >= backoff_initial");
-  return c;
+  if (c.delivery.backoff_max_ms < c.delivery.backoff_initial_ms) {
+    w.Fail(p + ".delivery.backoff_max", "must be >= backoff_initial");
+  }
 }
 
-}  // namespace
+void ResolveAlertingSecrets(AlertingConfig& c, const ConfigSource& source, std::vector<std::string>* problems) {
+  auto from_env = [&](const std::string& name, const std::string& key, std::string& out) {
+    if (name.empty()) return;
+    const char* v = std::getenv(name.c_str());
+    if (!v || !*v) return problems->push_back(source.Problem(key, "environment variable " + name + " is not set"));
+    out = v;
+  };
+  for (size_t i = 0; i < c.sinks.size(); ++i) {
+    SinkConfig& s = c.sinks[i];
+    const std::string sp = "alerting.sinks[" + std::to_string(i) + "]";
+    from_env(s.secret_env, sp + ".secret_env", s.secret);
+    from_env(s.routing_key_env, sp + ".routing_key_env", s.routing_key);
+    if (s.type == SinkType::kPagerDuty && s.routing_key.empty() && s.routing_key_env.empty()) {
+      problems->push_back(source.Problem(sp, "routing_key: missing (pagerduty needs routing_key or routing_key_env)"));
+    }
+  }
+}
+
+std::vector<std::string> SecretEnvNames(const AlertingConfig& c) {
+  std::vector<std::string> names;
+  for (const SinkConfig& s : c.sinks) {
+    for (const std::string* n : {&s.secret_env, &s.routing_key_env}) {
+      if (!n->empty()) names.push_back(*n);
+    }
+  }
+  return names;
+}
+
+Result<AlertingConfig> ParseAlertingConfig(const std::string& yaml, const std::string& name) {
+  AlertingConfig c;
+  YamlWalker w(name);
+  Status walked = WalkYaml(yaml, w, [&](const YAML::Node& root) {
+    w.Map(root, "", {{"alerting", [&](const YAML::Node& v, const std::string&) { WalkAlertingConfig(w, v, c); }}});
+  });
+  if (!walked.ok()) return walked.error();
+  std::vector<std::string> problems;
+  ResolveAlertingSecrets(c, w.source(), &problems);
+  if (!problems.empty()) {
+    std::string all;
+    for (const std::string& p : problems) all += (all.empty() ? "" : "\n") + p;
+    return Error{Errc::kInvalidArgument, all};
+  }
+  if (Status s = ValidateAlertingConfig(c); !s.ok()) return s.error();
+  return c;
+}
 
 std::vector<Severity> DefaultRuleSeverities() {
   std::vector<Severity> v;
@@ -296,20 +263,6 @@ Status ValidateAlertingConfig(const AlertingConfig& c) {
   if (c.state_ttl_s * 1000 <= std::max(l.group_window_ms, l.limit_window_ms) + l.digest_delay_ms)
     return bad("state_ttl must exceed every window");
   return Status::Ok();
-}
-
-Result<AlertingConfig> ParseAlertingConfig(const YAML::Node& alerting_section) {
-  try {
-    AlertingConfig c = Parse(alerting_section);
-    if (Status s = ValidateAlertingConfig(c); !s.ok()) return s.error();
-    return c;
-  } catch (const ParseError& e) {
-    return Error{Errc::kInvalidArgument, e.message};
-  } catch (const YAML::Exception& e) {
-    return Error{Errc::kInvalidArgument, "line " + std::to_string(e.mark.line + 1) + ": alerting: " + e.msg};
-  } catch (const std::exception& e) {
-    return Error{Errc::kInvalidArgument, std::string("alerting: ") + e.what()};
-  }
 }
 
 }  // namespace logdex::alerting

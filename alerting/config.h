@@ -12,11 +12,15 @@
 #include <string>
 #include <vector>
 
+#include "common/config_source.h"
 #include "common/result.h"
 #include "common/severity.h"
 
 namespace YAML {
 class Node;
+}
+namespace logdex {
+class YamlWalker;  // common/yaml_walker.h
 }
 
 namespace logdex::alerting {
@@ -99,8 +103,10 @@ struct SinkConfig {
   // https://events.pagerduty.com/v2/enqueue.
   std::string url;
   std::map<std::string, std::string> headers;  // extra request headers
-  std::string secret;          // webhook: HMAC-SHA256 key (or from secret_env at parse time)
+  std::string secret;          // webhook: HMAC-SHA256 key (or from secret_env: ResolveAlertingSecrets)
+  std::string secret_env;      // the environment variable the secret is read from
   std::string routing_key;     // pagerduty: integration routing key (or routing_key_env)
+  std::string routing_key_env;
   int64_t timeout_ms = 5'000;  // whole request, connect included
   uint32_t concurrency = 2;    // parallel requests (dispatcher worker threads for this sink)
   bool tls_verify = true;      // verify peer certificate and host name
@@ -126,12 +132,27 @@ struct AlertingConfig {
   int64_t state_ttl_s = 86'400;
 };
 
-// Parses the `alerting:` section (the node under the key). A null/absent node
-// yields the defaults (default rule, no sinks). Errors are kInvalidArgument
-// with the YAML line and the key path, e.g.
-// "line 12: alerting.sinks[1].timeout: bad duration \"5\" (use e.g. 500ms, 5s, 2m)".
-// Never throws.
-Result<AlertingConfig> ParseAlertingConfig(const YAML::Node& alerting_section);
+// Walks the `alerting:` section (the node under the key) into `out`,
+// reporting every problem to `walker` with its line and key path, e.g.
+// "logdex.yaml:12: alerting.sinks[1].timeout: ...", the checks across keys
+// (unique names, rules' sinks exist, backoff order) included. A null or
+// absent node leaves the defaults (default rule, no sinks). serve's config
+// parser (server/config.cc) calls it for its file's section.
+void WalkAlertingConfig(YamlWalker& walker, const YAML::Node& section, AlertingConfig& out);
+
+// Reads the sinks' secret_env and routing_key_env variables into secret and
+// routing_key, and checks that every pagerduty sink has a routing key. Each
+// problem is added to `problems`, naming the file's line through `source`.
+// Run after the environment is final (serve: after its overrides).
+void ResolveAlertingSecrets(AlertingConfig& config, const ConfigSource& source, std::vector<std::string>* problems);
+
+// The environment variables the sinks read secrets from.
+std::vector<std::string> SecretEnvNames(const AlertingConfig& config);
+
+// Parses the `alerting:` section of a YAML document (`name` names it in
+// errors), resolves its secrets and validates it: what serve does with its
+// file's section, for a document of that section alone. Never throws.
+Result<AlertingConfig> ParseAlertingConfig(const std::string& yaml, const std::string& name);
 
 // Semantic checks shared by the parser and programmatic configs: unique rule
 // and sink names, rules' sinks exist, regexes compile, limits positive.

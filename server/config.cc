@@ -2,6 +2,7 @@
 
 #include "common/ascii.h"
 #include "common/time_parse.h"
+#include "common/yaml_walker.h"
 
 #include <arpa/inet.h>
 
@@ -15,197 +16,63 @@
 namespace logdex {
 namespace {
 
-// Walks a YAML document, collecting every error with its line and key.
-class Walker {
- public:
-  explicit Walker(std::string name) : name_(std::move(name)) {}
-
-  using Field = std::function<void(const YAML::Node& value, const std::string& key)>;
-
-  // Visits a mapping: each known key goes to its field; unknown keys are errors.
-  void Map(const YAML::Node& node, const std::string& path, const std::map<std::string, Field>& fields) {
-    if (!node || node.IsNull()) return;
-    if (!node.IsMap()) return Fail(node, path, "must be a mapping");
-    for (const auto& kv : node) {
-      const std::string key = kv.first.as<std::string>();
-      const std::string full = path.empty() ? key : path + "." + key;
-      auto it = fields.find(key);
-      if (it == fields.end()) {
-        Fail(kv.first, full, "unknown key" + Known(fields));
-        continue;
-      }
-      it->second(kv.second, full);
-    }
-  }
-
-  void Fail(const YAML::Node& at, const std::string& key, const std::string& message) {
-    const int line = at.Mark().line >= 0 ? at.Mark().line + 1 : 0;
-    errors_.push_back(name_ + ":" + std::to_string(line) + ": " + key + ": " + message);
-  }
-
-  Field String(std::string& out) {
-    return [this, &out](const YAML::Node& v, const std::string& key) {
-      if (!v.IsScalar()) return Fail(v, key, "must be a string");
-      out = v.as<std::string>();
-    };
-  }
-
-  // A two-valued choice: `out` = (value == yes); anything else is an error.
-
-  // One of the named values ("must be a, b or c" otherwise, in this order).
-  template <class E>
-  Field Choice(E& out, std::vector<std::pair<std::string, E>> choices) {
-    return [this, &out, choices](const YAML::Node& v, const std::string& key) {
-      const std::string s = v.IsScalar() ? v.as<std::string>() : "";
-      std::string names;
-      for (size_t i = 0; i < choices.size(); ++i) {
-        if (s == choices[i].first) {
-          out = choices[i].second;
-          return;
-        }
-        names += (i == 0 ? "" : i + 1 == choices.size() ? " or " : ", ") + choices[i].first;
-      }
-      Fail(v, key, "must be " + names);
-    };
-  }
-
-  Field Bool(bool& out) {
-    return [this, &out](const YAML::Node& v, const std::string& key) {
-      bool b = false;
-      if (!v.IsScalar() || !YAML::convert<bool>::decode(v, b)) return Fail(v, key, "must be true or false");
-      out = b;
-    };
-  }
-
-  template <class T>
-  Field Number(T& out, T min, T max) {
-    return [this, &out, min, max](const YAML::Node& v, const std::string& key) {
-      long long n = 0;
-      if (!v.IsScalar() || !YAML::convert<long long>::decode(v, n)) return Fail(v, key, "must be a whole number");
-      if (n < static_cast<long long>(min) || n > static_cast<long long>(max)) {
-        return Fail(v, key, "must be between " + std::to_string(min) + " and " + std::to_string(max));
-      }
-      out = static_cast<T>(n);
-    };
-  }
-
-  Field Duration(int64_t& out_ms, int64_t min_ms) {
-    return [this, &out_ms, min_ms](const YAML::Node& v, const std::string& key) {
-      auto d = v.IsScalar() ? ParseDuration(v.as<std::string>()) : Result<int64_t>(Error{Errc::kInvalidArgument, "must be a duration"});
-      if (!d.ok()) return Fail(v, key, d.error().message);
-      if (*d < min_ms) return Fail(v, key, "must be at least " + std::to_string(min_ms) + " ms");
-      out_ms = *d;
-    };
-  }
-
-  Field Bytes(uint64_t& out) {
-    return [this, &out](const YAML::Node& v, const std::string& key) {
-      auto b = v.IsScalar() ? ParseBytes(v.as<std::string>()) : Result<uint64_t>(Error{Errc::kInvalidArgument, "must be a size"});
-      if (!b.ok()) return Fail(v, key, b.error().message + " (e.g. 64KiB, 32MiB)");
-      out = *b;
-    };
-  }
-
-  Field StringList(std::vector<std::string>& out) {
-    return [this, &out](const YAML::Node& v, const std::string& key) {
-      if (!v.IsSequence()) return Fail(v, key, "must be a list");
-      out.clear();
-      for (const auto& item : v) {
-        if (!item.IsScalar()) return Fail(item, key, "items must be strings");
-        out.push_back(item.as<std::string>());
-      }
-    };
-  }
-
-  Field StringMap(std::map<std::string, std::string>& out, std::function<std::string(const std::string&)> check = {}) {
-    return [this, &out, check](const YAML::Node& v, const std::string& key) {
-      if (!v.IsMap()) return Fail(v, key, "must be a mapping");
-      for (const auto& kv : v) {
-        const std::string k = kv.first.as<std::string>();
-        if (!kv.second.IsScalar()) {
-          Fail(kv.second, key + "." + k, "must be a string");
-          continue;
-        }
-        const std::string value = kv.second.as<std::string>();
-        if (check) {
-          if (std::string why = check(value); !why.empty()) {
-            Fail(kv.second, key + "." + k, why);
-            continue;
-          }
-        }
-        out[k] = value;
-      }
-    };
-  }
-
-  const std::vector<std::string>& errors() const { return errors_; }
-
- private:
-  static std::string Known(const std::map<std::string, Field>& fields) {
-    std::string s = " (known: ";
-    bool first = true;
-    for (auto& [k, f] : fields) {
-      s += (first ? "" : ", ") + k;
-      first = false;
-    }
-    return s + ")";
-  }
-
-  std::string name_;
-  std::vector<std::string> errors_;
-};
-
 std::string CheckFormat(const std::string& f) {
   return f == "chunk" || f == "json" || f == "text" ? "" : "format must be chunk, json or text";
 }
 
-Status Validate(const ServeConfig& c) {
-  if (c.consumer.topics.empty() && c.consumer.topic_regex.empty()) {
-    return Status(Errc::kInvalidArgument, "consumer: give topics or topic_regex");
-  }
+// Checks across keys. Each problem goes to `problem` with the key whose line
+// the message is shown on.
+using Problem = std::function<void(const std::string& key, const std::string& message)>;
+
+void Validate(const ServeConfig& c, const Problem& problem) {
+  if (c.consumer.topics.empty() && c.consumer.topic_regex.empty()) problem("consumer", "give topics or topic_regex");
   if (c.store.durability == Durability::kSkipWal && c.store.backend == StoreBackend::kHBase) {
     // HBase's SKIP_WAL gives no flush signal through Thrift: offsets would be
     // committed for writes a region server crash can still lose.
-    return Status(Errc::kInvalidArgument,
-                  "store.durability: skip_wal is for the rocksdb backend only (with hbase it would be at-most-once; "
-                  "use async or sync)");
+    problem("store.durability",
+            "skip_wal is for the rocksdb backend only (with hbase it would be at-most-once; use async or sync)");
   }
   if (c.store.backend == StoreBackend::kHBase && c.store.hbase.host.empty()) {
-    return Status(Errc::kInvalidArgument, "store.hbase.host: must not be empty with store.backend: hbase");
+    problem("store.hbase.host", "must not be empty with store.backend: hbase");
   }
-  if (c.store.memtable_budget_bytes < (1ull << 20)) {
-    return Status(Errc::kInvalidArgument, "store.memtable_budget: must be at least 1MiB");
-  }
+  if (c.store.memtable_budget_bytes < (1ull << 20)) problem("store.memtable_budget", "must be at least 1MiB");
   if (c.store.max_wal_bytes != 0 && c.store.max_wal_bytes < (1ull << 20)) {
-    return Status(Errc::kInvalidArgument, "store.max_wal: must be 0 (the memtable budget) or at least 1MiB");
+    problem("store.max_wal", "must be 0 (the memtable budget) or at least 1MiB");
   }
   if (c.compaction.enabled && c.store.backend == StoreBackend::kRocksDb) {
     constexpr int64_t kWeek = 7ll * 24 * 3600 * 1000;
-    if (c.compaction.settle_ms > kWeek || c.compaction.max_span_ms > kWeek || c.compaction.interval_ms > kWeek) {
-      return Status(Errc::kInvalidArgument, "compaction.settle, compaction.max_span, compaction.interval: at most 7d");
+    for (const auto& [key, ms] : {std::pair{"compaction.settle", c.compaction.settle_ms},
+                                  std::pair{"compaction.max_span", c.compaction.max_span_ms},
+                                  std::pair{"compaction.interval", c.compaction.interval_ms}}) {
+      if (ms > kWeek) problem(key, "at most 7d");
     }
     if (c.compaction.target_bytes < (64u << 10) || c.compaction.target_bytes > c.indexer.max_uncompressed_bytes) {
-      return Status(Errc::kInvalidArgument, "compaction.target_bytes: must be at least 64KiB and at most "
-                                            "indexer.max_uncompressed (a merged chunk must still be readable)");
+      problem("compaction.target_bytes",
+              "must be at least 64KiB and at most indexer.max_uncompressed (a merged chunk must still be readable)");
     }
-    if (c.compaction.max_rate_bytes < (1u << 20) || c.compaction.max_pass_bytes < (1u << 20)) {
-      return Status(Errc::kInvalidArgument, "compaction.max_rate and compaction.max_pass_bytes: must be at least 1MiB");
-    }
+    if (c.compaction.max_rate_bytes < (1u << 20)) problem("compaction.max_rate", "must be at least 1MiB");
+    if (c.compaction.max_pass_bytes < (1u << 20)) problem("compaction.max_pass_bytes", "must be at least 1MiB");
     if (c.compaction.lookback_ms <= c.compaction.settle_ms + c.compaction.max_span_ms) {
-      return Status(Errc::kInvalidArgument,
-                    "compaction.lookback: must be longer than compaction.settle + compaction.max_span, or closed runs "
-                    "fall out of its window before they can be merged");
+      problem("compaction.lookback",
+              "must be longer than compaction.settle + compaction.max_span, or closed runs fall out of its window "
+              "before they can be merged");
     }
   }
-  if (c.http.listen.find(':') == std::string::npos) {
-    return Status(Errc::kInvalidArgument, "http.listen: must be host:port");
-  }
+  if (c.http.listen.find(':') == std::string::npos) problem("http.listen", "must be host:port");
   if (c.http.max_concurrent_queries >= c.http.worker_threads) {
-    return Status(Errc::kInvalidArgument,
-                  "http.max_concurrent_queries: must be below http.worker_threads (" +
-                      std::to_string(c.http.worker_threads) + "), or queries can take every thread from /healthz");
+    problem("http.max_concurrent_queries", "must be below http.worker_threads (" +
+                                               std::to_string(c.http.worker_threads) +
+                                               "), or queries can take every thread from /healthz");
   }
-  return Status::Ok();
+}
+
+// Validate(), each problem on its line of `c.source`, all in one status.
+Status ValidateWithLines(const ServeConfig& c) {
+  std::string all;
+  Validate(c, [&](const std::string& key, const std::string& message) {
+    all += (all.empty() ? "" : "\n") + c.source.Problem(key, message);
+  });
+  return all.empty() ? Status::Ok() : Status(Errc::kInvalidArgument, all);
 }
 
 // LOGDEX_* variables that are not serve configuration: other commands'
@@ -217,23 +84,6 @@ constexpr std::string_view kNonConfigEnvVars[] = {
     "LOGDEX_REQUIRE_ENGINES", "LOGDEX_HBASE_PROTOCOL", "LOGDEX_HBASE_GATEWAY", "LOGDEX_MAVEN_ARGS",
     "LOGDEX_HBASE_HEAP",     "LOGDEX_HBASE_START_TIMEOUT",
 };
-
-// Names of environment variables the alerting section reads secrets from
-// (`secret_env`, `routing_key_env`: any key ending in _env).
-void CollectSecretEnvNames(const YAML::Node& node, std::vector<std::string>& out) {
-  if (node.IsMap()) {
-    for (const auto& kv : node) {
-      const std::string key = kv.first.IsScalar() ? kv.first.as<std::string>() : "";
-      if (key.size() > 4 && key.ends_with("_env") && kv.second.IsScalar()) {
-        out.push_back(kv.second.as<std::string>());
-      } else {
-        CollectSecretEnvNames(kv.second, out);
-      }
-    }
-  } else if (node.IsSequence()) {
-    for (const auto& item : node) CollectSecretEnvNames(item, out);
-  }
-}
 
 size_t EditDistance(std::string_view a, std::string_view b) {
   std::vector<size_t> row(b.size() + 1);
@@ -252,30 +102,11 @@ size_t EditDistance(std::string_view a, std::string_view b) {
 
 }  // namespace
 
-Result<uint64_t> ParseBytes(const std::string& text) {
-  size_t i = 0;
-  while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;
-  if (i == 0 || i > 15) return Error{Errc::kInvalidArgument, "'" + text + "' is not a size"};
-  const uint64_t n = std::stoull(text.substr(0, i));
-  const std::string unit = text.substr(i);
-  static const std::map<std::string, uint64_t> kUnits = {{"", 1}, {"B", 1}, {"KiB", 1ull << 10}, {"MiB", 1ull << 20},
-                                                         {"GiB", 1ull << 30}};
-  auto it = kUnits.find(unit);
-  if (it == kUnits.end()) return Error{Errc::kInvalidArgument, "'" + text + "' has an unknown unit '" + unit + "'"};
-  return n * it->second;
-}
-
 Result<ServeConfig> ParseConfig(const std::string& yaml, const std::string& name) {
-  YAML::Node root;
-  try {
-    root = YAML::Load(yaml);
-  } catch (const YAML::ParserException& e) {
-    return Error{Errc::kInvalidArgument, name + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg};
-  }
   ServeConfig c;
-  Walker w(name);
-  try {
-    using F = Walker::Field;
+  YamlWalker w(name);
+  using F = YamlWalker::Field;
+  Status walked = WalkYaml(yaml, w, [&](const YAML::Node& root) {
     w.Map(root, "",
           {
               {"kafka", w.StringMap(c.kafka)},
@@ -385,17 +216,12 @@ Result<ServeConfig> ParseConfig(const std::string& yaml, const std::string& name
                         {"read_timeout", w.Duration(c.http.read_timeout_ms, 1000)},
                         {"write_timeout", w.Duration(c.http.write_timeout_ms, 1000)}});
                })},
-              {"alerting", F([&](const YAML::Node& n, const std::string&) { c.alerting = n; })},
+              {"alerting", F([&](const YAML::Node& n, const std::string&) { alerting::WalkAlertingConfig(w, n, c.alerting); })},
           });
-  } catch (const YAML::Exception& e) {
-    return Error{Errc::kInvalidArgument, name + ":" + std::to_string(e.mark.line + 1) + ": " + e.msg};
-  }
-  if (!w.errors().empty()) {
-    std::string all;
-    for (const std::string& e : w.errors()) all += (all.empty() ? "" : "\n") + e;
-    return Error{Errc::kInvalidArgument, all};
-  }
-  if (Status s = Validate(c); !s.ok()) return Error{s.code(), name + ": " + s.message()};
+    Validate(c, [&](const std::string& key, const std::string& message) { w.Fail(key, message); });
+  });
+  c.source = w.source();
+  if (!walked.ok()) return walked.error();
   return c;
 }
 
@@ -469,8 +295,7 @@ Status ApplyEnvOverrides(ServeConfig& c, char** env) {
          return Status::Ok();
        }},
   };
-  std::vector<std::string> secret_envs;
-  CollectSecretEnvNames(c.alerting, secret_envs);
+  const std::vector<std::string> secret_envs = alerting::SecretEnvNames(c.alerting);
   for (char** e = env; e && *e; ++e) {
     std::string entry(*e);
     if (entry.rfind(prefix, 0) != 0) continue;
@@ -511,7 +336,18 @@ Status ApplyEnvOverrides(ServeConfig& c, char** env) {
     }
     if (Status s = it->second(value); !s.ok()) return s;
   }
-  return Validate(c);
+  return ValidateWithLines(c);
+}
+
+Status ResolveAlertingSecrets(ServeConfig& c) {
+  std::vector<std::string> problems;
+  alerting::ResolveAlertingSecrets(c.alerting, c.source, &problems);
+  if (problems.empty()) {
+    if (Status s = alerting::ValidateAlertingConfig(c.alerting); !s.ok()) problems.push_back(s.message());
+  }
+  std::string all;
+  for (const std::string& p : problems) all += (all.empty() ? "" : "\n") + p;
+  return all.empty() ? Status::Ok() : Status(Errc::kInvalidArgument, all);
 }
 
 }  // namespace logdex

@@ -24,8 +24,6 @@
 // check-config call it after the environment (and flags) are applied.
 #pragma once
 
-#include <yaml-cpp/yaml.h>
-
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -33,6 +31,8 @@
 #include <string_view>
 #include <vector>
 
+#include "alerting/config.h"
+#include "common/config_source.h"
 #include "common/defaults.h"
 #include "common/result.h"
 #include "indexer/ingest_verify.h"
@@ -152,7 +152,8 @@ struct ServeConfig {
   CompactionConfig compaction;
   QueryConfig query;
   HttpConfig http;
-  YAML::Node alerting;  // the alerting section, parsed by the alerting module
+  alerting::AlertingConfig alerting;  // walked by the alerting module (alerting/config.h); secrets: ResolveAlertingSecrets
+  ConfigSource source;  // the file and the line of each key, for checks after the walk
 };
 
 // Loads and validates a YAML file. The error lists every problem found.
@@ -162,6 +163,10 @@ Result<ServeConfig> ParseConfig(const std::string& yaml, const std::string& name
 // Applies LOGDEX_* overrides from `env` ("KEY=VALUE" strings, e.g. environ).
 // Errors: kInvalidArgument for an unknown LOGDEX_* variable or a bad value.
 Status ApplyEnvOverrides(ServeConfig& config, char** env);
+// Reads the alerting sinks' secrets from the environment (secret_env,
+// routing_key_env) and validates the alerting section; problems name the
+// file's line. Run once the environment is final.
+Status ResolveAlertingSecrets(ServeConfig& config);
 
 // True for "localhost", 127.0.0.0/8, ::1 and ::ffff:127.0.0.0/104.
 bool IsLoopbackHost(std::string_view host);
@@ -169,8 +174,7 @@ bool IsLoopbackHost(std::string_view host);
 // empty and allow_unauthenticated is false.
 Status CheckHttpExposure(const HttpConfig& http);
 
-// Durations in the file use common/time_parse.h's ParseDuration ("500ms", "30s", "7d").
-// Sizes: "512", "64KiB", "32MiB", "1GiB".
-Result<uint64_t> ParseBytes(const std::string& text);
+// Durations in the file use common/time_parse.h's ParseDuration ("500ms",
+// "30s", "7d"); sizes, common/config_source.h's ParseBytes ("64KiB", "32MiB").
 
 }  // namespace logdex

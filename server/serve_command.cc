@@ -63,15 +63,17 @@ struct ServeFlags {
 
 // Which members deliver alerts from the outbox: "" = every member (each has
 // its own store), else the topic whose partition 0's owner is the one member
-// that delivers (members share one outbox in HBase). An error names the key.
+// that delivers (members share one outbox in HBase). An error names the key
+// and its line.
 Result<std::string> DispatchTopic(const ServeConfig& serve, const alerting::AlertingConfig& alerting) {
   using D = alerting::DeliveryConfig::Dispatch;
   D mode = alerting.delivery.dispatch;
   const bool shared = serve.store.backend == StoreBackend::kHBase;
   if (mode == D::kPartitionZeroOwner && !shared) {
     return Error{Errc::kInvalidArgument,
-                 "alerting.delivery.dispatch: partition_0_owner needs an outbox the members share (store.backend: "
-                 "hbase); with rocksdb each member must deliver its own"};
+                 serve.source.Problem("alerting.delivery.dispatch",
+                                      "partition_0_owner needs an outbox the members share (store.backend: hbase); "
+                                      "with rocksdb each member must deliver its own")};
   }
   if (mode == D::kAuto) mode = shared ? D::kPartitionZeroOwner : D::kEveryMember;
   if (mode == D::kEveryMember || !alerting.enabled || alerting.sinks.empty()) return std::string();
@@ -79,8 +81,9 @@ Result<std::string> DispatchTopic(const ServeConfig& serve, const alerting::Aler
   // A regex replaces the topic list (GroupConsumer subscribes to one or the other).
   if (serve.consumer.topic_regex.empty() && !serve.consumer.topics.empty()) return serve.consumer.topics.front();
   return Error{Errc::kInvalidArgument,
-               "alerting.delivery.dispatch_topic: needed with consumer.topic_regex when the outbox is shared "
-               "(store.backend: hbase, or dispatch: partition_0_owner): name a topic the regex matches"};
+               serve.source.Problem("alerting.delivery.dispatch_topic",
+                                    "needed with consumer.topic_regex when the outbox is shared (store.backend: "
+                                    "hbase, or dispatch: partition_0_owner): name a topic the regex matches")};
 }
 
 // The configured store: embedded RocksDB, or HBase through its Thrift2 gateway
@@ -238,11 +241,11 @@ int Serve(const ServeFlags& flags) {
   ConsumerMetrics metrics(registry);
 
   // Alerting: rules and sinks from the config's alerting section.
-  auto alerting_config = alerting::ParseAlertingConfig(config.alerting);
-  if (!alerting_config.ok()) {
-    std::fprintf(stderr, "logdex serve: %s\n", alerting_config.error().message.c_str());
+  if (Status s = ResolveAlertingSecrets(config); !s.ok()) {
+    std::fprintf(stderr, "logdex serve: %s\n", s.message().c_str());
     return 2;
   }
+  const alerting::AlertingConfig* alerting_config = &config.alerting;
   if (Status s = alerting::CreateAlertingTables(**store, *alerting_config); !s.ok()) {
     std::fprintf(stderr, "logdex serve: store: %s\n", s.ToString().c_str());
     return 1;
@@ -533,13 +536,12 @@ int CheckConfig(const std::string& path) {
     std::fprintf(stderr, "%s: %s\n", path.c_str(), s.message().c_str());
     return 1;
   }
-  auto a = alerting::ParseAlertingConfig(loaded->alerting);
-  if (!a.ok()) {
-    std::fprintf(stderr, "%s: %s\n", path.c_str(), a.error().message.c_str());
+  if (Status s = ResolveAlertingSecrets(*loaded); !s.ok()) {
+    std::fprintf(stderr, "%s\n", s.message().c_str());
     return 1;
   }
-  if (auto t = DispatchTopic(*loaded, *a); !t.ok()) {
-    std::fprintf(stderr, "%s: %s\n", path.c_str(), t.error().message.c_str());
+  if (auto t = DispatchTopic(*loaded, loaded->alerting); !t.ok()) {
+    std::fprintf(stderr, "%s\n", t.error().message.c_str());
     return 1;
   }
   std::printf("%s: OK\n", path.c_str());

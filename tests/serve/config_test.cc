@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <fstream>
 
 namespace logdex {
@@ -258,6 +259,59 @@ TEST(Config, HttpAndQueryLimitsHaveDefaultsAndParse) {
   auto bad = ParseConfig("http:\n  worker_threads: 4\n  max_concurrent_queries: 4\n", "b.yaml");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("http.max_concurrent_queries"), std::string::npos) << bad.error().message;
+}
+
+// One walker reads the whole file, the alerting section included: every
+// problem of both is reported at once in one format, booleans are spelled
+// alike in both, and checks across keys (and against the environment) still
+// name the file and the line.
+TEST(Config, ServeAndAlertingSectionsAreReadByOneWalkerThatKeepsLinesThroughCrossChecks) {
+  const std::string yaml =
+      "store:\n"                             // 1
+      "  durability: skip_wal\n"             // 2
+      "  backend: hbase\n"                   // 3
+      "  hbase: {host: hb}\n"                // 4
+      "compaction:\n"                        // 5
+      "  enabled: no\n"                      // 6
+      "alerting:\n"                          // 7
+      "  default_rule: no\n"                 // 8
+      "  limits:\n"                          // 9
+      "    per_grop: 3\n"                    // 10
+      "  sinks:\n"                           // 11
+      "    - {name: a, type: slack, url: 'https://hooks', timeout: 5}\n";  // 12
+  auto c = ParseConfig(yaml, "both.yaml");
+  ASSERT_FALSE(c.ok());
+  const std::string& m = c.error().message;
+  EXPECT_NE(m.find("both.yaml:2: store.durability: skip_wal is for the rocksdb backend only"), std::string::npos) << m;
+  EXPECT_NE(m.find("both.yaml:10: alerting.limits.per_grop: unknown key"), std::string::npos) << m;
+  EXPECT_NE(m.find("both.yaml:12: alerting.sinks[0].timeout:"), std::string::npos) << m;
+
+  auto ok = ParseConfig(
+      "compaction: {enabled: yes}\n"
+      "alerting:\n"
+      "  enabled: yes\n"
+      "  default_rule: off\n"
+      "  sinks:\n"
+      "    - name: hook\n"
+      "      type: webhook\n"
+      "      url: http://127.0.0.1:1/\n"
+      "      secret_env: LOGDEX_TEST_UNSET_SECRET_FOR_CONFIG\n",
+      "ok.yaml");
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  EXPECT_TRUE(ok->compaction.enabled);
+  EXPECT_TRUE(ok->alerting.enabled);
+  EXPECT_FALSE(ok->alerting.default_rule);
+  ::unsetenv("LOGDEX_TEST_UNSET_SECRET_FOR_CONFIG");
+  Status unset = ResolveAlertingSecrets(*ok);
+  ASSERT_FALSE(unset.ok());
+  EXPECT_NE(unset.message().find("ok.yaml:9: alerting.sinks[0].secret_env: environment variable "
+                                 "LOGDEX_TEST_UNSET_SECRET_FOR_CONFIG is not set"),
+            std::string::npos)
+      << unset.message();
+  ::setenv("LOGDEX_TEST_UNSET_SECRET_FOR_CONFIG", "s3cret", 1);
+  ASSERT_TRUE(ResolveAlertingSecrets(*ok).ok());
+  EXPECT_EQ(ok->alerting.sinks[0].secret, "s3cret");
+  ::unsetenv("LOGDEX_TEST_UNSET_SECRET_FOR_CONFIG");
 }
 
 }  // namespace
