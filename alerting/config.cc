@@ -14,6 +14,7 @@ namespace {
 using Field = YamlWalker::Field;
 
 void WalkRule(YamlWalker& w, const YAML::Node& n, const std::string& path, RuleConfig& r) {
+  if (!n.IsMap()) return w.Fail(n, path, "must be a mapping");
   w.Map(n, path,
         {{"name", w.String(r.name)},
          {"apps", w.StringList(r.apps, true)},
@@ -41,10 +42,15 @@ void WalkRule(YamlWalker& w, const YAML::Node& n, const std::string& path, RuleC
          {"group_by_host", w.Bool(r.group_by_host)},
          {"suppress", w.Bool(r.suppress)},
          {"sinks", w.StringList(r.sinks, true)}});
-  if (n.IsMap() && !n["name"]) w.Fail(n, path + ".name", "missing");
+  if (!n["name"]) {
+    w.Fail(n, path + ".name", "missing");
+  } else if (r.name.empty()) {
+    w.Fail(n["name"], path + ".name", "must not be empty");
+  }
 }
 
 void WalkSink(YamlWalker& w, const YAML::Node& n, const std::string& path, SinkConfig& s) {
+  if (!n.IsMap()) return w.Fail(n, path, "must be a mapping");
   bool typed = false;
   w.Map(n, path,
         {{"name", w.String(s.name)},
@@ -71,9 +77,17 @@ void WalkSink(YamlWalker& w, const YAML::Node& n, const std::string& path, SinkC
                   {{"failures", w.Number<uint32_t>(s.circuit.failures, 1, UINT32_MAX)},
                    {"open_for", w.Duration(s.circuit.open_ms, 1)}});
           })}});
-  if (!n.IsMap()) return;
   if (!typed) return w.Fail(n, path + ".type", "missing (webhook, alertmanager, slack or pagerduty)");
-  if (s.name.empty()) s.name = SinkTypeName(s.type);
+  if (!n["name"]) {
+    s.name = SinkTypeName(s.type);
+  } else if (s.name.empty()) {
+    w.Fail(n["name"], path + ".name", "must not be empty");
+  }
+  for (const char* env_key : {"secret_env", "routing_key_env"}) {
+    if (n[env_key] && n[env_key].IsScalar() && n[env_key].Scalar().empty()) {
+      w.Fail(n[env_key], path + "." + env_key, "must name an environment variable");
+    }
+  }
   if (s.type == SinkType::kPagerDuty && s.url.empty()) s.url = "https://events.pagerduty.com/v2/enqueue";
   if (s.url.empty()) {
     w.Fail(n, path + ".url", "missing");

@@ -6,7 +6,9 @@ namespace logdex {
 
 std::string ConfigSource::Problem(const std::string& key, const std::string& message) const {
   std::string where = name;
-  if (auto it = lines.find(key); it != lines.end()) where += ":" + std::to_string(it->second);
+  if (auto it = lines.find(key); it != lines.end()) {
+    where += (name.empty() ? "line " : ":") + std::to_string(it->second);
+  }
   return (where.empty() ? "" : where + ": ") + key + ": " + message;
 }
 

@@ -17,7 +17,8 @@ struct ConfigSource {
   std::map<std::string, int> lines;  // key path ("store.hbase.port", "alerting.sinks[0].url") -> 1-based line
 
   // "name:LINE: key: message" when the file holds `key`, else "name: key: message"
-  // (the key kept its default). An empty name leaves out the "name:" part.
+  // (the key kept its default). With an empty name: "line LINE: key: message"
+  // (for a message the caller already prefixes with the file's name).
   std::string Problem(const std::string& key, const std::string& message) const;
 };
 

@@ -2,6 +2,8 @@
 
 #include "common/time_parse.h"
 
+#include <charconv>
+
 namespace logdex {
 
 int YamlWalker::LineOf(const YAML::Node& node) {
@@ -97,6 +99,10 @@ YamlWalker::Field YamlWalker::StringMap(std::map<std::string, std::string>& out,
   return [this, &out, check](const YAML::Node& v, const std::string& key) {
     if (!v.IsMap()) return Fail(v, key, "must be a mapping");
     for (const auto& kv : v) {
+      if (!kv.first.IsScalar()) {
+        Fail(kv.first, key, "keys must be strings");
+        continue;
+      }
       const std::string k = kv.first.as<std::string>();
       source_.lines[key + "." + k] = LineOf(kv.first);
       if (!kv.second.IsScalar()) {
@@ -113,6 +119,13 @@ YamlWalker::Field YamlWalker::StringMap(std::map<std::string, std::string>& out,
       out[k] = value;
     }
   };
+}
+
+bool YamlWalker::Decimal(const YAML::Node& v, long long* out) {
+  if (!v.IsScalar()) return false;
+  const std::string& s = v.Scalar();
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), *out);
+  return ec == std::errc() && end == s.data() + s.size() && !s.empty();
 }
 
 Status YamlWalker::status() const {

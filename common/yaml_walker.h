@@ -48,7 +48,7 @@ class YamlWalker {
   // One of the named values ("must be a, b or c" otherwise, in this order).
   template <class E>
   Field Choice(E& out, std::vector<std::pair<std::string, E>> choices);
-  // A whole number in [min, max].
+  // A whole number in [min, max], in decimal ("010" is ten, "0x10" is refused).
   template <class T>
   Field Number(T& out, T min, T max);
   // A duration with its unit ("500ms", "30s", "7d"; common/time_parse.h), at least `min_ms`.
@@ -71,6 +71,8 @@ class YamlWalker {
 
  private:
   static std::string Known(const std::map<std::string, Field>& fields);
+  // A scalar that is a whole decimal number (an optional '-', then digits only).
+  static bool Decimal(const YAML::Node& v, long long* out);
 
   ConfigSource source_;
   std::vector<std::string> problems_;
@@ -100,7 +102,7 @@ template <class T>
 YamlWalker::Field YamlWalker::Number(T& out, T min, T max) {
   return [this, &out, min, max](const YAML::Node& v, const std::string& key) {
     long long n = 0;
-    if (!v.IsScalar() || !YAML::convert<long long>::decode(v, n)) return Fail(v, key, "must be a whole number");
+    if (!Decimal(v, &n)) return Fail(v, key, "must be a whole number");
     if (n < static_cast<long long>(min) || n > static_cast<long long>(max)) {
       return Fail(v, key, "must be between " + std::to_string(min) + " and " + std::to_string(max));
     }

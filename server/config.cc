@@ -66,11 +66,14 @@ void Validate(const ServeConfig& c, const Problem& problem) {
   }
 }
 
-// Validate(), each problem on its line of `c.source`, all in one status.
+// Validate(), each problem with its line in `c.source` ("line 3: key: ..."),
+// all in one status. The callers name the file.
 Status ValidateWithLines(const ServeConfig& c) {
+  ConfigSource lines_only = c.source;
+  lines_only.name.clear();
   std::string all;
   Validate(c, [&](const std::string& key, const std::string& message) {
-    all += (all.empty() ? "" : "\n") + c.source.Problem(key, message);
+    all += (all.empty() ? "" : "\n") + lines_only.Problem(key, message);
   });
   return all.empty() ? Status::Ok() : Status(Errc::kInvalidArgument, all);
 }
@@ -343,7 +346,9 @@ Status ResolveAlertingSecrets(ServeConfig& c) {
   std::vector<std::string> problems;
   alerting::ResolveAlertingSecrets(c.alerting, c.source, &problems);
   if (problems.empty()) {
-    if (Status s = alerting::ValidateAlertingConfig(c.alerting); !s.ok()) problems.push_back(s.message());
+    if (Status s = alerting::ValidateAlertingConfig(c.alerting); !s.ok()) {
+      problems.push_back(c.source.name.empty() ? s.message() : c.source.name + ": " + s.message());
+    }
   }
   std::string all;
   for (const std::string& p : problems) all += (all.empty() ? "" : "\n") + p;

@@ -141,6 +141,42 @@ TEST(AlertingConfig, MalformedYamlTypeIsAnErrorNotAnException) {
   EXPECT_NE(c.error().message.find("alerting.rules"), std::string::npos) << c.error().message;
 }
 
+// What the section's own parser refused before it moved to the shared
+// walker is refused still, each with its line and key.
+TEST(AlertingConfig, EmptyItemsNamesAndVariablesAreRefusedWithTheirLines) {
+  auto null_sink = ParseText("alerting:\n  sinks: [~]\n");
+  ASSERT_FALSE(null_sink.ok());
+  EXPECT_NE(null_sink.error().message.find("alerting.sinks[0]: must be a mapping"), std::string::npos)
+      << null_sink.error().message;
+  auto null_rule = ParseText("alerting:\n  rules:\n    - ~\n");
+  ASSERT_FALSE(null_rule.ok());
+  EXPECT_NE(null_rule.error().message.find("a.yaml:3: alerting.rules[0]: must be a mapping"), std::string::npos)
+      << null_rule.error().message;
+  auto no_name = ParseText("alerting:\n  sinks:\n    - {name: '', type: slack, url: 'https://hooks'}\n");
+  ASSERT_FALSE(no_name.ok());
+  EXPECT_NE(no_name.error().message.find("a.yaml:3: alerting.sinks[0].name: must not be empty"), std::string::npos)
+      << no_name.error().message;
+  auto no_env = ParseText("alerting:\n  sinks:\n    - {type: webhook, url: 'https://x', secret_env: ''}\n");
+  ASSERT_FALSE(no_env.ok());
+  EXPECT_NE(no_env.error().message.find("alerting.sinks[0].secret_env: must name an environment variable"),
+            std::string::npos)
+      << no_env.error().message;
+  auto odd_key = ParseText("alerting:\n  rules:\n    - name: r\n      tags: {[a]: b}\n");
+  ASSERT_FALSE(odd_key.ok());
+  EXPECT_NE(odd_key.error().message.find("a.yaml:4: alerting.rules[0].tags: keys must be strings"), std::string::npos)
+      << odd_key.error().message;
+}
+
+TEST(AlertingConfig, NumbersAreDecimal) {
+  auto ten = ParseText("alerting:\n  limits: {per_app: 010}\n");
+  ASSERT_TRUE(ten.ok()) << ten.error().ToString();
+  EXPECT_EQ(ten->limits.per_app, 10u);
+  auto hex = ParseText("alerting:\n  limits: {per_app: 0x10}\n");
+  ASSERT_FALSE(hex.ok());
+  EXPECT_NE(hex.error().message.find("a.yaml:2: alerting.limits.per_app: must be a whole number"), std::string::npos)
+      << hex.error().message;
+}
+
 TEST(AlertingConfig, DurationsNeedAUnit) {
   EXPECT_EQ(*ParseDurationMs("250ms"), 250);
   EXPECT_EQ(*ParseDurationMs("5s"), 5'000);
