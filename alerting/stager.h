@@ -79,7 +79,7 @@ class AlertStager {
   // appends outbox/state/seen rows to `batch`. `chunk` supplies app, host and
   // the default severity (records with severity 0 inherit it); `records` is
   // its decoded payload; `chunk_id` names the chunk as stored (the indexer's
-  // AlertableChunk::id: ChunkIdOf(producer, sequence), or the id derived from
+  // StreamChunk::id: ChunkIdOf(producer, sequence), or the id derived from
   // the Kafka source, or a split part's own id); `kafka_ts_ms` is the Kafka
   // message timestamp (ms since epoch), the origin of the delivery-latency
   // histogram (0 = unknown).

@@ -127,7 +127,7 @@ EndToEnd RunEndToEnd(const BenchOptions& o, const std::string& bootstrap, const 
   Indexer indexer(*store, io);
   BatchProcessorOptions bo;
   bo.messages_outlive_batch = true;  // as serve runs it
-  BatchProcessor processor(indexer, bo, nullptr, nullptr);
+  BatchProcessor processor(indexer, bo, nullptr);
   prometheus::Registry registry;
   ConsumerMetrics metrics(registry);
   GroupConsumerOptions go;

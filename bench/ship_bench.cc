@@ -279,7 +279,7 @@ json BenchLineInput(const BenchOptions& o, const std::string& file, uint64_t max
     std::unique_ptr<LineDecoder> decoder = o.make_line_decoder(clock);
     BatchProcessorOptions bo;
     bo.decode = io.decode;
-    BatchProcessor processor(indexer, bo, decoder.get(), nullptr);
+    BatchProcessor processor(indexer, bo, decoder.get());
     std::vector<InMessage> messages;
     for (size_t i = 0; i < lines.size(); i += per_message) {
       InMessage& m = messages.emplace_back();

@@ -5,9 +5,8 @@
 
 namespace logdex {
 
-BatchProcessor::BatchProcessor(Indexer& indexer, BatchProcessorOptions options, LineDecoder* lines,
-                               AlertStage* alerts)
-    : indexer_(indexer), options_(std::move(options)), lines_(lines), alerts_(alerts) {}
+BatchProcessor::BatchProcessor(Indexer& indexer, BatchProcessorOptions options, LineDecoder* lines)
+    : indexer_(indexer), options_(std::move(options)), lines_(lines) {}
 
 Result<InputFormat> BatchProcessor::ParseFormat(std::string_view name) {
   if (name == "chunk") return InputFormat::kChunk;
@@ -28,7 +27,7 @@ InputFormat BatchProcessor::FormatOf(const InMessage& m) const {
 bool BatchProcessor::StageChunk(const InMessage& m, const proto::LogChunk& chunk, std::string_view bytes,
                                 const proto::ChunkSource& source, ProcessedBatch& batch, bool bytes_outlive_batch) {
   // Stage() fails (bad records) before any observer adds a row.
-  auto staged = indexer_.Stage(chunk, bytes, source, batch.writes, bytes_outlive_batch);
+  auto staged = indexer_.Stage(chunk, bytes, source, batch.writes, bytes_outlive_batch, m.timestamp_ms);
   if (!staged.ok()) {
     batch.dead_letters.push_back(
         DeadLetter{m, std::string(ChunkErrcName(staged.error().code)), staged.error().ToString()});
@@ -39,16 +38,6 @@ bool BatchProcessor::StageChunk(const InMessage& m, const proto::LogChunk& chunk
   }
   ++batch.chunks;
   batch.records += staged->records;
-  if (alerts_) {
-    for (const AlertableChunk& a : staged->alertable) {
-      auto n = alerts_->Stage(a, m.timestamp_ms, batch.writes);
-      if (!n.ok()) {
-        if (batch.failed.ok()) batch.failed = Status(n.error().code, "alert staging: " + n.error().message);
-        continue;
-      }
-      batch.alerts_staged += *n;
-    }
-  }
   return true;
 }
 

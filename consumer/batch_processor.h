@@ -65,11 +65,11 @@ struct ProcessedBatch {
   uint64_t bytes = 0;
   uint64_t chunks = 0;
   uint64_t records = 0;
-  uint64_t alerts_staged = 0;
   // Chunks made from lines: main rows borrow their bytes, which live as
   // long as `writes` (a deque never moves its elements).
   std::deque<std::string> line_chunks;
-  // Not OK when the batch cannot be written as it is (alert staging failed):
+  // Not OK when the batch cannot be written as it is (an observer, such as
+  // alert staging, could not read the store):
   // the consumer settles it as unwritten and processes the messages again.
   Status failed;
 
@@ -86,31 +86,17 @@ struct BatchProcessorOptions {
   bool messages_outlive_batch = false;
 };
 
-// The alert detector's side of the ingest path: stages outbox rows for a
-// stored chunk's records into the batch that stores the chunk.
-class AlertStage {
- public:
-  virtual ~AlertStage() = default;
-  // Appends the chunk's alerts to `batch`; returns how many. An error fails
-  // the whole batch (it is retried).
-  virtual Result<size_t> Stage(const AlertableChunk& chunk, int64_t kafka_ts_ms, WriteBatch& batch) = 0;
-  // The batch holding what was staged since the last call was written (or not).
-  virtual void Settle(bool written) = 0;
-};
-
 class BatchProcessor {
  public:
-  // `indexer` must outlive the processor; `lines` and `alerts` may be null.
-  BatchProcessor(Indexer& indexer, BatchProcessorOptions options, LineDecoder* lines, AlertStage* alerts);
+  // `indexer` must outlive the processor; `lines` may be null. Everything a
+  // stored chunk yields, alerts included, comes from the indexer's observers.
+  BatchProcessor(Indexer& indexer, BatchProcessorOptions options, LineDecoder* lines);
 
   // Adds one message to `batch`: its rows, or a dead letter.
   void Add(const InMessage& message, ProcessedBatch& batch);
 
   // After the batch was written (or not): see Indexer::Settle.
-  void Settle(bool written) {
-    indexer_.Settle(written);
-    if (alerts_) alerts_->Settle(written);
-  }
+  void Settle(bool written) { indexer_.Settle(written); }
 
   static Result<InputFormat> ParseFormat(std::string_view name);
 
@@ -123,7 +109,6 @@ class BatchProcessor {
   Indexer& indexer_;
   BatchProcessorOptions options_;
   LineDecoder* lines_;
-  AlertStage* alerts_;
 };
 
 }  // namespace logdex

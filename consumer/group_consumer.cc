@@ -341,7 +341,6 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
       metrics_.bytes.Increment(static_cast<double>(out.bytes));
       metrics_.records.Increment(static_cast<double>(out.records));
       metrics_.chunks.Increment(static_cast<double>(out.chunks));
-      metrics_.alerts_staged.Increment(static_cast<double>(out.alerts_staged));
       metrics_.batches.Increment();
       metrics_.batch_seconds.Observe((Ms(clock_) - started) / 1000.0);
     }
@@ -638,7 +637,7 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     std::set<std::tuple<std::string, int32_t, int64_t>> dead;
     for (const DeadLetter& d : out.dead_letters) dead.emplace(d.message.topic, d.message.partition, d.message.offset);
     ProcessedBatch rejected;
-    uint64_t chunks = 0, records = 0, alerts = 0;
+    uint64_t chunks = 0, records = 0;
     for (const InMessage& m : batch) {
       if (dead.count({m.topic, m.partition, m.offset})) continue;
       ProcessedBatch one;
@@ -652,7 +651,6 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
           processor_.Settle(true);
           chunks += one.chunks;
           records += one.records;
-          alerts += one.alerts_staged;
           // Each message written here is a written batch of its own (live
           // tail sees it): `out` has no writes left to hand over.
           if (o_.on_written) o_.on_written(one);
@@ -669,7 +667,6 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     out.writes.Clear();
     out.chunks = chunks;
     out.records = records;
-    out.alerts_staged = alerts;
     return true;
   }
 

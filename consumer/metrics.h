@@ -37,7 +37,7 @@ class ConsumerMetrics {
   prometheus::Counter& kafka_errors;   // client errors (broker down, transport, ...)
   prometheus::Gauge& assigned_partitions;
   prometheus::Counter& rebalances;
-  prometheus::Counter& alerts_staged;
+  prometheus::Counter& alerts_staged;  // notifications written with their batch (serve's AlertObserver counts them)
   // durability skip_wal: offsets wait for a store flush.
   prometheus::Histogram& flush_seconds;
   prometheus::Counter& flush_failures;

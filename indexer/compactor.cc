@@ -62,8 +62,7 @@ Result<std::unique_ptr<Compactor>> Compactor::Create(TableStore& store, Compacto
 
 Compactor::Compactor(TableStore& store, CompactorOptions options)
     : store_(store), options_(std::move(options)), indexer_(store_, [this] {
-        IndexerOptions io = options_.indexer;
-        io.decode_alert_levels = false;  // merged records were alerted on when they arrived
+        IndexerOptions io = options_.indexer;  // its chain has no alert observer: merged records alerted on arrival
         io.retention_ms = 0;
         // The guard counts a chunk's tags in the hour of its first record: a
         // merged chunk brings up to max_span's hours of values into one hour,

@@ -113,6 +113,10 @@ class MetaObserver final : public ChunkObserver {
 
   explicit MetaObserver(TableStore& store) : store_(store) {}
 
+  // A merged chunk holds records its stream's extent already covers, and
+  // this indexer's cached extents would be stale beside serve's.
+  bool ObservesMergedChunks() const override { return false; }
+
   Status Observe(const StreamChunk& c, WriteBatch& batch) override {
     if (Status s = Name(batch, MetaKind::kAppName, c.app, c.chunk->app()); !s.ok()) return s;
     if (Status s = Name(batch, MetaKind::kHostName, c.host, c.chunk->host()); !s.ok()) return s;
@@ -234,13 +238,21 @@ Indexer::~Indexer() = default;
 
 void Indexer::AddObserver(std::unique_ptr<ChunkObserver> observer) { observers_.push_back(std::move(observer)); }
 
+bool Indexer::ObserversWantRecords(Severity severity) const {
+  for (const auto& o : observers_) {
+    if (o->WantsRecords(severity)) return true;
+  }
+  return false;
+}
+
 void Indexer::Settle(bool written) {
   for (auto& o : observers_) o->Settle(written);
 }
 
 Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view bytes,
                               const proto::ChunkSource& source, ChunkId id, const proto::RecordBatch* records,
-                              WriteBatch& batch, bool index_only, bool bytes_outlive_batch, bool merged) {
+                              WriteBatch& batch, bool index_only, bool bytes_outlive_batch, bool merged,
+                              int64_t received_ms) {
   StreamChunk c;
   c.chunk = &chunk;
   c.chunk_bytes = bytes;
@@ -252,6 +264,7 @@ Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view byt
   c.id = id;
   c.main_key = MainKey{SaltOf(c.app, c.host, options_.salt_buckets), c.app, c.severity, chunk.first_ts_ms(), c.host, id};
   c.records = records;
+  c.received_ms = received_ms;
 
   // Before the tag guard: a re-send that is not stored uses none of its caps.
   if (!index_only && !merged && options_.merged_check_ms > 0 &&
@@ -305,9 +318,7 @@ Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view byt
   }
   ++counters_.stored_chunks;
   for (size_t i = index_only ? 1 : 0; i < observers_.size(); ++i) {
-    // A merged chunk holds records its stream's extent already covers, and
-    // this indexer's cached extents would be stale beside serve's: no meta rows.
-    if (merged && dynamic_cast<MetaObserver*>(observers_[i].get())) continue;
+    if (merged && !observers_[i]->ObservesMergedChunks()) continue;
     if (Status s = observers_[i]->Observe(c, batch); !s.ok()) {
       ++counters_.store_read_failures;
       return s;
@@ -318,7 +329,7 @@ Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view byt
 
 ChunkResult<StagedChunk> Indexer::Stage(const proto::LogChunk& chunk, std::string_view chunk_bytes,
                                         const proto::ChunkSource& source, WriteBatch& batch,
-                                        bool bytes_outlive_batch) {
+                                        bool bytes_outlive_batch, int64_t received_ms) {
   ++counters_.chunks;
   counters_.records += chunk.record_count();
   StagedChunk staged;
@@ -335,11 +346,8 @@ ChunkResult<StagedChunk> Indexer::Stage(const proto::LogChunk& chunk, std::strin
 
   const bool mixed = chunk.severity() == kMixedSeverity;
   const bool too_long = chunk.last_ts_ms() - chunk.first_ts_ms() >= options_.max_chunk_span_ms;
-  auto alerting = [this](uint32_t code) {
-    return options_.decode_alert_levels && *SeverityFromCode(code) >= options_.alert_min_severity;
-  };
-  const bool alert_level = !mixed && alerting(chunk.severity());
-  const bool need_records = mixed || too_long || !chunk.has_tag_summary() || alert_level;
+  const bool need_records = mixed || too_long || !chunk.has_tag_summary() ||
+                            ObserversWantRecords(*SeverityFromCode(chunk.severity()));
   const ChunkId id = StoredChunkId(chunk, source);
 
   if (!need_records) {
@@ -350,7 +358,8 @@ ChunkResult<StagedChunk> Indexer::Stage(const proto::LogChunk& chunk, std::strin
       // Every record against the header, without building the records.
       if (auto ok = VerifyRecords(chunk, options_.decode, &verify_scratch_); !ok.ok()) return ok.error();
     }
-    staged.store_failure = ObserveStream(chunk, chunk_bytes, source, id, nullptr, batch, false, bytes_outlive_batch);
+    staged.store_failure =
+        ObserveStream(chunk, chunk_bytes, source, id, nullptr, batch, false, bytes_outlive_batch, false, received_ms);
     staged.stored_chunks = 1;
     return staged;
   }
@@ -361,11 +370,9 @@ ChunkResult<StagedChunk> Indexer::Stage(const proto::LogChunk& chunk, std::strin
   ++counters_.decompressed;
 
   if (!mixed && !too_long) {
-    staged.store_failure = ObserveStream(chunk, chunk_bytes, source, id, &*records, batch, false, bytes_outlive_batch);
+    staged.store_failure =
+        ObserveStream(chunk, chunk_bytes, source, id, &*records, batch, false, bytes_outlive_batch, false, received_ms);
     staged.stored_chunks = 1;
-    if (alert_level) {
-      staged.alertable.push_back(AlertableChunk{id, chunk, std::move(*records)});
-    }
     return staged;
   }
 
@@ -387,13 +394,11 @@ ChunkResult<StagedChunk> Indexer::Stage(const proto::LogChunk& chunk, std::strin
     proto::LogChunk sub = PackChunk(chunk.app(), chunk.host(), part, po);
     const ChunkId sub_id = ChunkIdOf(id ^ group.first, static_cast<uint64_t>(group.second));
     const std::string bytes = sub.SerializeAsString();
-    if (Status s = ObserveStream(sub, bytes, source, sub_id, &part, batch, false); !s.ok() && staged.store_failure.ok()) {
+    if (Status s = ObserveStream(sub, bytes, source, sub_id, &part, batch, false, false, false, received_ms);
+        !s.ok() && staged.store_failure.ok()) {
       staged.store_failure = s;
     }
     ++staged.stored_chunks;
-    if (alerting(group.first)) {
-      staged.alertable.push_back(AlertableChunk{sub_id, std::move(sub), std::move(part)});
-    }
   }
   return staged;
 }

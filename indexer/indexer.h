@@ -57,10 +57,6 @@ struct IndexerOptions {
   // stored, but no query reaches it; its records are counted
   // (past_retention_records, TakePastRetention()). 0: not checked. Default 0.
   int64_t retention_ms = 0;
-  // Decompress chunks of this severity and above and return their records
-  // for alerting (the lowest severity any alert rule takes). Default ERROR.
-  bool decode_alert_levels = true;
-  Severity alert_min_severity = Severity::kError;
   TagGuardOptions tags;
   DecodeOptions decode;
   // With compaction (indexer/compactor.h): a stored chunk whose last record
@@ -92,8 +88,13 @@ struct StreamChunk {
   std::vector<std::pair<std::string_view, std::string_view>> tags;
   // A token filter of the chunk is staged in `tok` (merged chunks).
   bool has_token_filter = false;
-  // The chunk's records when they were decompressed; otherwise null.
+  // The chunk's records when they were decompressed; otherwise null. They
+  // are when an observer wants them (ChunkObserver::WantsRecords), when the
+  // chunk was split, or when it came without a tag summary.
   const proto::RecordBatch* records = nullptr;
+  // When the chunk reached Kafka (its message's timestamp), 0 when unknown:
+  // the start of the alerting path's latency.
+  int64_t received_ms = 0;
 };
 
 // One link of the chain: derives rows from a stream chunk.
@@ -105,6 +106,15 @@ class ChunkObserver {
   virtual Status Observe(const StreamChunk& chunk, WriteBatch& batch) = 0;
   // The rows staged since the last call were written (true) or dropped.
   virtual void Settle(bool /*written*/) {}
+  // Whether this observer needs the records of a stored chunk of `severity`
+  // (StreamChunk::records): the indexer decompresses the chunks some observer
+  // wants and no others it need not. The alert observer wants the severities
+  // its rules take (server/ingest_adapters.h).
+  virtual bool WantsRecords(Severity /*severity*/) const { return false; }
+  // Whether this observer also sees the compactor's merged chunks
+  // (Indexer::StageMerged): the meta rows and alerts of their records were
+  // made when the records arrived.
+  virtual bool ObservesMergedChunks() const { return true; }
 };
 
 // The value of every index row: the main row key, the chunk's record count
@@ -118,18 +128,10 @@ struct IndexValue {
   static std::optional<IndexValue> Decode(std::string_view value);
 };
 
-// A stored chunk at or above alert_min_severity, with its records, for the alert detector.
-struct AlertableChunk {
-  ChunkId id = 0;
-  proto::LogChunk chunk;  // header and payload as stored
-  proto::RecordBatch records;
-};
-
 struct StagedChunk {
   uint32_t stored_chunks = 0;  // 1, or more when split
   uint32_t records = 0;
   bool decompressed = false;
-  std::vector<AlertableChunk> alertable;
   // Not OK when an observer could not read the store (a meta row): the
   // chunk is fine, but the batch holding it must not be written; retry it.
   Status store_failure;
@@ -169,11 +171,12 @@ class Indexer {
   // `chunk_bytes` is the chunk as received (DecodeChunk's input), stored as is;
   // with `bytes_outlive_batch` the caller keeps them valid until `batch` is
   // written or discarded, and the main row borrows them instead of a copy.
+  // `received_ms`: when the chunk reached Kafka (StreamChunk::received_ms).
   // Errors are the chunk's (its records fail validation on decompression);
   // on error nothing was added to `batch`.
   ChunkResult<StagedChunk> Stage(const proto::LogChunk& chunk, std::string_view chunk_bytes,
                                  const proto::ChunkSource& source, WriteBatch& batch,
-                                 bool bytes_outlive_batch = false);
+                                 bool bytes_outlive_batch = false, int64_t received_ms = 0);
 
   // Tells the observers whether the batch holding everything staged since the
   // last call was written. Call after every Write() of a staged batch.
@@ -211,7 +214,9 @@ class Indexer {
   Result<bool> WasMerged(HostId host, AppId app, Severity severity, int64_t last_ts_ms, ChunkId id);
   Status ObserveStream(const proto::LogChunk& chunk, std::string_view bytes, const proto::ChunkSource& source,
                        ChunkId id, const proto::RecordBatch* records, WriteBatch& batch, bool index_only,
-                       bool bytes_outlive_batch = false, bool merged = false);
+                       bool bytes_outlive_batch = false, bool merged = false, int64_t received_ms = 0);
+  // Whether some observer wants the records of a chunk of `severity`.
+  bool ObserversWantRecords(Severity severity) const;
 
   TableStore& store_;
   IndexerOptions options_;

@@ -4,8 +4,10 @@
 // indexer -> store).
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "alerting/stager.h"
 #include "common/clock.h"
@@ -62,25 +64,47 @@ class ShipLineDecoder final : public LineDecoder {
   Counters counters_;
 };
 
-// AlertStager behind the consumer's AlertStage interface.
-class StagerAlertStage final : public AlertStage {
+// Alert staging as the last link of the indexer's chain: the records of each
+// stored chunk at or above the stager's lowest severity go to
+// AlertStager::Stage, by reference, and its rows join the batch that stores
+// the chunk (so the chunk and its notifications are written together, and
+// alert_seen last: the stager marks it WriteLast). Whether a chunk is worth
+// decompressing for alerts is this observer's call (WantsRecords), not the
+// indexer's. A failed stage fails the batch (it is retried), as a failed
+// store read of any observer does.
+class AlertObserver final : public ChunkObserver {
  public:
   // `shared_store`: other members write the same alert state (HBase), so the
-  // stager reloads it from the store for every batch instead of trusting
-  // its cache; otherwise group windows and digest counts would diverge.
-  explicit StagerAlertStage(alerting::AlertStager& stager, bool shared_store = false)
-      : stager_(stager), shared_store_(shared_store) {}
-  Result<size_t> Stage(const AlertableChunk& chunk, int64_t kafka_ts_ms, WriteBatch& batch) override {
-    if (!stager_.Wants(chunk.chunk)) return size_t{0};
-    return stager_.Stage(chunk.chunk, chunk.id, chunk.records, kafka_ts_ms, batch);
+  // stager reloads it from the store for every batch instead of trusting its
+  // cache; otherwise group windows and digest counts would diverge.
+  // `on_written(n)`: a batch holding n staged notifications was written
+  // (serve counts them and wakes the dispatcher).
+  AlertObserver(alerting::AlertStager& stager, bool shared_store, std::function<void(size_t)> on_written)
+      : stager_(stager), shared_store_(shared_store), on_written_(std::move(on_written)) {}
+
+  bool WantsRecords(Severity severity) const override { return severity >= stager_.MinSeverity(); }
+  // Merged records were alerted on when they arrived.
+  bool ObservesMergedChunks() const override { return false; }
+
+  Status Observe(const StreamChunk& c, WriteBatch& batch) override {
+    if (c.records == nullptr || !stager_.Wants(*c.chunk)) return Status::Ok();
+    auto n = stager_.Stage(*c.chunk, c.id, *c.records, c.received_ms, batch);
+    if (!n.ok()) return Status(n.error().code, "alert staging: " + n.error().message);
+    staged_ += *n;
+    return Status::Ok();
   }
+
   void Settle(bool written) override {
+    const size_t staged = std::exchange(staged_, 0);
+    if (written && staged > 0 && on_written_) on_written_(staged);
     if (!written || shared_store_) stager_.DiscardCache();
   }
 
  private:
   alerting::AlertStager& stager_;
   const bool shared_store_;
+  const std::function<void(size_t)> on_written_;
+  size_t staged_ = 0;  // since the last Settle
 };
 
 }  // namespace logdex

@@ -194,6 +194,10 @@ int Serve(const ServeFlags& flags) {
     std::fprintf(stderr, "logdex serve: %s\n", s.message().c_str());
     return 2;
   }
+  if (Status s = ResolveAlertingSecrets(config); !s.ok()) {
+    std::fprintf(stderr, "logdex serve: %s\n", s.message().c_str());
+    return 2;
+  }
 
   const Clock& clock = SystemClock::Instance();
 
@@ -241,17 +245,12 @@ int Serve(const ServeFlags& flags) {
   ConsumerMetrics metrics(registry);
 
   // Alerting: rules and sinks from the config's alerting section.
-  if (Status s = ResolveAlertingSecrets(config); !s.ok()) {
-    std::fprintf(stderr, "logdex serve: %s\n", s.message().c_str());
-    return 2;
-  }
   const alerting::AlertingConfig* alerting_config = &config.alerting;
   if (Status s = alerting::CreateAlertingTables(**store, *alerting_config); !s.ok()) {
     std::fprintf(stderr, "logdex serve: store: %s\n", s.ToString().c_str());
     return 1;
   }
   alerting::AlertStager stager(*alerting_config, **store, clock, registry);
-  StagerAlertStage alert_stage(stager, /*shared_store=*/(*store)->shared());
   alerting::SinkDispatcher dispatcher(*alerting_config, **store, alerting::MakeSinks(*alerting_config, clock), clock,
                                       registry);
 
@@ -288,16 +287,22 @@ int Serve(const ServeFlags& flags) {
   io.retention_ms = config.store.ttl_seconds * 1000;
   io.tags = config.indexer.tags;
   io.decode.max_uncompressed_bytes = config.indexer.max_uncompressed_bytes;
-  io.decode_alert_levels = alerting_config->enabled;
-  io.alert_min_severity = stager.MinSeverity();
   Indexer indexer(**store, io);
+  if (alerting_config->enabled) {
+    // The last link of the chain: notifications join the batch of their chunk.
+    indexer.AddObserver(std::make_unique<AlertObserver>(stager, /*shared_store=*/(*store)->shared(),
+                                                        [&dispatcher, &metrics](size_t staged) {
+                                                          metrics.alerts_staged.Increment(static_cast<double>(staged));
+                                                          dispatcher.Wake();
+                                                        }));
+  }
 
   BatchProcessorOptions bo;
   bo.decode = io.decode;
   bo.messages_outlive_batch = true;  // GroupConsumer keeps a batch's messages until it is written
   for (const auto& [topic, format] : config.consumer.topic_formats) bo.topic_formats[topic] = *BatchProcessor::ParseFormat(format);
   ShipLineDecoder lines(config.consumer.default_app, config.consumer.default_host, clock);
-  BatchProcessor processor(indexer, bo, &lines, alerting_config->enabled ? &alert_stage : nullptr);
+  BatchProcessor processor(indexer, bo, &lines);
 
   GroupConsumerOptions go;
   go.kafka = config.kafka;
@@ -330,9 +335,8 @@ int Serve(const ServeFlags& flags) {
   tail_options.max_clients = static_cast<size_t>(std::clamp(
       config.http.worker_threads - config.http.max_concurrent_queries - 4, 1, 16));
   TailHub tail(tail_options, io.decode, registry);
-  go.on_written = [&dispatcher, &ingest_metrics, &indexer, &lines, &tail](const ProcessedBatch& b) {
+  go.on_written = [&ingest_metrics, &indexer, &lines, &tail](const ProcessedBatch& b) {
     tail.Publish(b.writes);
-    if (b.alerts_staged > 0) dispatcher.Wake();
     ingest_metrics.Update(indexer.counters(), lines.counters(), &indexer);
   };
   auto dispatch_topic = DispatchTopic(config, *alerting_config);

@@ -42,7 +42,7 @@ class LinesTarget {
       : clock_(kNowMs),
         indexer_(store_, Options(clock_)),
         decoder_("fuzz-app", "fuzz-host", clock_),
-        processor_(indexer_, ProcessorOptions(clock_), &decoder_, nullptr),
+        processor_(indexer_, ProcessorOptions(clock_), &decoder_),
         decode_(Options(clock_).decode) {}
 
   void Run(const uint8_t* data, size_t size, InputFormat format) {

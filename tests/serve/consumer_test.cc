@@ -51,7 +51,7 @@ class ConsumerTest : public ::testing::Test {
     lines_ = std::make_unique<ShipLineDecoder>("", "", SystemClock::Instance());
     BatchProcessorOptions bo;
     bo.messages_outlive_batch = true;  // as serve runs it: main rows borrow the message bytes
-    processor_ = std::make_unique<BatchProcessor>(*indexer_, bo, lines_.get(), nullptr);
+    processor_ = std::make_unique<BatchProcessor>(*indexer_, bo, lines_.get());
     metrics_ = std::make_unique<ConsumerMetrics>(registry_);
     GroupConsumerOptions o;
     o.kafka["bootstrap.servers"] = kafka_->bootstrap();
@@ -661,7 +661,7 @@ TEST(GroupConsumerStart, ARejectedSecretPropertyIsRedactedInTheError) {
   auto store = RocksDbStore::Open(ro);
   ASSERT_TRUE(store.ok());
   Indexer indexer(**store, IndexerOptions{});
-  BatchProcessor processor(indexer, BatchProcessorOptions{}, nullptr, nullptr);
+  BatchProcessor processor(indexer, BatchProcessorOptions{}, nullptr);
   prometheus::Registry registry;
   ConsumerMetrics metrics(registry);
   const std::string secret = "hunter2-very-secret";

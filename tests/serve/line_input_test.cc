@@ -218,7 +218,7 @@ TEST(LineInput, AMixedSeverityMessageYieldsOneChunkPerSeverityAndEveryLineIsFoun
   Indexer indexer(**store, io);
   BatchProcessorOptions bo;
   bo.decode = decode;
-  BatchProcessor processor(indexer, bo, &d, nullptr);
+  BatchProcessor processor(indexer, bo, &d);
   ProcessedBatch batch;
   processor.Add(text, batch);
   processor.Add(json, batch);
