@@ -167,22 +167,18 @@ class SignalWatcher {
   std::atomic<bool> finished_{false};
 };
 
-int Serve(const ServeFlags& flags) {
-  spdlog::set_level(spdlog::level::from_str(flags.log_level));
-  SignalWatcher signals;  // before any thread starts
-
+// The configuration serve runs with: the file (if any), then the LOGDEX_*
+// environment, then the flags; checked for exposure, with the alerting
+// secrets read. An error is the whole message to print.
+Result<ServeConfig> MergedConfig(const ServeFlags& flags) {
   ServeConfig config;
   if (!flags.config.empty()) {
     auto loaded = LoadConfig(flags.config);
-    if (!loaded.ok()) {
-      std::fprintf(stderr, "logdex serve: %s\n", loaded.error().message.c_str());
-      return 2;
-    }
+    if (!loaded.ok()) return loaded.error();
     config = std::move(*loaded);
   }
   if (Status s = ApplyEnvOverrides(config, environ); !s.ok()) {
-    std::fprintf(stderr, "logdex serve: environment: %s\n", s.message().c_str());
-    return 2;
+    return Error{s.code(), "environment: " + s.message()};
   }
   if (!flags.store_dir.empty()) config.store.dir = flags.store_dir;
   if (!flags.http.empty()) config.http.listen = flags.http;
@@ -190,37 +186,180 @@ int Serve(const ServeFlags& flags) {
   if (!flags.group.empty()) config.consumer.group_id = flags.group;
   if (!flags.topics.empty()) config.consumer.topics = flags.topics;
   if (flags.allow_unauthenticated) config.http.allow_unauthenticated = true;
-  if (Status s = CheckHttpExposure(config.http); !s.ok()) {
-    std::fprintf(stderr, "logdex serve: %s\n", s.message().c_str());
+  if (Status s = CheckHttpExposure(config.http); !s.ok()) return s.error();
+  if (Status s = ResolveAlertingSecrets(config); !s.ok()) return s.error();
+  return config;
+}
+
+// The indexer serve runs; `longest_span`: the longest chunk span the store
+// may hold (RecordLongestSpan).
+IndexerOptions IndexerOptionsOf(const ServeConfig& config, bool compacting, int64_t longest_span) {
+  IndexerOptions io;
+  if (compacting) {
+    // A settled chunk the compactor may have merged is checked against its
+    // ledger: a re-send is not stored beside the merged chunk. The window is
+    // the longest span a merge may have had (settle 0 still checks).
+    io.merged_check_ms = std::max<int64_t>(config.compaction.settle_ms, 1);
+    io.merged_max_span_ms = longest_span;
+  }
+  io.salt_buckets = config.store.salt_buckets;
+  io.max_chunk_span_ms = config.indexer.max_chunk_span_ms;
+  io.verify = config.indexer.verify;
+  io.retention_ms = config.store.ttl_seconds * 1000;
+  io.tags = config.indexer.tags;
+  io.decode.max_uncompressed_bytes = config.indexer.max_uncompressed_bytes;
+  return io;
+}
+
+// The group member's settings from the file (serve adds its callbacks).
+GroupConsumerOptions ConsumerOptionsOf(const ServeConfig& config) {
+  GroupConsumerOptions go;
+  go.kafka = config.kafka;
+  go.group_id = config.consumer.group_id;
+  go.topics = config.consumer.topics;
+  go.topic_regex = config.consumer.topic_regex;
+  go.dlq_suffix = config.consumer.dlq_suffix;
+  go.batch_max_messages = config.consumer.batch_max_messages;
+  go.batch_max_bytes = config.consumer.batch_max_bytes;
+  go.batch_max_wait_ms = config.consumer.batch_max_wait_ms;
+  go.session_timeout_ms = config.consumer.session_timeout_ms;
+  go.retry_backoff_max_ms = config.consumer.retry_backoff_max_ms;
+  return go;
+}
+
+// The query engine's limits (serve sets store_epoch when it compacts).
+QueryOptions QueryOptionsOf(const ServeConfig& config, int64_t longest_span, const DecodeOptions& decode,
+                            const Clock& clock) {
+  QueryOptions qo;
+  qo.salt_buckets = config.store.salt_buckets;
+  qo.max_chunk_span_ms = longest_span;
+  qo.index_count_span_ms = config.indexer.max_chunk_span_ms;  // merged chunks are counted by reading them
+  qo.max_range_ms = config.query.max_range_ms;
+  qo.max_limit = config.query.max_limit;
+  qo.max_time_ms = config.query.max_time_ms;
+  qo.max_rows_scanned = config.query.max_rows_scanned;
+  qo.max_bytes_decompressed = config.query.max_bytes_decompressed;
+  qo.clock = &clock;
+  qo.decode = decode;
+  return qo;
+}
+
+// The HTTP server's socket and limits (serve adds the cursor key, tail and alerts).
+Result<HttpServerOptions> HttpOptionsOf(const HttpConfig& http) {
+  HttpServerOptions ho;
+  if (Status s = ParseListenAddress(http.listen, ho); !s.ok()) return s.error();
+  ho.bearer_token = http.auth_token;
+  ho.worker_threads = http.worker_threads;
+  ho.max_concurrent_queries = http.max_concurrent_queries;
+  ho.max_body_bytes = http.max_body_bytes;
+  ho.read_timeout_seconds = static_cast<int>(std::max<int64_t>(1, http.read_timeout_ms / 1000));
+  ho.write_timeout_seconds = static_cast<int>(std::max<int64_t>(1, http.write_timeout_ms / 1000));
+  return ho;
+}
+
+// Starts the in-process cluster with the configured topics (and their DLQ
+// topics) and points the consumer at it.
+Result<std::unique_ptr<EmbeddedKafka>> StartEmbeddedKafka(const ServeFlags& flags, ServeConfig& config) {
+  auto k = EmbeddedKafka::Start(1);
+  if (!k.ok()) return k.error();
+  for (const std::string& t : config.consumer.topics) {
+    Status a = (*k)->CreateTopic(t, flags.embedded_partitions);
+    Status b = (*k)->CreateTopic(t + config.consumer.dlq_suffix, 1);
+    if (!a.ok() || !b.ok()) return (a.ok() ? b : a).error();
+  }
+  config.kafka["bootstrap.servers"] = (*k)->bootstrap();
+  // Announced (printed, and the bootstrap file written) only once the
+  // consumer owns the partitions: AnnounceOnceAssigned.
+  return std::move(*k);
+}
+
+// With --embedded-kafka: prints the cluster's address (and writes the
+// bootstrap file) once the consumer owns its partitions, after any
+// on_assignment `go` already has.
+void AnnounceOnceAssigned(const EmbeddedKafka& embedded, const ServeFlags& flags, const ServeConfig& config,
+                          GroupConsumerOptions& go) {
+  // The in-process cluster keeps only ~5 MiB per partition: what a producer
+  // sends before this member fetches is soon gone. So its address is
+  // announced only once the consumer owns every partition of the topics
+  // it created (with a topic regex: once it owns any), and the topics
+  // count as empty at start, so anything deleted before the first fetch
+  // is counted as lost.
+  go.topics_start_empty = true;
+  std::set<std::pair<std::string, int32_t>> wanted;
+  for (const std::string& t : config.consumer.topics) {
+    for (int32_t p = 0; p < flags.embedded_partitions; ++p) wanted.emplace(t, p);
+  }
+  auto announced = std::make_shared<bool>(false);
+  const bool by_regex = !config.consumer.topic_regex.empty();
+  const std::string bootstrap = embedded.bootstrap(), bootstrap_file = flags.bootstrap_file;
+  const std::string first_topic = config.consumer.topics.empty() ? "" : config.consumer.topics.front();
+  const int partitions = flags.embedded_partitions;
+  go.on_assignment = [previous = go.on_assignment, wanted, announced, by_regex, bootstrap, bootstrap_file,
+                      first_topic, partitions](const std::set<std::pair<std::string, int32_t>>& owned) {
+    if (previous) previous(owned);
+    if (*announced || owned.empty()) return;
+    if (!by_regex && !std::includes(owned.begin(), owned.end(), wanted.begin(), wanted.end())) return;
+    *announced = true;
+    std::printf("embedded kafka: bootstrap %s, topic %s (%d partitions); it keeps only ~5 MiB or 100,000 batches "
+                "per partition: a consumer lagging further loses messages (counted in "
+                "logdex_consumer_lost_messages_total)\n",
+                bootstrap.c_str(), first_topic.c_str(), partitions);
+    std::fflush(stdout);
+    if (!bootstrap_file.empty()) {
+      if (Status s = WriteFileAtomically(bootstrap_file, bootstrap + "\n"); !s.ok()) {
+        spdlog::error("serve: {}", s.message());
+      }
+    }
+  };
+}
+
+// The compactor of serve's store (rocksdb only): merges each stream's small
+// settled chunks. A part is merged only once its offset is committed.
+Result<std::unique_ptr<Compactor>> MakeCompactor(const ServeConfig& config, TableStore& store,
+                                                  const IndexerOptions& io, std::atomic<uint64_t>* store_epoch,
+                                                  GroupConsumer& consumer) {
+  CompactorOptions co;
+  co.settle_ms = config.compaction.settle_ms;
+  co.max_span_ms = config.compaction.max_span_ms;
+  co.target_records = config.compaction.target_records;
+  co.target_bytes = config.compaction.target_bytes;
+  co.lookback_ms = config.compaction.lookback_ms;
+  co.max_pass_bytes = config.compaction.max_pass_bytes;
+  co.zstd_level = config.compaction.zstd_level;
+  co.store_epoch = store_epoch;
+  co.indexer = io;
+  co.indexer.merged_check_ms = 0;  // the compactor's own indexer writes merged chunks only
+  co.indexer.token_filter_max_ratio = config.compaction.token_filter_percent / 100.0;
+  // A replay can no longer write a committed part again beside the merged chunk.
+  co.replay_safe = [&consumer](const proto::ChunkSource& src) {
+    std::optional<int64_t> next = consumer.CommittedOffset(src.topic(), src.partition());
+    return next && src.offset() < *next;
+  };
+  return Compactor::Create(store, std::move(co));
+}
+
+int Serve(const ServeFlags& flags) {
+  spdlog::set_level(spdlog::level::from_str(flags.log_level));
+  SignalWatcher signals;  // before any thread starts
+
+  auto merged = MergedConfig(flags);
+  if (!merged.ok()) {
+    std::fprintf(stderr, "logdex serve: %s\n", merged.error().message.c_str());
     return 2;
   }
-  if (Status s = ResolveAlertingSecrets(config); !s.ok()) {
-    std::fprintf(stderr, "logdex serve: %s\n", s.message().c_str());
-    return 2;
-  }
+  ServeConfig& config = *merged;
 
   const Clock& clock = SystemClock::Instance();
 
   // Kafka: a real cluster from config, or the embedded one.
   std::unique_ptr<EmbeddedKafka> embedded;
   if (flags.embedded_kafka) {
-    auto k = EmbeddedKafka::Start(1);
+    auto k = StartEmbeddedKafka(flags, config);
     if (!k.ok()) {
       std::fprintf(stderr, "logdex serve: %s\n", k.error().message.c_str());
       return 1;
     }
     embedded = std::move(*k);
-    for (const std::string& t : config.consumer.topics) {
-      Status a = embedded->CreateTopic(t, flags.embedded_partitions);
-      Status b = embedded->CreateTopic(t + config.consumer.dlq_suffix, 1);
-      if (!a.ok() || !b.ok()) {
-        std::fprintf(stderr, "logdex serve: %s\n", (a.ok() ? b : a).message().c_str());
-        return 1;
-      }
-    }
-    config.kafka["bootstrap.servers"] = embedded->bootstrap();
-    // Announced (printed, and the bootstrap file written) only once the
-    // consumer owns the partitions: see on_assignment below.
   } else if (!config.kafka.count("bootstrap.servers")) {
     std::fprintf(stderr, "logdex serve: no Kafka: give --brokers, kafka.bootstrap.servers in the config, "
                          "or --embedded-kafka\n");
@@ -273,20 +412,7 @@ int Serve(const ServeFlags& flags) {
     return 1;
   }
 
-  IndexerOptions io;
-  if (compacting) {
-    // A settled chunk the compactor may have merged is checked against its
-    // ledger: a re-send is not stored beside the merged chunk. The window is
-    // the longest span a merge may have had (settle 0 still checks).
-    io.merged_check_ms = std::max<int64_t>(config.compaction.settle_ms, 1);
-    io.merged_max_span_ms = *longest_span;
-  }
-  io.salt_buckets = config.store.salt_buckets;
-  io.max_chunk_span_ms = config.indexer.max_chunk_span_ms;
-  io.verify = config.indexer.verify;
-  io.retention_ms = config.store.ttl_seconds * 1000;
-  io.tags = config.indexer.tags;
-  io.decode.max_uncompressed_bytes = config.indexer.max_uncompressed_bytes;
+  const IndexerOptions io = IndexerOptionsOf(config, compacting, *longest_span);
   Indexer indexer(**store, io);
   if (alerting_config->enabled) {
     // The last link of the chain: notifications join the batch of their chunk.
@@ -304,17 +430,7 @@ int Serve(const ServeFlags& flags) {
   ShipLineDecoder lines(config.consumer.default_app, config.consumer.default_host, clock);
   BatchProcessor processor(indexer, bo, &lines);
 
-  GroupConsumerOptions go;
-  go.kafka = config.kafka;
-  go.group_id = config.consumer.group_id;
-  go.topics = config.consumer.topics;
-  go.topic_regex = config.consumer.topic_regex;
-  go.dlq_suffix = config.consumer.dlq_suffix;
-  go.batch_max_messages = config.consumer.batch_max_messages;
-  go.batch_max_bytes = config.consumer.batch_max_bytes;
-  go.batch_max_wait_ms = config.consumer.batch_max_wait_ms;
-  go.session_timeout_ms = config.consumer.session_timeout_ms;
-  go.retry_backoff_max_ms = config.consumer.retry_backoff_max_ms;
+  GroupConsumerOptions go = ConsumerOptionsOf(config);
   if (config.store.durability == Durability::kSkipWal) {
     // Kafka is the write-ahead log: offsets are committed after a flush.
     go.flush = [s = store->get()] { return s->Flush(); };
@@ -353,41 +469,7 @@ int Serve(const ServeFlags& flags) {
     };
     spdlog::info("alerting: the outbox is shared; the owner of {}[0] delivers from it", decides.first);
   }
-  if (embedded) {
-    // The in-process cluster keeps only ~5 MiB per partition: what a producer
-    // sends before this member fetches is soon gone. So its address is
-    // announced only once the consumer owns every partition of the topics
-    // it created (with a topic regex: once it owns any), and the topics
-    // count as empty at start, so anything deleted before the first fetch
-    // is counted as lost.
-    go.topics_start_empty = true;
-    std::set<std::pair<std::string, int32_t>> wanted;
-    for (const std::string& t : config.consumer.topics) {
-      for (int32_t p = 0; p < flags.embedded_partitions; ++p) wanted.emplace(t, p);
-    }
-    auto announced = std::make_shared<bool>(false);
-    const bool by_regex = !config.consumer.topic_regex.empty();
-    const std::string bootstrap = embedded->bootstrap(), bootstrap_file = flags.bootstrap_file;
-    const std::string first_topic = config.consumer.topics.empty() ? "" : config.consumer.topics.front();
-    const int partitions = flags.embedded_partitions;
-    go.on_assignment = [previous = go.on_assignment, wanted, announced, by_regex, bootstrap, bootstrap_file,
-                        first_topic, partitions](const std::set<std::pair<std::string, int32_t>>& owned) {
-      if (previous) previous(owned);
-      if (*announced || owned.empty()) return;
-      if (!by_regex && !std::includes(owned.begin(), owned.end(), wanted.begin(), wanted.end())) return;
-      *announced = true;
-      std::printf("embedded kafka: bootstrap %s, topic %s (%d partitions); it keeps only ~5 MiB or 100,000 batches "
-                  "per partition: a consumer lagging further loses messages (counted in "
-                  "logdex_consumer_lost_messages_total)\n",
-                  bootstrap.c_str(), first_topic.c_str(), partitions);
-      std::fflush(stdout);
-      if (!bootstrap_file.empty()) {
-        if (Status s = WriteFileAtomically(bootstrap_file, bootstrap + "\n"); !s.ok()) {
-          spdlog::error("serve: {}", s.message());
-        }
-      }
-    };
-  }
+  if (embedded) AnnounceOnceAssigned(*embedded, flags, config, go);
   GroupConsumer consumer(go, **store, processor, metrics, clock);
 
   // Compaction (indexer/compactor.h; rocksdb only): merges the small settled
@@ -397,25 +479,7 @@ int Serve(const ServeFlags& flags) {
   std::unique_ptr<Compactor> compactor;
   std::unique_ptr<CompactionRunner> compaction;
   if (compacting) {
-    CompactorOptions co;
-    co.settle_ms = config.compaction.settle_ms;
-    co.max_span_ms = config.compaction.max_span_ms;
-    co.target_records = config.compaction.target_records;
-    co.target_bytes = config.compaction.target_bytes;
-    co.lookback_ms = config.compaction.lookback_ms;
-    co.max_pass_bytes = config.compaction.max_pass_bytes;
-    co.zstd_level = config.compaction.zstd_level;
-    co.store_epoch = &store_epoch;
-    co.indexer = io;
-    co.indexer.merged_check_ms = 0;  // the compactor's own indexer writes merged chunks only
-    co.indexer.token_filter_max_ratio = config.compaction.token_filter_percent / 100.0;
-    // A part is merged only once its offset is committed: a replay can no
-    // longer write it again beside the merged chunk.
-    co.replay_safe = [&consumer](const proto::ChunkSource& src) {
-      std::optional<int64_t> next = consumer.CommittedOffset(src.topic(), src.partition());
-      return next && src.offset() < *next;
-    };
-    auto made = Compactor::Create(**store, std::move(co));
+    auto made = MakeCompactor(config, **store, io, &store_epoch, consumer);
     if (!made.ok()) {
       std::fprintf(stderr, "logdex serve: compaction: %s\n", made.error().ToString().c_str());
       return 1;
@@ -428,31 +492,16 @@ int Serve(const ServeFlags& flags) {
                  config.compaction.max_span_ms / 1000);
   }
 
-  QueryOptions qo;
-  qo.salt_buckets = config.store.salt_buckets;
-  qo.max_chunk_span_ms = *longest_span;
-  qo.index_count_span_ms = config.indexer.max_chunk_span_ms;  // merged chunks are counted by reading them
+  QueryOptions qo = QueryOptionsOf(config, *longest_span, io.decode, clock);
   qo.store_epoch = compacting ? &store_epoch : nullptr;
-  qo.max_range_ms = config.query.max_range_ms;
-  qo.max_limit = config.query.max_limit;
-  qo.max_time_ms = config.query.max_time_ms;
-  qo.max_rows_scanned = config.query.max_rows_scanned;
-  qo.max_bytes_decompressed = config.query.max_bytes_decompressed;
-  qo.clock = &clock;
-  qo.decode = io.decode;
   QueryEngine engine(**store, qo);
 
-  HttpServerOptions ho;
-  if (Status s = ParseListenAddress(config.http.listen, ho); !s.ok()) {
-    std::fprintf(stderr, "logdex serve: http.listen: %s\n", s.message().c_str());
+  auto http_options = HttpOptionsOf(config.http);
+  if (!http_options.ok()) {
+    std::fprintf(stderr, "logdex serve: http.listen: %s\n", http_options.error().message.c_str());
     return 2;
   }
-  ho.bearer_token = config.http.auth_token;
-  ho.worker_threads = config.http.worker_threads;
-  ho.max_concurrent_queries = config.http.max_concurrent_queries;
-  ho.max_body_bytes = config.http.max_body_bytes;
-  ho.read_timeout_seconds = static_cast<int>(std::max<int64_t>(1, config.http.read_timeout_ms / 1000));
-  ho.write_timeout_seconds = static_cast<int>(std::max<int64_t>(1, config.http.write_timeout_ms / 1000));
+  HttpServerOptions& ho = *http_options;
   auto cursor_key = LoadOrCreateCursorKey(**store);
   if (!cursor_key.ok()) {
     std::fprintf(stderr, "logdex serve: store: cursor key: %s\n", cursor_key.error().ToString().c_str());
