@@ -235,6 +235,62 @@ void AlertStager::MaybeEvict(int64_t now_ms) {
   }
 }
 
+Result<bool> AlertStager::IsReplay(const proto::LogChunk& chunk, ChunkId chunk_id,
+                                   const proto::RecordBatch& records) {
+  // Staged before: durably, or in a batch not yet written.
+  bool seen = recent_chunks_.count(chunk_id) > 0;
+  if (!seen) {
+    auto got = store_.Get(kSeenTable, SeenKey(chunk_id));
+    if (!got.ok()) return got.error();
+    seen = got->has_value();
+  }
+  if (!seen) return false;
+  size_t matched = 0;
+  for (const auto& rec : records.records()) {
+    auto sev = SeverityFromCode(rec.severity() ? rec.severity() : chunk.severity());
+    if (sev && detector_.Match(chunk.app(), chunk.host(), *sev, rec)) ++matched;
+  }
+  if (matched) metrics_.Suppressed("replay").Increment(static_cast<double>(matched));
+  return true;
+}
+
+AlertStager::Sample AlertStager::SampleOf(const std::string& app, const std::string& host, const CompiledRule& rule,
+                                          Severity severity, const proto::LogRecord& rec) {
+  Sample sample;
+  sample.app = SanitizeUtf8(app, kMaxTagBytes);
+  sample.host = SanitizeUtf8(host, kMaxTagBytes);
+  sample.rule = rule.config.name;
+  sample.severity = severity;
+  sample.message = SanitizeUtf8(rec.message(), kMaxMessageBytes);
+  sample.message_template = MessageTemplate(sample.message);
+  sample.group = GroupFingerprint(app, severity, sample.message_template, host, rule.config.group_by_host);
+  sample.ts_ms = rec.ts_ms();
+  for (const auto& t : rec.tags()) {
+    sample.tags.emplace_back(SanitizeUtf8(t.key(), kMaxTagBytes), SanitizeUtf8(t.value(), kMaxTagBytes));
+  }
+  return sample;
+}
+
+Notification AlertStager::EventOf(const Sample& sample, std::string idempotency_key, int64_t kafka_ts_ms,
+                                  int64_t now_ms) {
+  Notification n;
+  n.kind = NotificationKind::kEvent;
+  n.idempotency_key = std::move(idempotency_key);
+  n.rule = sample.rule;
+  n.app = sample.app;
+  n.host = sample.host;
+  n.severity = sample.severity;
+  n.group = sample.group;
+  n.message_template = sample.message_template;
+  n.message = sample.message;
+  n.tags = sample.tags;
+  n.ts_ms = sample.ts_ms;
+  n.kafka_ts_ms = kafka_ts_ms;
+  n.count = 1;
+  n.staged_ms = now_ms;
+  return n;
+}
+
 Result<size_t> AlertStager::Stage(const proto::LogChunk& chunk, ChunkId chunk_id, const proto::RecordBatch& records,
                                   int64_t kafka_ts_ms, WriteBatch& batch) {
   if (!config_.enabled) return size_t{0};
@@ -244,22 +300,9 @@ Result<size_t> AlertStager::Stage(const proto::LogChunk& chunk, ChunkId chunk_id
   const std::string& app = chunk.app();
   const std::string& host = chunk.host();
 
-  // Replay: the chunk was staged before (durably, or in a batch not yet written).
-  bool seen = recent_chunks_.count(chunk_id) > 0;
-  if (!seen) {
-    auto got = store_.Get(kSeenTable, SeenKey(chunk_id));
-    if (!got.ok()) return got.error();
-    seen = got->has_value();
-  }
-  if (seen) {
-    size_t matched = 0;
-    for (const auto& rec : records.records()) {
-      auto sev = SeverityFromCode(rec.severity() ? rec.severity() : chunk.severity());
-      if (sev && detector_.Match(app, host, *sev, rec)) ++matched;
-    }
-    if (matched) metrics_.Suppressed("replay").Increment(static_cast<double>(matched));
-    return size_t{0};
-  }
+  auto replay = IsReplay(chunk, chunk_id, records);
+  if (!replay.ok()) return replay.error();
+  if (*replay) return size_t{0};
 
   MaybeEvict(now);
   size_t rows = 0;
@@ -301,17 +344,7 @@ Result<size_t> AlertStager::Stage(const proto::LogChunk& chunk, ChunkId chunk_id
       continue;
     }
     touched = true;
-    Sample sample;
-    sample.app = SanitizeUtf8(app, kMaxTagBytes);
-    sample.host = SanitizeUtf8(host, kMaxTagBytes);
-    sample.rule = rule->config.name;
-    sample.severity = *sev;
-    sample.message = SanitizeUtf8(rec.message(), kMaxMessageBytes);
-    sample.message_template = MessageTemplate(sample.message);
-    sample.group = GroupFingerprint(app, *sev, sample.message_template, host, rule->config.group_by_host);
-    sample.ts_ms = rec.ts_ms();
-    for (const auto& t : rec.tags())
-      sample.tags.emplace_back(SanitizeUtf8(t.key(), kMaxTagBytes), SanitizeUtf8(t.value(), kMaxTagBytes));
+    const Sample sample = SampleOf(app, host, *rule, *sev, rec);
     const std::vector<std::string>& sinks = rule->config.sinks.empty() ? all_sinks_ : rule->config.sinks;
 
     const std::string group_key = GroupKey(sample.group);
@@ -370,21 +403,7 @@ Result<size_t> AlertStager::Stage(const proto::LogChunk& chunk, ChunkId chunk_id
     // The group's latest record, for GET /api/v1/alerts (a digest shows the
     // latest folded record: folds come after a window's events and replace it).
     g->sample = sample;
-    Notification n;
-    n.kind = NotificationKind::kEvent;
-    n.idempotency_key = "ev:" + Hex16(chunk_id) + ":" + std::to_string(i);
-    n.rule = sample.rule;
-    n.app = sample.app;
-    n.host = sample.host;
-    n.severity = sample.severity;
-    n.group = sample.group;
-    n.message_template = sample.message_template;
-    n.message = sample.message;
-    n.tags = sample.tags;
-    n.ts_ms = sample.ts_ms;
-    n.kafka_ts_ms = kafka_ts_ms;
-    n.count = 1;
-    n.staged_ms = now;
+    Notification n = EventOf(sample, "ev:" + Hex16(chunk_id) + ":" + std::to_string(i), kafka_ts_ms, now);
     n.query_url = QueryUrl(app, host, *sev, sample.ts_ms, sample.ts_ms);
     rows += PutEvent(n, sinks, batch);
   }

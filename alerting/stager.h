@@ -111,6 +111,15 @@ class AlertStager {
   static Result<std::string> RecentJson(TableStore& store, int64_t since_ms, size_t limit);
 
  private:
+  // Whether the chunk was staged before (durably, or in a batch not yet
+  // written); a replay's matching records are counted as suppressed.
+  Result<bool> IsReplay(const proto::LogChunk& chunk, ChunkId chunk_id, const proto::RecordBatch& records);
+  // What a notification shows of a record `rule` took, sanitized, with its group.
+  static Sample SampleOf(const std::string& app, const std::string& host, const CompiledRule& rule,
+                         Severity severity, const proto::LogRecord& rec);
+  // The immediate notification of one record (the caller adds its query link).
+  static Notification EventOf(const Sample& sample, std::string idempotency_key, int64_t kafka_ts_ms,
+                              int64_t now_ms);
   State* Load(const std::string& key, bool* ok, Status* error);
   void PutState(const std::string& key, const State& s, WriteBatch& batch);
   size_t PutDigest(State& s, WriteBatch& batch);
