@@ -208,6 +208,98 @@ struct ParsedQuery {
   std::map<std::string, std::string> extra;  // the endpoint's own parameters that were given
 };
 
+// Adds the severities of one `severity` value ("ERROR,FATAL") to `q`.
+std::optional<BadRequest> AddSeverities(const std::string& value, Query& q) {
+  std::string_view rest = value;
+  for (;;) {
+    const size_t comma = rest.find(',');
+    const std::string_view item = Trim(rest.substr(0, comma));
+    if (item.empty()) return BadRequest{"severity", "parameter 'severity' has an empty item in '" + value + "'"};
+    std::optional<Severity> s = ParseSeverity(item);
+    if (!s) {
+      return BadRequest{"severity", "parameter 'severity': '" + std::string(item) +
+                                        "' is not a severity (TRACE, DEBUG, INFO, WARN, ERROR, FATAL, an alias such "
+                                        "as WARNING or CRIT, or a syslog number 0-7)"};
+    }
+    if (std::find(q.severities.begin(), q.severities.end(), *s) == q.severities.end()) q.severities.push_back(*s);
+    if (comma == std::string_view::npos) return std::nullopt;
+    rest.remove_prefix(comma + 1);
+  }
+}
+
+// Verifies a `cursor` and sets q.cursor; a cursor of a `since` query also
+// gives the range its first page resolved to (`pinned`). Nothing in a cursor
+// is used before its signature verifies.
+std::optional<BadRequest> ApplyCursor(const std::string& value, const std::string& cursor_key, Query& q,
+                                      std::optional<RangeCursor>* pinned) {
+  std::optional<std::string> payload = VerifyCursor(cursor_key, value);
+  if (!payload) {
+    return BadRequest{"cursor",
+                      "parameter 'cursor': invalid cursor: it was changed, or it is not a next_cursor of this "
+                      "store's servers (give the next_cursor of the previous page as is)"};
+  }
+  if (!payload->starts_with(kRangeCursorPrefix)) {
+    q.cursor = *payload;
+    return std::nullopt;
+  }
+  *pinned = UnwrapCursor(*payload);
+  if (!*pinned) return BadRequest{"cursor", "parameter 'cursor': invalid cursor: not a cursor from this server"};
+  q.cursor = (*pinned)->inner;
+  return std::nullopt;
+}
+
+// The query's range: `since` (a later page continues the range its cursor
+// pinned), or `from` and `to`.
+std::optional<BadRequest> ResolveRange(const std::string* from, const std::string* to, const std::string* since,
+                                       const std::optional<RangeCursor>& pinned, const Clock& clock,
+                                       ParsedQuery& out) {
+  if (since && (from || to)) {
+    return BadRequest("since", std::string("parameter 'since' cannot be combined with '") + (from ? "from" : "to") +
+                                   "': give since, or from and to");
+  }
+  if (since) {
+    Result<int64_t> d = ParseDuration(*since);
+    if (!d.ok()) return BadRequest("since", "parameter 'since': " + d.error().message);
+    out.since = true;
+    if (pinned) {
+      // Later pages continue the range of the first page.
+      out.query.from_ms = pinned->from_ms;
+      out.query.to_ms = pinned->to_ms;
+    } else {
+      // A huge duration must not overflow (undefined behaviour) into a short range.
+      const int64_t now = clock.NowMs();
+      if (__builtin_sub_overflow(now, *d, &out.query.from_ms) ||
+          __builtin_add_overflow(now, int64_t{1}, &out.query.to_ms)) {
+        return BadRequest("since", "parameter 'since': '" + *since +
+                                       "' is too long (the range would start before the earliest representable time)");
+      }
+    }
+  } else if (from || to) {
+    if (!from) return BadRequest("from", "parameter 'from' is missing: 'to' needs 'from'");
+    if (!to) return BadRequest("to", "parameter 'to' is missing: 'from' needs 'to'");
+    // An unencoded '+' in a query string decodes to a space: "10:00:00 01:00"
+    // can only have meant the offset "+01:00".
+    auto time_of = [&](const char* key, std::string text) -> std::variant<int64_t, BadRequest> {
+      if (const size_t sp = text.find(' '); sp != std::string::npos && sp >= 19) text[sp] = '+';
+      Result<int64_t> t = ParseTimestamp(text);
+      if (!t.ok()) return BadRequest(key, std::string("parameter '") + key + "': " + t.error().message);
+      return *t;
+    };
+    auto f = time_of("from", *from);
+    if (auto* e = std::get_if<BadRequest>(&f)) return *e;
+    auto t = time_of("to", *to);
+    if (auto* e = std::get_if<BadRequest>(&t)) return *e;
+    out.query.from_ms = std::get<int64_t>(f);
+    out.query.to_ms = std::get<int64_t>(t);
+    if (out.query.to_ms <= out.query.from_ms) {
+      return BadRequest("to", "parameter 'to' must be after 'from' (the range [from, to) is empty)");
+    }
+  } else {
+    return BadRequest("", "missing time range: give 'since' (e.g. since=1h) or 'from' and 'to'");
+  }
+  return std::nullopt;
+}
+
 // Turns the query string into a Query, or says which parameter is wrong.
 // One parser for every endpoint that takes the query's filters (`endpoint`
 // names what else it takes).
@@ -229,21 +321,7 @@ std::variant<ParsedQuery, BadRequest> ParseQueryParams(const httplib::Params& pa
   };
   for (const auto& [key, value] : params) {
     if (key == "severity") {
-      std::string_view rest = value;
-      for (;;) {
-        const size_t comma = rest.find(',');
-        const std::string_view item = Trim(rest.substr(0, comma));
-        if (item.empty()) return bad("severity", "parameter 'severity' has an empty item in '" + value + "'");
-        std::optional<Severity> s = ParseSeverity(item);
-        if (!s) {
-          return bad("severity", "parameter 'severity': '" + std::string(item) +
-                                     "' is not a severity (TRACE, DEBUG, INFO, WARN, ERROR, FATAL, an alias such as "
-                                     "WARNING or CRIT, or a syslog number 0-7)");
-        }
-        if (std::find(q.severities.begin(), q.severities.end(), *s) == q.severities.end()) q.severities.push_back(*s);
-        if (comma == std::string_view::npos) break;
-        rest.remove_prefix(comma + 1);
-      }
+      if (auto e = AddSeverities(value, q)) return *e;
     } else if (key == "tag") {
       const size_t eq = value.find('=');
       if (eq == std::string::npos || eq == 0) {
@@ -304,66 +382,10 @@ std::variant<ParsedQuery, BadRequest> ParseQueryParams(const httplib::Params& pa
   }
   std::optional<RangeCursor> pinned;
   if (const std::string* v = get("cursor")) {
-    // Nothing in a cursor is used before its signature verifies.
-    std::optional<std::string> payload = VerifyCursor(cursor_key, *v);
-    if (!payload) {
-      return bad("cursor",
-                 "parameter 'cursor': invalid cursor: it was changed, or it is not a next_cursor of this store's "
-                 "servers (give the next_cursor of the previous page as is)");
-    }
-    if (payload->starts_with(kRangeCursorPrefix)) {
-      pinned = UnwrapCursor(*payload);
-      if (!pinned) return bad("cursor", "parameter 'cursor': invalid cursor: not a cursor from this server");
-      q.cursor = pinned->inner;
-    } else {
-      q.cursor = *payload;
-    }
+    if (auto e = ApplyCursor(*v, cursor_key, q, &pinned)) return *e;
   }
   if (!endpoint.range) return out;
-  const std::string* from = get("from");
-  const std::string* to = get("to");
-  const std::string* since = get("since");
-  if (since && (from || to)) {
-    return bad("since", std::string("parameter 'since' cannot be combined with '") + (from ? "from" : "to") +
-                            "': give since, or from and to");
-  }
-  if (since) {
-    Result<int64_t> d = ParseDuration(*since);
-    if (!d.ok()) return bad("since", "parameter 'since': " + d.error().message);
-    out.since = true;
-    if (pinned) {
-      // Later pages continue the range of the first page.
-      q.from_ms = pinned->from_ms;
-      q.to_ms = pinned->to_ms;
-    } else {
-      // A huge duration must not overflow (undefined behaviour) into a short range.
-      const int64_t now = clock.NowMs();
-      if (__builtin_sub_overflow(now, *d, &q.from_ms) || __builtin_add_overflow(now, int64_t{1}, &q.to_ms)) {
-        return bad("since", "parameter 'since': '" + *since +
-                                "' is too long (the range would start before the earliest representable time)");
-      }
-    }
-  } else if (from || to) {
-    if (!from) return bad("from", "parameter 'from' is missing: 'to' needs 'from'");
-    if (!to) return bad("to", "parameter 'to' is missing: 'from' needs 'to'");
-    // An unencoded '+' in a query string decodes to a space: "10:00:00 01:00"
-    // can only have meant the offset "+01:00".
-    auto time_of = [&](const char* key, std::string text) -> std::variant<int64_t, BadRequest> {
-      if (const size_t sp = text.find(' '); sp != std::string::npos && sp >= 19) text[sp] = '+';
-      Result<int64_t> t = ParseTimestamp(text);
-      if (!t.ok()) return bad(key, std::string("parameter '") + key + "': " + t.error().message);
-      return *t;
-    };
-    auto f = time_of("from", *from);
-    if (auto* e = std::get_if<BadRequest>(&f)) return *e;
-    auto t = time_of("to", *to);
-    if (auto* e = std::get_if<BadRequest>(&t)) return *e;
-    q.from_ms = std::get<int64_t>(f);
-    q.to_ms = std::get<int64_t>(t);
-    if (q.to_ms <= q.from_ms) return bad("to", "parameter 'to' must be after 'from' (the range [from, to) is empty)");
-  } else {
-    return bad("", "missing time range: give 'since' (e.g. since=1h) or 'from' and 'to'");
-  }
+  if (auto e = ResolveRange(get("from"), get("to"), get("since"), pinned, clock, out)) return *e;
   return out;
 }
 
