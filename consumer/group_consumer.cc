@@ -64,8 +64,6 @@ struct DlqTicket {
   size_t index = 0;
 };
 
-constexpr int kDlqFlushMs = 5000;
-
 }  // namespace
 
 Status CheckConsumerKafkaProperties(const std::map<std::string, std::string>& kafka) {
@@ -499,7 +497,7 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
         deliveries->state[i] = DlqDeliveries::kInFlight;
         if (!ProduceDeadLetter(out.dead_letters[i], deliveries, i)) deliveries->state[i] = DlqDeliveries::kFailed;
       }
-      producer_->flush(kDlqFlushMs);  // serves the delivery reports
+      producer_->flush(static_cast<int>(o_.dlq_flush_timeout_ms));  // serves the delivery reports
       size_t delivered = 0, failed = 0;
       for (const auto& st : deliveries->state) {
         delivered += st == DlqDeliveries::kDelivered;
@@ -518,7 +516,7 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
         metrics_.dlq_flush_timeouts.Increment();
         spdlog::warn("dlq: {} of {} dead letters still unacknowledged after {} ms; partitions paused, waiting for them "
                      "(they are not produced again)",
-                     n - delivered, n, kDlqFlushMs);
+                     n - delivered, n, o_.dlq_flush_timeout_ms);
         if (stop) return false;
       }
     }

@@ -64,8 +64,11 @@ struct GroupConsumerOptions {
   int64_t batch_max_wait_ms = 50;
   int64_t session_timeout_ms = 10'000;
   int64_t retry_backoff_max_ms = 5'000;
-  // Called on the Run thread after each batch is written (e.g. to wake the
-  // alert dispatcher when the batch staged alerts); durable too, unless
+  // How long one wait for the dead letters' acknowledgements lasts; those
+  // still unacknowledged then are waited for again (never produced twice),
+  // with the partitions paused (logdex_consumer_dlq_flush_timeouts_total).
+  int64_t dlq_flush_timeout_ms = 5'000;
+  // Called on the Run thread after each batch is written; durable too, unless
   // `flush` is set (then durable at the next flush). A batch the store
   // refused for good is written message by message: each one written is
   // handed over on its own, then the batch with no writes left.

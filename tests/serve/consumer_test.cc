@@ -492,7 +492,8 @@ TEST_F(RegexConsumerTest, ItsOwnDeadLetterTopicIsNotConsumed) {
 class SlowDlqConsumerTest : public ConsumerTest {
  protected:
   int Brokers() override { return 2; }
-  void Configure(GroupConsumerOptions&) override {
+  void Configure(GroupConsumerOptions& o) override {
+    o.dlq_flush_timeout_ms = 1'000;  // an acknowledgement 3 s late outlasts it with room to spare
     for (int p = 0; p < kPartitions; ++p) rd_kafka_mock_partition_set_leader(kafka_->cluster(), "t", p, 1);
     rd_kafka_mock_partition_set_leader(kafka_->cluster(), "t.dlq", 0, 2);
   }
@@ -513,7 +514,7 @@ class SlowDlqConsumerTest : public ConsumerTest {
   }
 };
 
-// A dead letter whose acknowledgement is slower than the 5 s flush is waited
+// A dead letter whose acknowledgement is slower than the 1 s flush is waited
 // for, not produced a second time; its offset is committed once it is
 // delivered. One whose delivery fails outright is produced again.
 TEST_F(SlowDlqConsumerTest, ADeadLetterInFlightIsWaitedForAndAFailedOneProducedAgain) {
@@ -521,9 +522,9 @@ TEST_F(SlowDlqConsumerTest, ADeadLetterInFlightIsWaitedForAndAFailedOneProducedA
   TestProducer producer(kafka_->bootstrap());
   ASSERT_TRUE(producer.Send("t", 1, Chunk(1)));
   ASSERT_TRUE(WaitFor([&] { return MainRows() == 1; }, 20'000)) << "the DLQ producer is connected";
-  // The next Produce answer of broker 2 comes after 7 s.
+  // The next Produce answer of broker 2 comes after 3 s.
   ASSERT_EQ(rd_kafka_mock_broker_push_request_error_rtts(kafka_->cluster(), 2, /*Produce*/ 0, 1,
-                                                         RD_KAFKA_RESP_ERR_NO_ERROR, 7000),
+                                                         RD_KAFKA_RESP_ERR_NO_ERROR, 3000),
             RD_KAFKA_RESP_ERR_NO_ERROR);
   ASSERT_TRUE(producer.Send("t", 0, "not a chunk"));  // t[0]@0
   ASSERT_TRUE(WaitFor([&] { return metrics_->dlq_flush_timeouts.Value() >= 1; }, 20'000));
