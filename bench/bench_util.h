@@ -14,6 +14,7 @@
 
 #include "common/clock.h"
 #include "common/severity.h"
+#include "indexer/indexer.h"
 #include "indexer/tables.h"
 #include "store/rocksdb_store.h"
 
@@ -89,5 +90,18 @@ inline std::unique_ptr<RocksDbStore> OpenStoreWithTables(const std::string& dir,
   LOGDEX_CHECK(CreateTables(**store, TableLayout{}).ok());
   return std::move(*store);
 }
+
+// Serve's alert observer (server/ingest_adapters.h) has the indexer
+// decompress the records of ERROR and FATAL chunks, the default rules'
+// severities. A benchmark's indexer gets this stand-in so that it does the
+// work serve's does (it wants the same records and stages nothing).
+class AlertLevelRecords final : public ChunkObserver {
+ public:
+  bool WantsRecords(Severity severity) const override { return severity >= Severity::kError; }
+  bool ObservesMergedChunks() const override { return false; }
+  Status Observe(const StreamChunk&, WriteBatch&) override { return Status::Ok(); }
+};
+
+inline void DecompressAlertLevels(Indexer& indexer) { indexer.AddObserver(std::make_unique<AlertLevelRecords>()); }
 
 }  // namespace logdex::bench

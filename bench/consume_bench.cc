@@ -125,6 +125,7 @@ EndToEnd RunEndToEnd(const BenchOptions& o, const std::string& bootstrap, const 
   IndexerOptions io;
   io.verify = verify;
   Indexer indexer(*store, io);
+  bench::DecompressAlertLevels(indexer);  // as serve's alert observer has it do
   BatchProcessorOptions bo;
   bo.messages_outlive_batch = true;  // as serve runs it
   BatchProcessor processor(indexer, bo, nullptr);

@@ -64,6 +64,7 @@ json Throughput(const BenchOptions& o, const std::vector<std::string>& lines) {
   {
     auto store = bench::OpenStoreWithTables(dir.str());
     Indexer indexer(*store, IndexerOptions{});
+    bench::DecompressAlertLevels(indexer);  // as serve's alert observer has it do
     proto::ChunkSource src;
     src.set_topic("bench");
     const double cpu0 = CpuSeconds();
@@ -113,6 +114,7 @@ json Growth(const BenchOptions& o) {
   {
     auto store = bench::OpenStoreWithTables(dir.str());
     Indexer indexer(*store, IndexerOptions{});
+    bench::DecompressAlertLevels(indexer);  // as serve's alert observer has it do
     proto::ChunkSource src;
     src.set_topic("bench");
     const int64_t base = SystemClock::Instance().NowMs() - 6 * 3'600'000;

@@ -322,6 +322,7 @@ json BenchQuery(const BenchOptions& o) {
   IndexerOptions io;
   io.retention_ms = 7ll * 24 * 3600 * 1000;
   Indexer indexer(*store, io);
+  bench::DecompressAlertLevels(indexer);  // as serve's alert observer has it do
   bench::IndexingSink sink(indexer);
   const int64_t end_ms = SystemClock::Instance().NowMs() / 60'000 * 60'000;
   const int64_t start_ms = end_ms - 24ll * 3600 * 1000;

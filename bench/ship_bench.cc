@@ -30,6 +30,7 @@
 #include <thread>
 
 #include "bench/bench.h"
+#include "bench/bench_util.h"
 #include "common/clock.h"
 #include "common/result.h"
 #include "indexer/indexer.h"
@@ -276,6 +277,7 @@ json BenchLineInput(const BenchOptions& o, const std::string& file, uint64_t max
     IndexerOptions io;
     io.decode.clock = &clock;
     Indexer indexer(**store, io);
+    bench::DecompressAlertLevels(indexer);  // as serve's alert observer has it do
     std::unique_ptr<LineDecoder> decoder = o.make_line_decoder(clock);
     BatchProcessorOptions bo;
     bo.decode = io.decode;

@@ -70,6 +70,7 @@ json RunOne(const BenchOptions& o, const Workload& w, proto::Codec codec, const 
   io.retention_ms = 7ll * 24 * 3600 * 1000;
   io.max_chunk_span_ms = w.max_chunk_span_ms;
   Indexer indexer(*store, io);
+  bench::DecompressAlertLevels(indexer);  // as serve's alert observer has it do
   bench::IndexingSink sink(indexer);
 
   // A whole minute, so that the indexer's 60 s windows fall the same way every run.

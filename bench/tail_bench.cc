@@ -71,6 +71,7 @@ json BenchTail(const BenchOptions& o) {
   IndexerOptions io;
   io.decode.clock = &clock;
   Indexer indexer(*store, io);
+  bench::DecompressAlertLevels(indexer);  // as serve's alert observer has it do
   prometheus::Registry registry;
   TailHub hub(TailOptions{}, io.decode, registry);
   QueryOptions qo;

@@ -9,6 +9,7 @@
 
 #include <vector>
 
+#include "alerting/notification.h"
 #include "alerting/stager.h"
 #include "common/chunk_codec.h"
 #include "common/clock.h"
@@ -77,6 +78,18 @@ class AlertObserverTest : public ::testing::Test {
     indexer_->Settle(write);
   }
 
+  // The notifications in the outbox.
+  std::vector<alerting::Notification> Outbox() {
+    std::vector<alerting::Notification> out;
+    EXPECT_TRUE(store_->Scan(ScanSpec{std::string(kOutboxTable), "", "", false, 0}, [&](auto, std::string_view v) {
+      auto e = alerting::DecodeOutboxEntry(v);
+      EXPECT_TRUE(e.ok());
+      if (e.ok()) out.push_back(e->n);
+      return true;
+    }).ok());
+    return out;
+  }
+
   size_t OutboxRows() {
     size_t n = 0;
     EXPECT_TRUE(store_->Scan(ScanSpec{std::string(kOutboxTable), "", "", false, 0}, [&](auto, auto) {
@@ -120,6 +133,31 @@ TEST_F(AlertObserverTest, ABatchNotWrittenReportsNothingAndItsChunkAlertsWhenItC
   Ingest(Chunk(Severity::kError, 3), true);  // a real replay of a written chunk
   EXPECT_EQ(written_counts_.size(), 1u) << "a replay stages nothing";
   EXPECT_EQ(OutboxRows(), rows);
+}
+
+// A chunk of mixed severities (another producer's: no tag summary) is split
+// by severity before the observers see it: the ERROR part alerts, with the
+// time the chunk reached Kafka, and the INFO part does not.
+TEST_F(AlertObserverTest, TheErrorPartOfAMixedChunkAlertsWithTheChunksKafkaTime) {
+  proto::RecordBatch b;
+  for (int i = 0; i < 6; ++i) {
+    proto::LogRecord* r = b.add_records();
+    r->set_ts_ms(kNow - 1'000 + i);
+    r->set_severity(SeverityCode(i == 4 ? Severity::kError : Severity::kInfo));
+    r->set_message(i == 4 ? "disk full on /var" : "request served");
+  }
+  PackOptions po;
+  po.producer_id = 8;
+  po.sequence = 1;
+  po.summarize_tags = false;
+  Ingest(PackChunk("billing", "web-2", b, po).SerializeAsString(), true);
+  EXPECT_EQ(indexer_->counters().split_by_severity, 1u);
+  const std::vector<alerting::Notification> sent = Outbox();
+  ASSERT_EQ(sent.size(), 1u) << "one ERROR record, one sink";
+  EXPECT_EQ(sent[0].message, "disk full on /var");
+  EXPECT_EQ(sent[0].kafka_ts_ms, kNow - 500) << "the latency starts when the chunk reached Kafka";
+  ASSERT_EQ(written_counts_.size(), 1u);
+  EXPECT_EQ(written_counts_[0], 1u);
 }
 
 }  // namespace
