@@ -224,6 +224,140 @@ void Excerpt(const std::string& text, size_t max_lines) {
   }
 }
 
+// Ships the Loghub samples (dates moved to yesterday) and a generated burst
+// through `logdex ship`; adds the records shipped to `expected`.
+bool ShipAll(const DemoOptions& o, const std::string& work, const std::string& brokers, int64_t now_ms,
+             uint64_t* expected) {
+  Section("ship: Loghub samples (" + o.data + "/LICENSE), dates moved to yesterday");
+  auto ship = [&](const std::string& file, const std::string& app, const std::string& host,
+                  const std::string& format) {
+    std::string out;
+    const int rc = RunLogdex({"ship", "--brokers", brokers, "--app", app, "--host", host, "--format", format,
+                              "--no-progress", file},
+                             work + "/ship-" + app + "-" + host + ".log", &out);
+    const uint64_t records = RecordsShipped(out);
+    std::printf("  $ logdex ship --app %s --host %s --format %s %s\n    %s", app.c_str(), host.c_str(),
+                format.c_str(), fs::path(file).filename().c_str(), out.c_str());
+    if (rc != 0) return false;
+    *expected += records;
+    return true;
+  };
+  for (const Sample& s : Samples(now_ms)) {
+    const std::string moved = work + "/" + s.app + ".log";
+    if (!MoveToYesterday(o.data, s, moved, now_ms) || !ship(moved, s.app, s.host, s.format)) {
+      std::fprintf(stderr, "logdex demo: shipping %s failed\n", s.file.c_str());
+      return false;
+    }
+  }
+  Section("ship: a generated burst (checkout service, last 10 minutes, payment gateway errors)");
+  for (int h = 1; h <= 2; ++h) {
+    const std::string host = "web-" + std::to_string(h);
+    const std::string file = work + "/checkout-" + host + ".jsonl";
+    WriteBurst(file, o.burst_lines / 2, now_ms, static_cast<uint32_t>(h));
+    if (!ship(file, "checkout", host, "json")) {
+      std::fprintf(stderr, "logdex demo: shipping the burst failed\n");
+      return false;
+    }
+  }
+
+  return true;
+}
+
+// Runs `logdex query` against serve for each index and prints the answers;
+// false when one failed.
+bool RunQueries(const std::string& url, const std::string& work, httplib::Client& http) {
+  Section("queries (logdex query --server " + url + " ...)");
+  auto query = [&](const std::vector<std::string>& args, const std::string& what) {
+    std::vector<std::string> full = {"query", "--server", url};
+    full.insert(full.end(), args.begin(), args.end());
+    std::string shown = "logdex query";
+    for (const std::string& a : args) shown += " " + (a.find(' ') != std::string::npos ? "'" + a + "'" : a);
+    std::string out;
+    const int rc = RunLogdex(full, work + "/query.log", &out);
+    std::printf("\n  # %s\n  $ %s\n", what.c_str(), shown.c_str());
+    Excerpt(out, 8);
+    return rc == 0;
+  };
+  bool queries_ok = true;
+  queries_ok &= query({"--app", "apache", "--severity", "ERROR", "--since", "72h", "--limit", "4"},
+                      "app + time range + severity (the idx_error index)");
+  queries_ok &= query({"--host", "datanode-1", "--since", "72h", "--limit", "3"}, "host only (idx_host)");
+  queries_ok &= query({"--tag", "region=eu-west", "--severity", "ERROR", "--severity", "FATAL", "--since", "1h",
+                       "--limit", "3"},
+                      "tag (idx_tag), errors only");
+  queries_ok &= query({"--app", "openstack", "--contains", "status: 404", "--since", "72h", "--limit", "3"},
+                      "text: contains, filtered next to the data");
+  std::printf("\n  records per app (--json, counted):\n");
+  for (const char* app : {"hdfs", "openstack", "apache", "android", "checkout"}) {
+    auto r = http.Get(std::string("/api/v1/query?app=") + app + "&since=72h&limit=10000");
+    size_t n = 0;
+    if (r && r->status == 200) {
+      auto j = json::parse(r->body, nullptr, false);
+      if (!j.is_discarded()) n = j["records"].size();
+    }
+    std::printf("    %-10s %zu\n", app, n);
+  }
+
+  return queries_ok;
+}
+
+// Prints the notifications the local webhook received (waiting up to 20 s
+// for the first two) and returns their bodies.
+std::vector<std::string> ShowAlerts(const alerting::WebhookReceiver& webhook, const std::string& work) {
+  Section("alerts received by the local webhook (" + webhook.url("/alerts") + ")");
+  WaitUntil([&] { return webhook.bodies().size() >= 2; }, 20'000);
+  std::this_thread::sleep_for(std::chrono::seconds(1));  // a last notification in flight
+  const std::vector<std::string> alerts = webhook.bodies();
+  for (const std::string& body : alerts) {
+    auto j = json::parse(body, nullptr, false);
+    if (j.is_discarded()) continue;
+    std::printf("  - [%s] %s/%s x%llu: %s\n", j.value("severity", "").c_str(), j.value("app", "").c_str(),
+                j.value("host", "").c_str(), static_cast<unsigned long long>(j.value("count", uint64_t{1})),
+                j.value("summary", "").c_str());
+  }
+  if (alerts.empty()) std::printf("  (none arrived within 20 s; see %s/serve.log)\n", work.c_str());
+  for (const std::string& body : alerts) {  // each links to the web UI's view of its records
+    auto j = json::parse(body, nullptr, false);
+    if (j.is_discarded() || !j.contains("query_url") || !j["query_url"].is_string()) continue;
+    std::printf("  the first one's link: %s\n", j["query_url"].get<std::string>().c_str());
+    break;
+  }
+
+  return alerts;
+}
+
+// Prints serve's main counters and the mean alert latency from /metrics.
+void ShowMetrics(const std::string& url, httplib::Client& http) {
+  Section("metrics (" + url + "/metrics)");
+  auto m = http.Get("/metrics");
+  const std::string exposition = m && m->status == 200 ? m->body : "";
+  const double latency_n = Metric(exposition, "logdex_alerting_delivery_latency_seconds_count");
+  for (const char* name : {"logdex_consumer_messages_total", "logdex_consumer_bytes_total",
+                           "logdex_indexer_chunks_total", "logdex_indexer_records_total",
+                           "logdex_consumer_dead_lettered_total", "logdex_alerting_alerts_detected_total",
+                           "logdex_alerting_notifications_sent_total", "logdex_alerting_notifications_failed_total"}) {
+    std::printf("  %-45s %.0f\n", name, Metric(exposition, name));
+  }
+  if (latency_n > 0) {
+    std::printf("  %-45s %.1f ms\n", "alert delivery latency from produce (mean)",
+                1000 * Metric(exposition, "logdex_alerting_delivery_latency_seconds_sum") / latency_n);
+  }
+
+}
+
+// What to try next.
+void PrintNext(const std::string& url, const std::string& brokers, double seconds) {
+  Section("done in " + std::to_string(static_cast<int>(seconds + 0.5)) + " s; try next");
+  std::printf("  open %s/ in a browser (the web UI; keep it up with --serve)\n", url.c_str());
+  std::printf("  logdex query --server %s --app checkout --severity ERROR --since 1h\n", url.c_str());
+  std::printf("  curl '%s/api/v1/query?host=web-1&since=1h&limit=5'\n", url.c_str());
+  std::printf("  curl %s/metrics | grep ^logdex_consumer\n", url.c_str());
+  std::printf("  logdex ship --brokers %s --app myapp --host $(hostname) --format auto /var/log/syslog\n",
+              brokers.c_str());
+  std::printf("  logdex demo --serve     # keep this running to explore\n");
+
+}
+
 std::atomic<bool> g_stop{false};
 void OnSignal(int) { g_stop = true; }
 
@@ -290,39 +424,8 @@ int RunDemo(const DemoOptions& o) {
   }
   std::printf("  kafka bootstrap %s, topic logdex.chunks; alerts -> %s\n", brokers.c_str(), webhook.url("/alerts").c_str());
 
-  // ship: the samples, then the burst.
-  Section("ship: Loghub samples (" + o.data + "/LICENSE), dates moved to yesterday");
   uint64_t expected = 0;
-  auto ship = [&](const std::string& file, const std::string& app, const std::string& host,
-                  const std::string& format) {
-    std::string out;
-    const int rc = RunLogdex({"ship", "--brokers", brokers, "--app", app, "--host", host, "--format", format,
-                              "--no-progress", file},
-                             work + "/ship-" + app + "-" + host + ".log", &out);
-    const uint64_t records = RecordsShipped(out);
-    std::printf("  $ logdex ship --app %s --host %s --format %s %s\n    %s", app.c_str(), host.c_str(),
-                format.c_str(), fs::path(file).filename().c_str(), out.c_str());
-    if (rc != 0) return false;
-    expected += records;
-    return true;
-  };
-  for (const Sample& s : Samples(now_ms)) {
-    const std::string moved = work + "/" + s.app + ".log";
-    if (!MoveToYesterday(o.data, s, moved, now_ms) || !ship(moved, s.app, s.host, s.format)) {
-      std::fprintf(stderr, "logdex demo: shipping %s failed\n", s.file.c_str());
-      return 1;
-    }
-  }
-  Section("ship: a generated burst (checkout service, last 10 minutes, payment gateway errors)");
-  for (int h = 1; h <= 2; ++h) {
-    const std::string host = "web-" + std::to_string(h);
-    const std::string file = work + "/checkout-" + host + ".jsonl";
-    WriteBurst(file, o.burst_lines / 2, now_ms, static_cast<uint32_t>(h));
-    if (!ship(file, "checkout", host, "json")) {
-      std::fprintf(stderr, "logdex demo: shipping the burst failed\n");
-      return 1;
-    }
-  }
+  if (!ShipAll(o, work, brokers, now_ms, &expected)) return 1;
 
   // Wait until everything shipped is indexed.
   double indexed = 0;
@@ -338,81 +441,13 @@ int RunDemo(const DemoOptions& o) {
               all ? "" : " (timed out waiting for the rest)");
   if (!all) return 1;
 
-  Section("queries (logdex query --server " + url + " ...)");
-  auto query = [&](const std::vector<std::string>& args, const std::string& what) {
-    std::vector<std::string> full = {"query", "--server", url};
-    full.insert(full.end(), args.begin(), args.end());
-    std::string shown = "logdex query";
-    for (const std::string& a : args) shown += " " + (a.find(' ') != std::string::npos ? "'" + a + "'" : a);
-    std::string out;
-    const int rc = RunLogdex(full, work + "/query.log", &out);
-    std::printf("\n  # %s\n  $ %s\n", what.c_str(), shown.c_str());
-    Excerpt(out, 8);
-    return rc == 0;
-  };
-  bool queries_ok = true;
-  queries_ok &= query({"--app", "apache", "--severity", "ERROR", "--since", "72h", "--limit", "4"},
-                      "app + time range + severity (the idx_error index)");
-  queries_ok &= query({"--host", "datanode-1", "--since", "72h", "--limit", "3"}, "host only (idx_host)");
-  queries_ok &= query({"--tag", "region=eu-west", "--severity", "ERROR", "--severity", "FATAL", "--since", "1h",
-                       "--limit", "3"},
-                      "tag (idx_tag), errors only");
-  queries_ok &= query({"--app", "openstack", "--contains", "status: 404", "--since", "72h", "--limit", "3"},
-                      "text: contains, filtered next to the data");
-  std::printf("\n  records per app (--json, counted):\n");
-  for (const char* app : {"hdfs", "openstack", "apache", "android", "checkout"}) {
-    auto r = http.Get(std::string("/api/v1/query?app=") + app + "&since=72h&limit=10000");
-    size_t n = 0;
-    if (r && r->status == 200) {
-      auto j = json::parse(r->body, nullptr, false);
-      if (!j.is_discarded()) n = j["records"].size();
-    }
-    std::printf("    %-10s %zu\n", app, n);
-  }
+  const bool queries_ok = RunQueries(url, work, http);
 
-  Section("alerts received by the local webhook (" + webhook.url("/alerts") + ")");
-  WaitUntil([&] { return webhook.bodies().size() >= 2; }, 20'000);
-  std::this_thread::sleep_for(std::chrono::seconds(1));  // a last notification in flight
-  const std::vector<std::string> alerts = webhook.bodies();
-  for (const std::string& body : alerts) {
-    auto j = json::parse(body, nullptr, false);
-    if (j.is_discarded()) continue;
-    std::printf("  - [%s] %s/%s x%llu: %s\n", j.value("severity", "").c_str(), j.value("app", "").c_str(),
-                j.value("host", "").c_str(), static_cast<unsigned long long>(j.value("count", uint64_t{1})),
-                j.value("summary", "").c_str());
-  }
-  if (alerts.empty()) std::printf("  (none arrived within 20 s; see %s/serve.log)\n", work.c_str());
-  for (const std::string& body : alerts) {  // each links to the web UI's view of its records
-    auto j = json::parse(body, nullptr, false);
-    if (j.is_discarded() || !j.contains("query_url") || !j["query_url"].is_string()) continue;
-    std::printf("  the first one's link: %s\n", j["query_url"].get<std::string>().c_str());
-    break;
-  }
+  const std::vector<std::string> alerts = ShowAlerts(webhook, work);
 
-  Section("metrics (" + url + "/metrics)");
-  auto m = http.Get("/metrics");
-  const std::string exposition = m && m->status == 200 ? m->body : "";
-  const double latency_n = Metric(exposition, "logdex_alerting_delivery_latency_seconds_count");
-  for (const char* name : {"logdex_consumer_messages_total", "logdex_consumer_bytes_total",
-                           "logdex_indexer_chunks_total", "logdex_indexer_records_total",
-                           "logdex_consumer_dead_lettered_total", "logdex_alerting_alerts_detected_total",
-                           "logdex_alerting_notifications_sent_total", "logdex_alerting_notifications_failed_total"}) {
-    std::printf("  %-45s %.0f\n", name, Metric(exposition, name));
-  }
-  if (latency_n > 0) {
-    std::printf("  %-45s %.1f ms\n", "alert delivery latency from produce (mean)",
-                1000 * Metric(exposition, "logdex_alerting_delivery_latency_seconds_sum") / latency_n);
-  }
-
+  ShowMetrics(url, http);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
-  Section("done in " + std::to_string(static_cast<int>(seconds + 0.5)) + " s; try next");
-  std::printf("  open %s/ in a browser (the web UI; keep it up with --serve)\n", url.c_str());
-  std::printf("  logdex query --server %s --app checkout --severity ERROR --since 1h\n", url.c_str());
-  std::printf("  curl '%s/api/v1/query?host=web-1&since=1h&limit=5'\n", url.c_str());
-  std::printf("  curl %s/metrics | grep ^logdex_consumer\n", url.c_str());
-  std::printf("  logdex ship --brokers %s --app myapp --host $(hostname) --format auto /var/log/syslog\n",
-              brokers.c_str());
-  std::printf("  logdex demo --serve     # keep this running to explore\n");
+  PrintNext(url, brokers, seconds);
 
   const bool ok = queries_ok && !alerts.empty();
   if (o.serve) {
