@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <mutex>
+#include <set>
 #include <thread>
 
 namespace logdex {
@@ -33,11 +36,21 @@ bool SystemClock::SleepFor(int64_t ms, const std::atomic<bool>* stop) const {
   }
 }
 
+struct ManualClock::Sleepers {
+  std::mutex mu;
+  std::condition_variable cv;     // time moved, or the sleepers changed
+  std::multiset<int64_t> wakes;   // each sleeper's due time
+};
+
+ManualClock::ManualClock(int64_t now_ms) : now_ms_(now_ms), sleepers_(std::make_unique<Sleepers>()) {}
+ManualClock::~ManualClock() = default;
+
 bool ManualClock::SleepFor(int64_t ms, const std::atomic<bool>* stop) const {
   const int64_t until = now_ms_.load() + std::max<int64_t>(0, ms);
-  std::unique_lock lock(mu_);
-  const auto wake = wakes_.insert(until);
-  cv_.notify_all();
+  Sleepers& s = *sleepers_;
+  std::unique_lock lock(s.mu);
+  const auto wake = s.wakes.insert(until);
+  s.cv.notify_all();
   bool stopped = false;
   for (;;) {
     if (stop && stop->load()) {
@@ -45,38 +58,40 @@ bool ManualClock::SleepFor(int64_t ms, const std::atomic<bool>* stop) const {
       break;
     }
     if (now_ms_.load() >= until) break;
-    cv_.wait_for(lock, std::chrono::milliseconds(kStopCheckMs));
+    s.cv.wait_for(lock, std::chrono::milliseconds(kStopCheckMs));
   }
-  wakes_.erase(wake);
-  cv_.notify_all();
+  s.wakes.erase(wake);
+  s.cv.notify_all();
   return !stopped;
 }
 
 void ManualClock::AdvanceMs(int64_t ms) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(sleepers_->mu);
   now_ms_ += ms;
-  cv_.notify_all();
+  sleepers_->cv.notify_all();
 }
 
 void ManualClock::SetMs(int64_t ms) {
-  std::lock_guard lock(mu_);
+  std::lock_guard lock(sleepers_->mu);
   now_ms_ = ms;
-  cv_.notify_all();
+  sleepers_->cv.notify_all();
 }
 
 int ManualClock::sleepers() const {
-  std::lock_guard lock(mu_);
-  return static_cast<int>(wakes_.size());
+  std::lock_guard lock(sleepers_->mu);
+  return static_cast<int>(sleepers_->wakes.size());
 }
 
 int64_t ManualClock::NextWakeMs() const {
-  std::lock_guard lock(mu_);
-  return wakes_.empty() ? -1 : *wakes_.begin();
+  std::lock_guard lock(sleepers_->mu);
+  return sleepers_->wakes.empty() ? -1 : *sleepers_->wakes.begin();
 }
 
 bool ManualClock::WaitForSleepers(int n, int64_t timeout_ms) const {
-  std::unique_lock lock(mu_);
-  return cv_.wait_for(lock, std::chrono::milliseconds(timeout_ms), [&] { return static_cast<int>(wakes_.size()) >= n; });
+  Sleepers& s = *sleepers_;
+  std::unique_lock lock(s.mu);
+  return s.cv.wait_for(lock, std::chrono::milliseconds(timeout_ms),
+                       [&] { return static_cast<int>(s.wakes.size()) >= n; });
 }
 
 int64_t ThreadCpuNs() {

@@ -4,10 +4,8 @@
 #pragma once
 
 #include <atomic>
-#include <condition_variable>
 #include <cstdint>
-#include <mutex>
-#include <set>
+#include <memory>
 
 namespace logdex {
 
@@ -36,7 +34,8 @@ class SystemClock final : public Clock {
 
 class ManualClock final : public Clock {
  public:
-  explicit ManualClock(int64_t now_ms) : now_ms_(now_ms) {}
+  explicit ManualClock(int64_t now_ms);
+  ~ManualClock() override;
   int64_t NowMs() const override { return now_ms_.load(); }
   int64_t MonotonicNs() const override { return now_ms_.load() * 1'000'000; }
   // Returns once AdvanceMs or SetMs has moved time `ms` on (or on a stop).
@@ -53,10 +52,12 @@ class ManualClock final : public Clock {
   int64_t NextWakeMs() const;
 
  private:
+  // The sleepers' state (clock.cc), so that the many includers of this
+  // header do not pay for <mutex>, <condition_variable> and <set>.
+  struct Sleepers;
+
   std::atomic<int64_t> now_ms_;
-  mutable std::mutex mu_;
-  mutable std::condition_variable cv_;  // time moved, or the sleepers changed
-  mutable std::multiset<int64_t> wakes_;  // each sleeper's due time
+  const std::unique_ptr<Sleepers> sleepers_;
 };
 
 // CPU time the calling thread has used, in nanoseconds (for cost figures:
