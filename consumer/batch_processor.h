@@ -21,6 +21,7 @@
 
 #include "common/chunk_codec.h"
 #include "consumer/message.h"
+#include "consumer/topic_partition.h"
 #include "indexer/indexer.h"
 
 namespace logdex {
@@ -60,7 +61,7 @@ struct ProcessedBatch {
   WriteBatch writes;
   std::vector<DeadLetter> dead_letters;
   // Per (topic, partition): the offset to commit (last processed + 1).
-  std::map<std::pair<std::string, int32_t>, int64_t> next_offsets;
+  std::map<TopicPartition, int64_t> next_offsets;
   uint64_t messages = 0;
   uint64_t bytes = 0;
   uint64_t chunks = 0;

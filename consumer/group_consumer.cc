@@ -182,7 +182,7 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
       if (!uncommitted_.empty() && commits_tried_ == commits && !consumer->assignment_lost()) Commit({});
       uncommitted_.clear();
     }
-    std::set<std::pair<std::string, int32_t>> owned;
+    std::set<TopicPartition> owned;
     std::vector<RdKafka::TopicPartition*> mine;
     ApplyRebalance(consumer, err, parts, &owned, &mine);
     if (err == RdKafka::ERR__ASSIGN_PARTITIONS) {
@@ -194,7 +194,7 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
   }
 
   void ApplyRebalance(RdKafka::KafkaConsumer* consumer, RdKafka::ErrorCode err,
-                      std::vector<RdKafka::TopicPartition*>& parts, std::set<std::pair<std::string, int32_t>>* owned,
+                      std::vector<RdKafka::TopicPartition*>& parts, std::set<TopicPartition>* owned,
                       std::vector<RdKafka::TopicPartition*>* mine) {
     std::lock_guard lock(mu_);
     if (err == RdKafka::ERR__ASSIGN_PARTITIONS) {
@@ -205,15 +205,15 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     } else {
       // Abandon in-flight messages of revoked partitions: nothing of theirs
       // was committed, so their new owner reads them again.
-      std::vector<std::pair<std::string, int32_t>> revoked;
+      std::vector<TopicPartition> revoked;
       for (auto* p : parts) revoked.emplace_back(p->topic(), p->partition());
       size_t before = pending_.size();
       std::erase_if(pending_, [&](const InMessage& m) {
-        return std::find(revoked.begin(), revoked.end(), std::make_pair(m.topic, m.partition)) != revoked.end();
+        return std::find(revoked.begin(), revoked.end(), TopicPartition{m.topic, m.partition}) != revoked.end();
       });
       for (auto& tp : revoked) {
         assigned_.erase(tp);
-        metrics_.Lag(tp.first, tp.second).Set(0);
+        metrics_.Lag(tp.topic, tp.partition).Set(0);
       }
       consumer->unassign();
       assigned_.clear();
@@ -712,7 +712,7 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
   // that failed: a refused commit (a rebalance being prepared, a coordinator
   // moving) is tried again with the next one and before a revoke, so that the
   // next owner of a partition does not write its batches a second time.
-  void Commit(const std::map<std::pair<std::string, int32_t>, int64_t>& next_offsets) {
+  void Commit(const std::map<TopicPartition, int64_t>& next_offsets) {
     for (const auto& [tp, next] : next_offsets) {
       int64_t& o = uncommitted_[tp];
       o = std::max(o, next);
@@ -721,7 +721,7 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     {
       std::lock_guard lock(mu_);
       std::erase_if(uncommitted_, [&](const auto& kv) { return !assigned_.count(kv.first); });  // revoked: its new owner decides
-      for (const auto& [tp, next] : uncommitted_) offsets.push_back(RdKafka::TopicPartition::create(tp.first, tp.second, next));
+      for (const auto& [tp, next] : uncommitted_) offsets.push_back(RdKafka::TopicPartition::create(tp.topic, tp.partition, next));
     }
     if (offsets.empty()) return;
     ++commits_tried_;
@@ -762,7 +762,7 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
   // The highest offset this member saw committed per partition (commits and
   // assignments), for CommittedOffset().
   mutable std::mutex committed_mu_;
-  std::map<std::pair<std::string, int32_t>, int64_t> committed_;
+  std::map<TopicPartition, int64_t> committed_;
 
   // Lag per assigned partition (metrics and readiness), at most every
   // 200 ms: asking the client for positions and watermarks of every
@@ -809,24 +809,24 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
   std::vector<std::unique_ptr<RdKafka::Topic>> dlq_topics_;  // handles held so their metadata is known early
   mutable std::mutex mu_;  // guards pending_ and assigned_
   std::vector<InMessage> pending_;
-  std::map<std::pair<std::string, int32_t>, int64_t> assigned_;  // -> lag
+  std::map<TopicPartition, int64_t> assigned_;  // -> lag
   uint64_t lost_messages_ = 0;  // guarded by mu_, as is last_loss_
   std::string last_loss_;
   // Run thread only: per assigned partition, the offset its next message
   // should have (-1: unknown); dead-letter topics a regex matched, logged.
-  std::map<std::pair<std::string, int32_t>, int64_t> expected_;
+  std::map<TopicPartition, int64_t> expected_;
   std::set<std::string> excluded_topics_;
   bool paused_ = false;
   int64_t lag_updated_ms_ = INT64_MIN / 2;
   // With o_.flush: written, not yet durable (Run thread only).
-  std::map<std::pair<std::string, int32_t>, int64_t> unflushed_offsets_;
+  std::map<TopicPartition, int64_t> unflushed_offsets_;
   uint64_t unflushed_bytes_ = 0;
   uint64_t unflushed_messages_ = 0;
   int64_t last_flush_ms_ = 0;
   bool flush_failing_ = false;
   // Offsets of durable batches whose commit failed, and commitSync calls
   // made (Run thread only).
-  std::map<std::pair<std::string, int32_t>, int64_t> uncommitted_;
+  std::map<TopicPartition, int64_t> uncommitted_;
   uint64_t commits_tried_ = 0;
 };
 

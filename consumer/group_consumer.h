@@ -89,7 +89,7 @@ struct GroupConsumerOptions {
   bool topics_start_empty = false;
   // Called on the Run thread after every assignment change with the
   // partitions this member now owns (empty after a revoke).
-  std::function<void(const std::set<std::pair<std::string, int32_t>>&)> on_assignment;
+  std::function<void(const std::set<TopicPartition>&)> on_assignment;
 };
 
 // Where this member stands, for /readyz.

@@ -285,7 +285,7 @@ void AnnounceOnceAssigned(const EmbeddedKafka& embedded, const ServeFlags& flags
   // count as empty at start, so anything deleted before the first fetch
   // is counted as lost.
   go.topics_start_empty = true;
-  std::set<std::pair<std::string, int32_t>> wanted;
+  std::set<TopicPartition> wanted;
   for (const std::string& t : config.consumer.topics) {
     for (int32_t p = 0; p < flags.embedded_partitions; ++p) wanted.emplace(t, p);
   }
@@ -295,7 +295,7 @@ void AnnounceOnceAssigned(const EmbeddedKafka& embedded, const ServeFlags& flags
   const std::string first_topic = config.consumer.topics.empty() ? "" : config.consumer.topics.front();
   const int partitions = flags.embedded_partitions;
   go.on_assignment = [previous = go.on_assignment, wanted, announced, by_regex, bootstrap, bootstrap_file,
-                      first_topic, partitions](const std::set<std::pair<std::string, int32_t>>& owned) {
+                      first_topic, partitions](const std::set<TopicPartition>& owned) {
     if (previous) previous(owned);
     if (*announced || owned.empty()) return;
     if (!by_regex && !std::includes(owned.begin(), owned.end(), wanted.begin(), wanted.end())) return;
@@ -462,12 +462,12 @@ int Serve(const ServeFlags& flags) {
   }
   if (!dispatch_topic->empty()) {
     // One outbox shared by the group: only the owner of this partition delivers.
-    const std::pair<std::string, int32_t> decides{*dispatch_topic, 0};
+    const TopicPartition decides{*dispatch_topic, 0};
     dispatcher.SetActive(false);
-    go.on_assignment = [&dispatcher, decides](const std::set<std::pair<std::string, int32_t>>& owned) {
+    go.on_assignment = [&dispatcher, decides](const std::set<TopicPartition>& owned) {
       dispatcher.SetActive(owned.count(decides) > 0);
     };
-    spdlog::info("alerting: the outbox is shared; the owner of {}[0] delivers from it", decides.first);
+    spdlog::info("alerting: the outbox is shared; the owner of {}[0] delivers from it", decides.topic);
   }
   if (embedded) AnnounceOnceAssigned(*embedded, flags, config, go);
   GroupConsumer consumer(go, **store, processor, metrics, clock);
