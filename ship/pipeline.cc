@@ -453,10 +453,19 @@ struct Pipeline::Impl {
   Result<PipelineSummary> Run(const std::atomic<bool>* stop) {
     if (options.inputs.empty()) return Error{Errc::kInvalidArgument, "no input: give files or - for stdin"};
     chunker = std::make_unique<Chunker>(options.chunker, sequences, sink, clock);
+    if (Status s = OpenInputs(); !s.ok()) return s.error();
+    progress_start_ns = progress_last_ns = clock.MonotonicNs();
+    auto stopped = [&] { return stop && stop->load(); };
+    if (Status s = options.follow ? Follow(stopped) : ReadToEnd(stopped); !s.ok()) return s.error();
+    return Finish();
+  }
+
+  // Opens every input where its checkpoint left it (with --follow and a
+  // state directory), then sends again what the journal holds.
+  Status OpenInputs() {
     if (options.follow && !options.state_dir.empty()) {
       checkpoints = std::make_unique<CheckpointStore>(options.state_dir);
-      Status s = checkpoints->Load();
-      if (!s.ok()) return s.error();
+      if (Status s = checkpoints->Load(); !s.ok()) return s;
     }
     TailerOptions to;
     to.follow = options.follow;
@@ -467,7 +476,7 @@ struct Pipeline::Impl {
       if (checkpoints && p != "-") resume = checkpoints->Get(in.path);
       in.tailer = std::make_unique<FileTailer>(p, to, resume);
       auto parser = LineParser::Create(options.parser, clock);
-      if (!parser.ok()) return parser.error();
+      if (!parser.ok()) return Status(parser.error());
       in.parser = std::move(*parser);
       in.origin = std::make_unique<OriginSink>(*this, inputs.size());
       in.journal_input = sink.AddInput(in.path);
@@ -483,68 +492,68 @@ struct Pipeline::Impl {
       in.last_data_ns = clock.MonotonicNs();
       inputs.push_back(std::move(in));
     }
-    if (checkpoints) {
-      if (Status s = ReplayJournal(); !s.ok()) return s.error();
-    }
-    progress_start_ns = progress_last_ns = clock.MonotonicNs();
-    auto stopped = [&] { return stop && stop->load(); };
+    return checkpoints ? ReplayJournal() : Status::Ok();
+  }
 
-    if (!options.follow) {
-      for (Input& in : inputs) {
-        while (!in.tailer->done() && !stopped()) {
-          size_t got = 0;
-          Status s = ReadInput(in, 4 << 20, &got);
-          if (!s.ok()) return s.error();
-          s = Step();
-          if (!s.ok()) return s.error();
-        }
-        Status s = in.assembler->Flush();
-        if (!s.ok()) return s.error();
+  // Without --follow: each input to its end, one after the other.
+  template <class Stopped>
+  Status ReadToEnd(const Stopped& stopped) {
+    for (Input& in : inputs) {
+      while (!in.tailer->done() && !stopped()) {
+        size_t got = 0;
+        if (Status s = ReadInput(in, 4 << 20, &got); !s.ok()) return s;
+        if (Status s = Step(); !s.ok()) return s;
       }
-    } else {
-      while (!stopped()) {
-        bool any = false;
-        for (Input& in : inputs) {
-          size_t got = 0;
-          Status s = ReadInput(in, 4 << 20, &got);
-          if (!s.ok()) return s.error();
-          in.at_end = got == 0;
-          any = any || got > 0;
-        }
-        const int64_t now = clock.MonotonicNs();
-        for (Input& in : inputs) {
-          if (in.at_end && in.assembler->has_pending() &&
-              now - in.last_data_ns >= options.multiline_idle_ms * 1'000'000) {
-            Status s = in.assembler->Flush();
-            if (!s.ok()) return s.error();
-          }
-        }
-        Status s = Step();
-        if (!s.ok()) return s.error();
-        s = MaybeBarrier();
-        if (!s.ok()) return s.error();
-        if (!any) {
-          int64_t wait = options.idle_poll_ms;
-          int64_t linger = chunker->MsUntilNextFlush();
-          if (linger >= 0) wait = std::min(wait, std::max<int64_t>(1, linger));
-          Wait(wait);
-        }
-      }
-      // A clean stop: take what is already written, then finish.
+      if (Status s = in.assembler->Flush(); !s.ok()) return s;
+    }
+    return Status::Ok();
+  }
+
+  // With --follow: every input in turn until stopped, then what is already
+  // written to each.
+  template <class Stopped>
+  Status Follow(const Stopped& stopped) {
+    while (!stopped()) {
+      bool any = false;
       for (Input& in : inputs) {
         size_t got = 0;
-        do {
-          Status s = ReadInput(in, 4 << 20, &got);
-          if (!s.ok()) return s.error();
-        } while (got > 0);
+        if (Status s = ReadInput(in, 4 << 20, &got); !s.ok()) return s;
+        in.at_end = got == 0;
+        any = any || got > 0;
+      }
+      const int64_t now = clock.MonotonicNs();
+      for (Input& in : inputs) {
+        if (in.at_end && in.assembler->has_pending() &&
+            now - in.last_data_ns >= options.multiline_idle_ms * 1'000'000) {
+          if (Status s = in.assembler->Flush(); !s.ok()) return s;
+        }
+      }
+      if (Status s = Step(); !s.ok()) return s;
+      if (Status s = MaybeBarrier(); !s.ok()) return s;
+      if (!any) {
+        int64_t wait = options.idle_poll_ms;
+        int64_t linger = chunker->MsUntilNextFlush();
+        if (linger >= 0) wait = std::min(wait, std::max<int64_t>(1, linger));
+        Wait(wait);
       }
     }
+    // A clean stop: take what is already written, then finish.
     for (Input& in : inputs) {
-      Status s = in.assembler->Flush();
-      if (!s.ok()) return s.error();
+      size_t got = 0;
+      do {
+        if (Status s = ReadInput(in, 4 << 20, &got); !s.ok()) return s;
+      } while (got > 0);
     }
-    Status s = chunker->FlushAll();
-    if (!s.ok()) return s.error();
+    return Status::Ok();
+  }
+
+  // Flushes every input and the chunker, waits for delivery, and saves the
+  // checkpoints when everything was delivered.
+  Result<PipelineSummary> Finish() {
+    for (Input& in : inputs) {
+      if (Status s = in.assembler->Flush(); !s.ok()) return s.error();
+    }
+    if (Status s = chunker->FlushAll(); !s.ok()) return s.error();
     SyncMetrics();
     PipelineSummary summary = Summary();
     summary.delivery = sink.Finish(options.delivery_timeout_ms);
