@@ -211,11 +211,7 @@ Result<AlertingConfig> ParseAlertingConfig(const std::string& yaml, const std::s
   if (!walked.ok()) return walked.error();
   std::vector<std::string> problems;
   ResolveAlertingSecrets(c, w.source(), &problems);
-  if (!problems.empty()) {
-    std::string all;
-    for (const std::string& p : problems) all += (all.empty() ? "" : "\n") + p;
-    return Error{Errc::kInvalidArgument, all};
-  }
+  if (Status s = ProblemsStatus(problems); !s.ok()) return s.error();
   if (Status s = ValidateAlertingConfig(c); !s.ok()) return s.error();
   return c;
 }

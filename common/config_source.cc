@@ -12,6 +12,13 @@ std::string ConfigSource::Problem(const std::string& key, const std::string& mes
   return (where.empty() ? "" : where + ": ") + key + ": " + message;
 }
 
+Status ProblemsStatus(const std::vector<std::string>& problems) {
+  if (problems.empty()) return Status::Ok();
+  std::string all;
+  for (const std::string& p : problems) all += (all.empty() ? "" : "\n") + p;
+  return Status(Errc::kInvalidArgument, all);
+}
+
 Result<uint64_t> ParseBytes(const std::string& text) {
   size_t i = 0;
   while (i < text.size() && std::isdigit(static_cast<unsigned char>(text[i]))) ++i;

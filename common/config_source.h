@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <map>
 #include <string>
+#include <vector>
 
 #include "common/result.h"
 
@@ -21,6 +22,9 @@ struct ConfigSource {
   // (for a message the caller already prefixes with the file's name).
   std::string Problem(const std::string& key, const std::string& message) const;
 };
+
+// Ok when `problems` is empty, else kInvalidArgument listing them, one per line.
+Status ProblemsStatus(const std::vector<std::string>& problems);
 
 // Sizes in configuration files: "512", "512B", "64KiB", "32MiB", "1GiB".
 Result<uint64_t> ParseBytes(const std::string& text);

@@ -128,12 +128,7 @@ bool YamlWalker::Decimal(const YAML::Node& v, long long* out) {
   return ec == std::errc() && end == s.data() + s.size() && !s.empty();
 }
 
-Status YamlWalker::status() const {
-  if (problems_.empty()) return Status::Ok();
-  std::string all;
-  for (const std::string& p : problems_) all += (all.empty() ? "" : "\n") + p;
-  return Status(Errc::kInvalidArgument, all);
-}
+Status YamlWalker::status() const { return ProblemsStatus(problems_); }
 
 std::string YamlWalker::Known(const std::map<std::string, Field>& fields) {
   std::string s = " (known: ";

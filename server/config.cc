@@ -71,11 +71,11 @@ void Validate(const ServeConfig& c, const Problem& problem) {
 Status ValidateWithLines(const ServeConfig& c) {
   ConfigSource lines_only = c.source;
   lines_only.name.clear();
-  std::string all;
+  std::vector<std::string> problems;
   Validate(c, [&](const std::string& key, const std::string& message) {
-    all += (all.empty() ? "" : "\n") + lines_only.Problem(key, message);
+    problems.push_back(lines_only.Problem(key, message));
   });
-  return all.empty() ? Status::Ok() : Status(Errc::kInvalidArgument, all);
+  return ProblemsStatus(problems);
 }
 
 // LOGDEX_* variables that are not serve configuration: other commands'
@@ -350,9 +350,7 @@ Status ResolveAlertingSecrets(ServeConfig& c) {
       problems.push_back(c.source.name.empty() ? s.message() : c.source.name + ": " + s.message());
     }
   }
-  std::string all;
-  for (const std::string& p : problems) all += (all.empty() ? "" : "\n") + p;
-  return all.empty() ? Status::Ok() : Status(Errc::kInvalidArgument, all);
+  return ProblemsStatus(problems);
 }
 
 }  // namespace logdex
