@@ -143,6 +143,32 @@ void AlertStager::DiscardCache() {
   cache_.clear();
   recent_chunks_.clear();
   recent_order_.clear();
+  prefetched_seen_.clear();
+}
+
+Status AlertStager::PrefetchSeen(const std::vector<ChunkId>& chunk_ids) {
+  std::lock_guard lock(mu_);
+  std::vector<ChunkId> ids;
+  std::vector<std::string> keys;
+  for (ChunkId id : chunk_ids) {
+    if (recent_chunks_.contains(id) || prefetched_seen_.contains(id)) continue;
+    prefetched_seen_[id] = false;  // listed once
+    ids.push_back(id);
+    keys.push_back(SeenKey(id));
+  }
+  if (keys.empty()) return Status::Ok();
+  auto rows = store_.MultiGet(kSeenTable, keys);
+  if (!rows.ok()) {
+    for (ChunkId id : ids) prefetched_seen_.erase(id);
+    return rows.error();
+  }
+  for (size_t i = 0; i < ids.size(); ++i) prefetched_seen_[ids[i]] = (*rows)[i].has_value();
+  return Status::Ok();
+}
+
+void AlertStager::DiscardPrefetched() {
+  std::lock_guard lock(mu_);
+  prefetched_seen_.clear();
 }
 
 std::string AlertStager::QueryUrl(std::string_view app, std::string_view host, Severity s, int64_t from_ms,
@@ -238,11 +264,15 @@ void AlertStager::MaybeEvict(int64_t now_ms) {
 Result<bool> AlertStager::IsReplay(const proto::LogChunk& chunk, ChunkId chunk_id,
                                    const proto::RecordBatch& records) {
   // Staged before: durably, or in a batch not yet written.
-  bool seen = recent_chunks_.count(chunk_id) > 0;
+  bool seen = recent_chunks_.contains(chunk_id);
   if (!seen) {
-    auto got = store_.Get(kSeenTable, SeenKey(chunk_id));
-    if (!got.ok()) return got.error();
-    seen = got->has_value();
+    if (auto it = prefetched_seen_.find(chunk_id); it != prefetched_seen_.end()) {
+      seen = it->second;
+    } else {
+      auto got = store_.Get(kSeenTable, SeenKey(chunk_id));
+      if (!got.ok()) return got.error();
+      seen = got->has_value();
+    }
   }
   if (!seen) return false;
   size_t matched = 0;

@@ -91,6 +91,14 @@ class AlertStager {
   Result<size_t> Stage(const proto::LogChunk& chunk, ChunkId chunk_id, const proto::RecordBatch& records,
                        int64_t kafka_ts_ms, WriteBatch& batch);
 
+  // Reads the alert_seen rows of `chunk_ids` (the chunks of a batch about to
+  // be staged) in one MultiGet: Stage() then reads none of them itself (on
+  // HBase, one round trip per batch instead of one per ERROR chunk). What
+  // was read holds until DiscardPrefetched() or DiscardCache().
+  // Errors: the store's.
+  Status PrefetchSeen(const std::vector<ChunkId>& chunk_ids);
+  void DiscardPrefetched();
+
   // Forgets cached state. Call when a batch that Stage() wrote into could not
   // be written (the cache would be ahead of the store); later calls reload
   // state from the store.
@@ -140,6 +148,8 @@ class AlertStager {
   // Chunk ids staged recently (their seen rows may still sit in an unwritten batch).
   std::unordered_set<ChunkId> recent_chunks_;
   std::deque<ChunkId> recent_order_;
+  // alert_seen rows read ahead (PrefetchSeen): chunk id -> whether it has one.
+  std::unordered_map<ChunkId, bool> prefetched_seen_;
 };
 
 }  // namespace logdex::alerting

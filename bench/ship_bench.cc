@@ -26,6 +26,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <span>
 #include <string>
 #include <thread>
 
@@ -296,14 +297,12 @@ json BenchLineInput(const BenchOptions& o, const std::string& file, uint64_t max
     ProcessedBatch batch;
     uint64_t records = 0;
     const double c0 = CpuSeconds();
-    for (size_t i = 0; i < messages.size(); ++i) {
-      processor.Add(messages[i], batch);
-      if ((i + 1) % 1000 == 0 || i + 1 == messages.size()) {  // a consumer batch
-        LOGDEX_CHECK(batch.dead_letters.empty());
-        records += batch.records;
-        batch.Clear();
-        processor.Settle(false);
-      }
+    for (size_t i = 0; i < messages.size(); i += 1000) {  // consumer batches of 1000 messages
+      processor.Add(std::span(messages).subspan(i, std::min<size_t>(1000, messages.size() - i)), batch);
+      LOGDEX_CHECK(batch.dead_letters.empty());
+      records += batch.records;
+      batch.Clear();
+      processor.Settle(false);
     }
     const double cpu = CpuSeconds() - c0;
     LOGDEX_CHECK(records == lines.size());

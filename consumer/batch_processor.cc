@@ -41,56 +41,84 @@ bool BatchProcessor::StageChunk(const InMessage& m, const proto::LogChunk& chunk
   return true;
 }
 
-void BatchProcessor::Add(const InMessage& m, ProcessedBatch& batch) {
+DecodedMessage BatchProcessor::Decode(const InMessage& m, ProcessedBatch& batch) {
   ++batch.messages;
   batch.bytes += m.value.size();
   batch.next_offsets[{m.topic, m.partition}] = m.offset + 1;
-  proto::ChunkSource source;
-  source.set_topic(m.topic);
-  source.set_partition(m.partition);
-  source.set_offset(m.offset);
+  DecodedMessage d;
+  d.message = &m;
+  d.source.set_topic(m.topic);
+  d.source.set_partition(m.partition);
+  d.source.set_offset(m.offset);
+  auto dead = [&](std::string reason, std::string description) {
+    d.dead = DeadLetter{m, std::move(reason), std::move(description)};
+    d.chunks.clear();
+    d.bytes.clear();
+    return std::move(d);
+  };
 
   if (const std::string* h = m.Header(kFormatHeader); h && !ParseFormat(*h).ok()) {
-    batch.dead_letters.push_back(DeadLetter{m, "bad_format_header", "bad_format_header: " + std::string(kFormatHeader) +
-                                                                        ": " + ParseFormat(*h).error().message});
-    return;
+    return dead("bad_format_header",
+                "bad_format_header: " + std::string(kFormatHeader) + ": " + ParseFormat(*h).error().message);
   }
   const InputFormat format = FormatOf(m);
   if (format == InputFormat::kChunk) {
     auto chunk = DecodeChunk(m.value, options_.decode);
-    if (!chunk.ok()) {
-      batch.dead_letters.push_back(DeadLetter{m, std::string(ChunkErrcName(chunk.error().code)),
-                                              chunk.error().ToString()});
-      return;
-    }
-    StageChunk(m, *chunk, m.value, source, batch, options_.messages_outlive_batch);
-    return;
+    if (!chunk.ok()) return dead(std::string(ChunkErrcName(chunk.error().code)), chunk.error().ToString());
+    d.chunks.push_back(std::move(*chunk));
+    d.bytes.push_back(m.value);
+    d.bytes_outlive_batch = options_.messages_outlive_batch;
+    return d;
   }
-  if (!lines_) {
-    batch.dead_letters.push_back(DeadLetter{m, "unsupported_format", "unsupported_format: this server has no line decoder"});
-    return;
-  }
+  if (!lines_) return dead("unsupported_format", "unsupported_format: this server has no line decoder");
   auto chunks = lines_->Decode(m, format);
-  if (!chunks.ok()) {
-    batch.dead_letters.push_back(DeadLetter{m, "unparseable_lines", "unparseable_lines: " + chunks.error().message});
-    return;
-  }
+  if (!chunks.ok()) return dead("unparseable_lines", "unparseable_lines: " + chunks.error().message);
   // Every chunk passes the validator chunk input passes (ValidateChunk) before
   // any is staged, so a message is indexed whole or dead-lettered whole.
-  std::vector<proto::LogChunk> decoded;
-  decoded.reserve(chunks->size());
   for (const std::string& bytes : *chunks) {
     auto c = DecodeChunk(bytes, options_.decode);
-    if (!c.ok()) {
-      batch.dead_letters.push_back(DeadLetter{m, std::string(ChunkErrcName(c.error().code)), c.error().ToString()});
-      return;
+    if (!c.ok()) return dead(std::string(ChunkErrcName(c.error().code)), c.error().ToString());
+    d.chunks.push_back(std::move(*c));
+  }
+  for (std::string& bytes : *chunks) d.bytes.push_back(batch.line_chunks.emplace_back(std::move(bytes)));
+  d.bytes_outlive_batch = true;
+  return d;
+}
+
+void BatchProcessor::Stage(ProcessedBatch& batch, size_t first) {
+  std::vector<ChunkToStage> ahead;
+  for (size_t i = first; i < batch.decoded.size(); ++i) {
+    for (const proto::LogChunk& c : batch.decoded[i].chunks) ahead.push_back(ChunkToStage{&c, &batch.decoded[i].source});
+  }
+  if (Status s = indexer_.Prefetch(ahead); !s.ok()) {
+    if (batch.failed.ok()) batch.failed = Status(s.code(), "indexing: " + s.message());
+    return;  // staging would read the same store: the batch is retried
+  }
+  for (size_t i = first; i < batch.decoded.size(); ++i) {
+    const DecodedMessage& d = batch.decoded[i];
+    if (d.dead) {
+      batch.dead_letters.push_back(*d.dead);
+      continue;
     }
-    decoded.push_back(std::move(*c));
+    for (size_t j = 0; j < d.chunks.size(); ++j) {
+      StageChunk(*d.message, d.chunks[j], d.bytes[j], d.source, batch, d.bytes_outlive_batch);
+    }
   }
-  for (size_t i = 0; i < decoded.size(); ++i) {
-    batch.line_chunks.push_back(std::move((*chunks)[i]));
-    StageChunk(m, decoded[i], batch.line_chunks.back(), source, batch, true);
-  }
+}
+
+void BatchProcessor::Add(std::span<const InMessage> messages, ProcessedBatch& batch) {
+  const size_t first = batch.decoded.size();
+  for (const InMessage& m : messages) batch.decoded.push_back(Decode(m, batch));
+  Stage(batch, first);
+}
+
+void BatchProcessor::Restage(ProcessedBatch& batch) {
+  batch.writes.Clear();
+  batch.dead_letters.clear();
+  batch.chunks = 0;
+  batch.records = 0;
+  batch.failed = Status::Ok();
+  Stage(batch, 0);
 }
 
 ChunkIds LineChunkIds(const InMessage& m, uint32_t index) {

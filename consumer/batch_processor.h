@@ -1,6 +1,9 @@
 // BatchProcessor: turns a batch of Kafka messages into one store write batch
-// (chunk rows, index rows, meta rows and, through the alert hook, outbox rows)
-// plus the dead letters of messages that could not be decoded. It knows
+// (chunk rows, index rows, meta rows and, through the alert observer, outbox
+// rows) plus the dead letters of messages that could not be decoded. A batch
+// is decoded once and staged: all its messages' reads of the store are made
+// at once, and a staging that failed (a store read) is staged again without
+// decoding again. It knows
 // nothing of Kafka clients: GroupConsumer feeds it and does the I/O.
 //
 // Formats: the message header `logdex-format` (chunk | json | text) wins;
@@ -16,6 +19,8 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -57,22 +62,38 @@ struct DeadLetter {
   std::string description;  // the full error, for the logdex-error header
 };
 
+// One message as decoded (BatchProcessor::Add): its chunks, or why it goes
+// to the dead-letter topic. Kept with its batch, so that a batch staged again
+// (BatchProcessor::Restage) is not decoded again.
+struct DecodedMessage {
+  const InMessage* message = nullptr;  // outlives the batch (see Add)
+  proto::ChunkSource source;
+  std::vector<proto::LogChunk> chunks;
+  std::vector<std::string_view> bytes;  // each chunk as received
+  bool bytes_outlive_batch = false;     // main rows may borrow `bytes`
+  std::optional<DeadLetter> dead;       // set: it could not be decoded
+};
+
 struct ProcessedBatch {
+  // What staging made (BatchProcessor::Restage makes it again).
   WriteBatch writes;
-  std::vector<DeadLetter> dead_letters;
+  std::vector<DeadLetter> dead_letters;  // in message order
+  uint64_t chunks = 0;
+  uint64_t records = 0;
+  // Not OK when the batch cannot be written as it is (an observer, such as
+  // alert staging, could not read the store): the consumer settles it as
+  // unwritten and stages it again (BatchProcessor::Restage).
+  Status failed;
+
+  // What decoding made, once per message.
+  std::vector<DecodedMessage> decoded;
   // Per (topic, partition): the offset to commit (last processed + 1).
   std::map<TopicPartition, int64_t> next_offsets;
   uint64_t messages = 0;
   uint64_t bytes = 0;
-  uint64_t chunks = 0;
-  uint64_t records = 0;
   // Chunks made from lines: main rows borrow their bytes, which live as
   // long as `writes` (a deque never moves its elements).
   std::deque<std::string> line_chunks;
-  // Not OK when the batch cannot be written as it is (an observer, such as
-  // alert staging, could not read the store):
-  // the consumer settles it as unwritten and processes the messages again.
-  Status failed;
 
   void Clear() { *this = ProcessedBatch{}; }
 };
@@ -93,8 +114,17 @@ class BatchProcessor {
   // stored chunk yields, alerts included, comes from the indexer's observers.
   BatchProcessor(Indexer& indexer, BatchProcessorOptions options, LineDecoder* lines);
 
-  // Adds one message to `batch`: its rows, or a dead letter.
-  void Add(const InMessage& message, ProcessedBatch& batch);
+  // Adds messages to `batch`: each is decoded, then all are staged (their
+  // rows, or a dead letter each). Before staging, the indexer's observers
+  // read the rows they need for all of the messages' chunks at once
+  // (Indexer::Prefetch). The messages must outlive `batch`.
+  void Add(std::span<const InMessage> messages, ProcessedBatch& batch);
+  void Add(const InMessage& message, ProcessedBatch& batch) { Add(std::span(&message, 1), batch); }
+
+  // Stages every message of `batch` again, after a staging that failed
+  // (batch.failed) was settled as unwritten: what staging made is replaced;
+  // nothing is decoded again.
+  void Restage(ProcessedBatch& batch);
 
   // After the batch was written (or not): see Indexer::Settle.
   void Settle(bool written) { indexer_.Settle(written); }
@@ -103,6 +133,9 @@ class BatchProcessor {
 
  private:
   InputFormat FormatOf(const InMessage& m) const;
+  DecodedMessage Decode(const InMessage& m, ProcessedBatch& batch);
+  // Stages batch.decoded from `first` on.
+  void Stage(ProcessedBatch& batch, size_t first);
   // Stages one decoded chunk; false (and a dead letter) when its records are bad.
   bool StageChunk(const InMessage& m, const proto::LogChunk& chunk, std::string_view bytes,
                   const proto::ChunkSource& source, ProcessedBatch& batch, bool bytes_outlive_batch);

@@ -459,13 +459,14 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     metrics_.paused.Set(paused ? 1 : 0);
   }
 
-  // Turns messages into rows; while that fails (alert staging reads the
-  // store), the partitions are paused and the batch is processed again.
+  // Turns messages into rows; while that fails (the observers read the
+  // store), the partitions are paused and the batch is staged again (not
+  // decoded again).
   bool Process(const std::vector<InMessage>& batch, ProcessedBatch& out, const std::atomic<bool>& stop) {
     uint32_t retries = 0;
+    out.Clear();
+    processor_.Add(batch, out);
     for (;;) {
-      out.Clear();
-      for (const InMessage& m : batch) processor_.Add(m, out);
       if (out.failed.ok()) return true;
       processor_.Settle(false);
       metrics_.store_write_failures.Increment();
@@ -475,6 +476,7 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
       SetPaused(true);
       if (stop) return false;
       clock_.SleepFor(delay, &stop);  // a stop ends the nap; the loop tries once more, then returns
+      processor_.Restage(out);
     }
   }
 

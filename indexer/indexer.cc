@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <map>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "common/bytes.h"
 #include "common/clock.h"
@@ -145,6 +146,7 @@ class MetaObserver final : public ChunkObserver {
       for (auto& [k, v] : pending_) known_[k] = std::move(v);
     }
     pending_.clear();
+    absent_.clear();  // read ahead for this batch only
   }
 
   static std::string EncodeExtent(int64_t first, int64_t last) {
@@ -154,10 +156,46 @@ class MetaObserver final : public ChunkObserver {
     return v;
   }
 
+  // The rows of the chunks' names and streams that are neither staged nor
+  // remembered, in one MultiGet. A mixed chunk's streams are known only once
+  // it is split: Observe() reads those.
+  Status Prefetch(std::span<const ChunkToStage> chunks) override {
+    std::vector<std::string> keys;
+    std::unordered_set<std::string> listed;
+    auto want = [&](std::string key) {
+      if (pending_.contains(key) || known_.contains(key) || absent_.contains(key)) return;
+      if (listed.insert(key).second) keys.push_back(std::move(key));
+    };
+    for (const ChunkToStage& c : chunks) {
+      const AppId app = AppIdOf(c.chunk->app());
+      const HostId host = HostIdOf(c.chunk->host());
+      want(NameKey(MetaKind::kAppName, app));
+      want(NameKey(MetaKind::kHostName, host));
+      for (const proto::Tag& t : c.chunk->tag_summary().tags()) want(NameKey(MetaKind::kTagKeyName, TagKeyIdOf(t.key())));
+      if (c.chunk->severity() == kMixedSeverity) continue;
+      if (auto severity = SeverityFromCode(c.chunk->severity())) {
+        want(MetaKey{MetaKind::kStream, host, app, *severity}.Encode());
+      }
+    }
+    if (keys.empty()) return Status::Ok();
+    auto rows = store_.MultiGet(kMetaTable, keys);
+    if (!rows.ok()) return Error{rows.error().code, "reading meta rows ahead: " + rows.error().message};
+    for (size_t i = 0; i < keys.size(); ++i) {
+      if ((*rows)[i]) {
+        known_[keys[i]] = std::move(*(*rows)[i]);
+      } else {
+        absent_.insert(std::move(keys[i]));
+      }
+    }
+    return Status::Ok();
+  }
+
  private:
+  static std::string NameKey(MetaKind kind, uint64_t id) { return MetaKey{kind, id, 0, Severity::kInfo}.Encode(); }
+
   // A name row is the same whoever writes it: an unreadable one is rewritten.
   Status Name(WriteBatch& batch, MetaKind kind, uint64_t id, std::string_view name) {
-    std::string key = MetaKey{kind, id, 0, Severity::kInfo}.Encode();
+    std::string key = NameKey(kind, id);
     auto found = Lookup(key);
     if (found.ok() && *found) return Status::Ok();
     pending_[key] = std::string(name);
@@ -170,6 +208,7 @@ class MetaObserver final : public ChunkObserver {
   Result<const std::string*> Lookup(const std::string& key) {
     if (auto it = pending_.find(key); it != pending_.end()) return &it->second;
     if (auto it = known_.find(key); it != known_.end()) return &it->second;
+    if (absent_.contains(key)) return static_cast<const std::string*>(nullptr);
     auto stored = store_.Get(kMetaTable, key);
     if (!stored.ok()) return stored.error();
     if (!stored->has_value()) return static_cast<const std::string*>(nullptr);
@@ -190,6 +229,7 @@ class MetaObserver final : public ChunkObserver {
 
   TableStore& store_;
   std::unordered_map<std::string, std::string> known_, pending_;
+  std::unordered_set<std::string> absent_;  // read ahead (Prefetch) and not in the store
 };
 
 struct Group {
@@ -243,6 +283,17 @@ bool Indexer::ObserversWantRecords(Severity severity) const {
     if (o->WantsRecords(severity)) return true;
   }
   return false;
+}
+
+Status Indexer::Prefetch(std::span<const ChunkToStage> chunks) {
+  if (chunks.empty() || !store_.batched_gets()) return Status::Ok();
+  for (auto& o : observers_) {
+    if (Status s = o->Prefetch(chunks); !s.ok()) {
+      ++counters_.store_read_failures;
+      return s;
+    }
+  }
+  return Status::Ok();
 }
 
 void Indexer::Settle(bool written) {

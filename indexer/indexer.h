@@ -24,6 +24,7 @@
 
 #include <map>
 #include <memory>
+#include <span>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -97,6 +98,12 @@ struct StreamChunk {
   int64_t received_ms = 0;
 };
 
+// A decoded chunk about to be staged (Indexer::Prefetch).
+struct ChunkToStage {
+  const proto::LogChunk* chunk = nullptr;
+  const proto::ChunkSource* source = nullptr;
+};
+
 // One link of the chain: derives rows from a stream chunk.
 class ChunkObserver {
  public:
@@ -115,6 +122,11 @@ class ChunkObserver {
   // (Indexer::StageMerged): the meta rows and alerts of their records were
   // made when the records arrived.
   virtual bool ObservesMergedChunks() const { return true; }
+  // Reads ahead, in one MultiGet per table, the rows Observe() will read to
+  // stage `chunks` (a consumer batch, by their headers). Observe() reads
+  // what this missed (the parts of a split chunk) itself. An error is the
+  // store's, as for Observe(). Called only on a store with batched_gets().
+  virtual Status Prefetch(std::span<const ChunkToStage> /*chunks*/) { return Status::Ok(); }
 };
 
 // The value of every index row: the main row key, the chunk's record count
@@ -178,6 +190,13 @@ class Indexer {
                                  const proto::ChunkSource& source, WriteBatch& batch,
                                  bool bytes_outlive_batch = false, int64_t received_ms = 0);
 
+  // Before staging a batch of chunks: on a store where a MultiGet is cheaper
+  // than a Get per key (TableStore::batched_gets(); on HBase each Get is a
+  // round trip), the observers read the rows they will need for all of them
+  // at once (meta rows, alert_seen rows) instead of a Get per chunk. Only a
+  // speed-up: Stage() gives the same rows without it. An error is the store's
+  // (counted in store_read_failures): the batch should be retried.
+  Status Prefetch(std::span<const ChunkToStage> chunks);
   // Tells the observers whether the batch holding everything staged since the
   // last call was written. Call after every Write() of a staged batch.
   void Settle(bool written);

@@ -6,8 +6,10 @@
 
 #include <functional>
 #include <memory>
+#include <span>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "alerting/stager.h"
 #include "common/clock.h"
@@ -94,7 +96,20 @@ class AlertObserver final : public ChunkObserver {
     return Status::Ok();
   }
 
+  // The alert_seen rows of the chunks it will stage, in one read. A mixed
+  // chunk is staged as its split parts, under ids of their own: not these.
+  Status Prefetch(std::span<const ChunkToStage> chunks) override {
+    std::vector<ChunkId> ids;
+    for (const ChunkToStage& c : chunks) {
+      if (c.chunk->severity() != kMixedSeverity && stager_.Wants(*c.chunk)) ids.push_back(StoredChunkId(*c.chunk, *c.source));
+    }
+    if (ids.empty()) return Status::Ok();
+    if (Status s = stager_.PrefetchSeen(ids); !s.ok()) return Status(s.code(), "alert staging: " + s.message());
+    return Status::Ok();
+  }
+
   void Settle(bool written) override {
+    stager_.DiscardPrefetched();
     const size_t staged = std::exchange(staged_, 0);
     if (written && staged > 0 && on_written_) on_written_(staged);
     if (!written || shared_store_) stager_.DiscardCache();

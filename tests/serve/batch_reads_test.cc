@@ -1,0 +1,263 @@
+// A consumer batch reads the store once per table, not once per chunk
+// (Indexer::Prefetch): the meta rows of its streams and names, and the
+// alert_seen rows of its ERROR chunks, each in one MultiGet, with the same
+// rows staged as a Get per chunk gives. A staging that failed on a read is
+// staged again without decoding the messages again (BatchProcessor::Restage).
+#include <gtest/gtest.h>
+#include <prometheus/registry.h>
+
+#include <algorithm>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+#include <vector>
+
+#include "alerting/stager.h"
+#include "common/chunk_codec.h"
+#include "common/clock.h"
+#include "consumer/batch_processor.h"
+#include "indexer/indexer.h"
+#include "indexer/tables.h"
+#include "server/ingest_adapters.h"
+#include "store/rocksdb_store.h"
+#include "tests/test_util.h"
+
+namespace logdex {
+namespace {
+
+constexpr int64_t kNow = 1'795'910'400'000;  // 2026-11-29T00:00:00Z
+
+// Counts the reads of each table; `batched` is what it says of MultiGet
+// (TableStore::batched_gets), and with `fail_reads` every read fails.
+class CountingReads final : public TableStore {
+ public:
+  explicit CountingReads(TableStore& base) : base_(base) {}
+  Status CreateTable(std::string_view name, const TableOptions& o) override { return base_.CreateTable(name, o); }
+  bool HasTable(std::string_view name) const override { return base_.HasTable(name); }
+  Status Write(const WriteBatch& b) override { return base_.Write(b); }
+  Result<std::optional<std::string>> Get(std::string_view table, std::string_view key) override {
+    ++gets[std::string(table)];
+    if (fail_reads) return Error{Errc::kUnavailable, "injected read failure"};
+    return base_.Get(table, key);
+  }
+  Result<std::vector<std::optional<std::string>>> MultiGet(std::string_view table,
+                                                           const std::vector<std::string>& keys) override {
+    ++multi_gets[std::string(table)];
+    if (fail_reads) return Error{Errc::kUnavailable, "injected read failure"};
+    return base_.MultiGet(table, keys);
+  }
+  bool batched_gets() const override { return batched; }
+  Status Scan(const ScanSpec& spec, const RowVisitor& v) override { return base_.Scan(spec, v); }
+  Status FuzzyScan(const FuzzyScanSpec& spec, const RowVisitor& v) override { return base_.FuzzyScan(spec, v); }
+  StoreCounters counters() const override { return base_.counters(); }
+
+  std::map<std::string, int> gets, multi_gets;
+  bool batched = true;
+  bool fail_reads = false;
+
+ private:
+  TableStore& base_;
+};
+
+// A store, its counting view, an indexer with serve's alert observer, and a
+// batch processor: serve's ingest path without Kafka.
+struct Pipeline {
+  explicit Pipeline(const std::string& dir, bool batched, LineDecoder* lines = nullptr) {
+    RocksDbOptions ro;
+    ro.path = dir;
+    ro.clock = &clock;
+    auto opened = RocksDbStore::Open(ro);
+    LOGDEX_CHECK(opened.ok());
+    base = std::move(*opened);
+    store = std::make_unique<CountingReads>(*base);
+    store->batched = batched;
+    LOGDEX_CHECK(CreateTables(*store, TableLayout{}).ok());
+    config.limits.per_app = 0;
+    config.limits.global = 0;
+    alerting::SinkConfig sink;
+    sink.name = "hook";
+    sink.url = "http://127.0.0.1:9/";
+    config.sinks.push_back(sink);
+    LOGDEX_CHECK(alerting::CreateAlertingTables(*store, config).ok());
+    stager = std::make_unique<alerting::AlertStager>(config, *store, clock, registry);
+    IndexerOptions io;
+    io.decode.clock = &clock;
+    indexer = std::make_unique<Indexer>(*store, io);
+    indexer->AddObserver(std::make_unique<AlertObserver>(*stager, /*shared_store=*/false, nullptr));
+    BatchProcessorOptions bo;
+    bo.decode.clock = &clock;
+    bo.topic_formats["lines"] = InputFormat::kJson;
+    processor = std::make_unique<BatchProcessor>(*indexer, bo, lines);
+  }
+
+  ManualClock clock{kNow};
+  prometheus::Registry registry;
+  std::unique_ptr<TableStore> base;
+  std::unique_ptr<CountingReads> store;
+  alerting::AlertingConfig config;
+  std::unique_ptr<alerting::AlertStager> stager;
+  std::unique_ptr<Indexer> indexer;
+  std::unique_ptr<BatchProcessor> processor;
+};
+
+// A chunk of 3 records of `severity` from `host`, tagged, by producer 9.
+std::string Chunk(const std::string& host, Severity severity, uint64_t seq) {
+  proto::RecordBatch b;
+  for (int i = 0; i < 3; ++i) {
+    proto::LogRecord* r = b.add_records();
+    r->set_ts_ms(kNow - 10'000 + static_cast<int64_t>(seq) * 10 + i);
+    r->set_severity(SeverityCode(severity));
+    r->set_message("order " + std::to_string(seq) + " step " + std::to_string(i));
+    proto::Tag* t = r->add_tags();
+    t->set_key("region");
+    t->set_value(i % 2 ? "eu" : "us");
+    t = r->add_tags();
+    t->set_key("shard");
+    t->set_value(std::to_string(seq % 3));
+  }
+  PackOptions po;
+  po.producer_id = 9;
+  po.sequence = seq;
+  return PackChunk("orders", host, b, po).SerializeAsString();
+}
+
+// 40 messages: 4 hosts x (INFO, ERROR) x 5 chunks, sequences from `first_seq`.
+std::vector<InMessage> Messages(uint64_t first_seq) {
+  std::vector<InMessage> out;
+  uint64_t seq = first_seq;
+  for (int h = 0; h < 4; ++h) {
+    for (Severity s : {Severity::kInfo, Severity::kError}) {
+      for (int i = 0; i < 5; ++i) {
+        InMessage& m = out.emplace_back();
+        m.topic = "logs";
+        m.offset = static_cast<int64_t>(seq);
+        m.timestamp_ms = kNow - 1'000;
+        m.value = Chunk("web-" + std::to_string(h), s, seq++);
+      }
+    }
+  }
+  return out;
+}
+
+std::vector<std::tuple<std::string, std::string, std::string>> Rows(const WriteBatch& batch) {
+  std::vector<std::tuple<std::string, std::string, std::string>> rows;
+  for (const WriteBatch::Entry& e : batch.entries()) rows.emplace_back(e.table, e.key, e.Value());
+  std::sort(rows.begin(), rows.end());
+  return rows;
+}
+
+TEST(BatchReads, ABatchReadsItsMetaAndSeenRowsInOneMultiGetEachAndStagesTheSameRows) {
+  TempDir dir;
+  Pipeline ahead(dir.path() + "/ahead", /*batched=*/true);
+  Pipeline one_by_one(dir.path() + "/gets", /*batched=*/false);
+  const std::vector<InMessage> messages = Messages(1);
+
+  ProcessedBatch a, b;
+  ahead.processor->Add(messages, a);
+  one_by_one.processor->Add(messages, b);
+  ASSERT_TRUE(a.failed.ok()) << a.failed.ToString();
+  ASSERT_TRUE(b.failed.ok()) << b.failed.ToString();
+  EXPECT_EQ(a.chunks, 40u);
+  EXPECT_TRUE(a.dead_letters.empty());
+
+  // A Get per key without reading ahead: 1 app, 4 hosts, 2 tag keys, 8 streams;
+  // one alert_seen row per ERROR chunk.
+  EXPECT_EQ(one_by_one.store->gets[std::string(kMetaTable)], 15);
+  EXPECT_EQ(one_by_one.store->gets[std::string(alerting::kSeenTable)], 20);
+  EXPECT_EQ(one_by_one.store->multi_gets.size(), 0u);
+  // Reading ahead: one MultiGet per table, and no Get of either table.
+  EXPECT_EQ(ahead.store->multi_gets[std::string(kMetaTable)], 1);
+  EXPECT_EQ(ahead.store->multi_gets[std::string(alerting::kSeenTable)], 1);
+  EXPECT_EQ(ahead.store->gets[std::string(kMetaTable)], 0);
+  EXPECT_EQ(ahead.store->gets[std::string(alerting::kSeenTable)], 0);
+
+  const auto rows = Rows(a.writes);
+  EXPECT_EQ(rows, Rows(b.writes)) << "reading ahead changes how the store is read, not what is staged";
+  EXPECT_GT(std::count_if(rows.begin(), rows.end(),
+                          [](const auto& r) { return std::get<0>(r) == kOutboxTable; }),
+            0)
+      << "the ERROR chunks were alerted on";
+
+  // The next batch of the same streams: their meta rows are known, so only
+  // its chunks' alert_seen rows are read.
+  ASSERT_TRUE(ahead.store->Write(a.writes).ok());
+  ahead.processor->Settle(true);
+  const std::vector<InMessage> next = Messages(100);
+  ProcessedBatch c;
+  ahead.processor->Add(next, c);
+  ASSERT_TRUE(c.failed.ok()) << c.failed.ToString();
+  EXPECT_EQ(ahead.store->multi_gets[std::string(kMetaTable)], 1) << "nothing new to read";
+  EXPECT_EQ(ahead.store->multi_gets[std::string(alerting::kSeenTable)], 2);
+  EXPECT_EQ(ahead.store->gets[std::string(kMetaTable)], 0);
+  EXPECT_EQ(ahead.store->gets[std::string(alerting::kSeenTable)], 0);
+
+  // A replay of the first batch: read ahead, its chunks are seen, and no
+  // alert is staged again.
+  ASSERT_TRUE(ahead.store->Write(c.writes).ok());
+  ahead.processor->Settle(true);
+  ProcessedBatch replay;
+  ahead.processor->Add(messages, replay);
+  ASSERT_TRUE(replay.failed.ok()) << replay.failed.ToString();
+  EXPECT_EQ(ahead.store->gets[std::string(alerting::kSeenTable)], 0);
+  for (const WriteBatch::Entry& e : replay.writes.entries()) {
+    EXPECT_NE(e.table, kOutboxTable) << "a replay notifies no one";
+  }
+}
+
+// Lines in, a fixed chunk per message out, counting its calls.
+class CountingLines final : public LineDecoder {
+ public:
+  Result<std::vector<std::string>> Decode(const InMessage& m, InputFormat) override {
+    ++calls;
+    return std::vector<std::string>{Chunk("web-7", Severity::kError, static_cast<uint64_t>(m.offset) + 1)};
+  }
+  int calls = 0;
+};
+
+TEST(BatchReads, AStagingThatFailedOnAReadIsStagedAgainWithoutDecodingAgain) {
+  TempDir dir;
+  CountingLines lines;
+  Pipeline p(dir.path() + "/store", /*batched=*/true, &lines);
+  std::vector<InMessage> messages;
+  for (int i = 0; i < 6; ++i) {
+    InMessage& m = messages.emplace_back();
+    m.topic = "lines";
+    m.offset = i;
+    m.value = i == 3 ? std::string() : "{\"msg\": \"x\"}";
+    if (i == 3) {  // not a chunk: a dead letter, in its place, once
+      m.topic = "logs";
+      m.value = "not a chunk";
+    }
+  }
+
+  p.store->fail_reads = true;
+  ProcessedBatch batch;
+  p.processor->Add(messages, batch);
+  EXPECT_FALSE(batch.failed.ok()) << "the reads ahead failed";
+  EXPECT_EQ(lines.calls, 5);
+  p.processor->Settle(false);
+
+  p.store->fail_reads = false;
+  p.processor->Restage(batch);
+  ASSERT_TRUE(batch.failed.ok()) << batch.failed.ToString();
+  EXPECT_EQ(lines.calls, 5) << "staged again, not decoded again";
+  EXPECT_EQ(batch.chunks, 5u);
+  EXPECT_EQ(batch.records, 15u);
+  ASSERT_EQ(batch.dead_letters.size(), 1u) << "the undecodable message's dead letter, not twice";
+  EXPECT_EQ(batch.dead_letters[0].message.offset, 3);
+  EXPECT_EQ(batch.messages, 6u);
+  EXPECT_EQ((batch.next_offsets[{"lines", 0}]), 6);
+  ASSERT_TRUE(p.store->Write(batch.writes).ok());
+  p.processor->Settle(true);
+
+  size_t main_rows = 0;
+  ASSERT_TRUE(p.base->Scan(ScanSpec{std::string(kMainTable), "", "", false, 0}, [&](auto, auto) {
+    ++main_rows;
+    return true;
+  }).ok());
+  EXPECT_EQ(main_rows, 5u) << "every chunk made from lines is stored, from the bytes kept since decoding";
+}
+
+}  // namespace
+}  // namespace logdex
