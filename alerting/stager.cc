@@ -27,7 +27,7 @@ std::string GroupKey(uint64_t fp) {
 }
 std::string AppKey(AppId app, int64_t slot) {
   std::string k(1, static_cast<char>(kAppState));
-  AppendBigEndian64(k, app);
+  AppendBigEndian64(k, app.value());
   AppendBigEndian64(k, static_cast<uint64_t>(slot));
   return k;
 }
@@ -38,7 +38,7 @@ std::string GlobalKey(int64_t slot) {
 }
 std::string SeenKey(ChunkId id) {
   std::string k;
-  AppendBigEndian64(k, id);
+  AppendBigEndian64(k, id.value());
   return k;
 }
 
@@ -413,7 +413,7 @@ Result<size_t> AlertStager::Stage(const proto::LogChunk& chunk, ChunkId chunk_id
       a->digest_kind = NotificationKind::kAppDigest;
       a->start_ms = slot;
       a->end_ms = slot + lim.limit_window_ms;
-      a->idempotency_key = "ad:" + Hex16(app_id) + ":" + std::to_string(slot);
+      a->idempotency_key = "ad:" + Hex16(app_id.value()) + ":" + std::to_string(slot);
     }
     touch(global_key, glob);
     touch(app_key, a);
@@ -433,7 +433,7 @@ Result<size_t> AlertStager::Stage(const proto::LogChunk& chunk, ChunkId chunk_id
     // The group's latest record, for GET /api/v1/alerts (a digest shows the
     // latest folded record: folds come after a window's events and replace it).
     g->sample = sample;
-    Notification n = EventOf(sample, "ev:" + Hex16(chunk_id) + ":" + std::to_string(i), kafka_ts_ms, now);
+    Notification n = EventOf(sample, "ev:" + Hex16(chunk_id.value()) + ":" + std::to_string(i), kafka_ts_ms, now);
     n.query_url = QueryUrl(app, host, *sev, sample.ts_ms, sample.ts_ms);
     rows += PutEvent(n, sinks, batch);
   }

@@ -48,7 +48,7 @@ json BenchStore(const BenchOptions& o) {
   auto value_of = [&](size_t i) { return pool.substr((i * 7919) % (pool.size() - kValue), kValue); };
   auto key_of = [&](size_t i) {
     MainKey k{static_cast<uint8_t>(i % 16), AppIdOf("app" + std::to_string(i % 20)), Severity::kInfo,
-              static_cast<int64_t>(1'700'000'000'000 + i), HostIdOf("host" + std::to_string(i % 50)), i};
+              static_cast<int64_t>(1'700'000'000'000 + i), HostIdOf("host" + std::to_string(i % 50)), ChunkId(i)};
     return k.Encode();
   };
 
@@ -234,7 +234,7 @@ json BenchFuzzy(const BenchOptions& o) {
   LOGDEX_CHECK((*store)->Flush().ok());
 
   const AppId want_app = AppIdOf("app7");
-  MainKey probe{0, want_app, Severity::kError, 0, 0, 0};
+  MainKey probe{0, want_app, Severity::kError, 0, HostId(), ChunkId()};
   FuzzyScanSpec fs;
   fs.range.table = std::string(kMainTable);
   fs.key = probe.Encode();

@@ -102,7 +102,7 @@ Phase RawStore(const BenchOptions& o, const std::vector<std::string>& chunks, in
   for (size_t i = 0; i < chunks.size(); i += 64) {
     WriteBatch b;
     for (size_t j = i; j < std::min(chunks.size(), i + 64); ++j) {
-      b.Put(kMainTable, MainKey{static_cast<uint8_t>(j % 16), j, Severity::kInfo, base, j, j}.Encode(), chunks[j]);
+      b.Put(kMainTable, MainKey{static_cast<uint8_t>(j % 16), AppId(j), Severity::kInfo, base, HostId(j), ChunkId(j)}.Encode(), chunks[j]);
     }
     LOGDEX_CHECK(store->Write(b).ok());
   }

@@ -28,14 +28,14 @@ TagId TagIdOf(std::string_view key, std::string_view value) {
   XXH64_update(&state, key.data(), key.size());
   XXH64_update(&state, "=", 1);
   XXH64_update(&state, value.data(), value.size());
-  return XXH64_digest(&state);
+  return TagId(XXH64_digest(&state));
 }
 
-ChunkId ChunkIdOf(uint64_t producer_id, uint64_t sequence) { return HashPair(producer_id, sequence); }
+ChunkId ChunkIdOf(uint64_t producer_id, uint64_t sequence) { return ChunkId(HashPair(producer_id, sequence)); }
 
 uint8_t SaltOf(AppId app, HostId host, uint32_t buckets) {
   LOGDEX_CHECK(buckets >= 1 && buckets <= 256);
-  return static_cast<uint8_t>(HashPair(app, host) % buckets);
+  return static_cast<uint8_t>(HashPair(app.value(), host.value()) % buckets);
 }
 
 }  // namespace logdex

@@ -17,6 +17,10 @@ class KeyWriter {
     AppendBigEndian64(out_, v);
     return *this;
   }
+  template <class Kind>
+  KeyWriter& U64(Id<Kind> id) {
+    return U64(id.value());
+  }
   KeyWriter& Ts(int64_t v) { return U64(static_cast<uint64_t>(v)); }
   KeyWriter& Sev(Severity s) { return U8(SeverityCode(s)); }
   std::string Done() { return std::move(out_); }
@@ -34,6 +38,10 @@ class KeyReader {
     uint64_t v = GetBigEndian64(p_);
     p_ += 8;
     return v;
+  }
+  template <class IdType>
+  IdType Id() {
+    return IdType(U64());
   }
   int64_t Ts() { return static_cast<int64_t>(U64()); }
   Severity Sev() {
@@ -67,11 +75,11 @@ std::optional<MainKey> MainKey::Decode(std::string_view key) {
   KeyReader r(key);
   MainKey k;
   k.salt = r.U8();
-  k.app = r.U64();
+  k.app = r.Id<AppId>();
   k.severity = r.Sev();
   k.first_ts_ms = r.Ts();
-  k.host = r.U64();
-  k.chunk = r.U64();
+  k.host = r.Id<HostId>();
+  k.chunk = r.Id<ChunkId>();
   return Finish(r, k);
 }
 
@@ -83,10 +91,10 @@ std::optional<LevelIndexKey> LevelIndexKey::Decode(std::string_view key) {
   if (key.size() != kSize) return std::nullopt;
   KeyReader r(key);
   LevelIndexKey k;
-  k.app = r.U64();
+  k.app = r.Id<AppId>();
   k.ts_ms = r.Ts();
-  k.host = r.U64();
-  k.chunk = r.U64();
+  k.host = r.Id<HostId>();
+  k.chunk = r.Id<ChunkId>();
   return Finish(r, k);
 }
 
@@ -98,11 +106,11 @@ std::optional<HostIndexKey> HostIndexKey::Decode(std::string_view key) {
   if (key.size() != kSize) return std::nullopt;
   KeyReader r(key);
   HostIndexKey k;
-  k.host = r.U64();
-  k.app = r.U64();
+  k.host = r.Id<HostId>();
+  k.app = r.Id<AppId>();
   k.ts_ms = r.Ts();
   k.severity = r.Sev();
-  k.chunk = r.U64();
+  k.chunk = r.Id<ChunkId>();
   return Finish(r, k);
 }
 
@@ -114,11 +122,11 @@ std::optional<MergedKey> MergedKey::Decode(std::string_view key) {
   if (key.size() != kSize) return std::nullopt;
   KeyReader r(key);
   MergedKey k;
-  k.host = r.U64();
-  k.app = r.U64();
+  k.host = r.Id<HostId>();
+  k.app = r.Id<AppId>();
   k.severity = r.Sev();
   k.last_ts_ms = r.Ts();
-  k.chunk = r.U64();
+  k.chunk = r.Id<ChunkId>();
   return Finish(r, k);
 }
 
@@ -130,12 +138,12 @@ std::optional<TagIndexKey> TagIndexKey::Decode(std::string_view key) {
   if (key.size() != kSize) return std::nullopt;
   KeyReader r(key);
   TagIndexKey k;
-  k.tag = r.U64();
+  k.tag = r.Id<TagId>();
   k.ts_ms = r.Ts();
-  k.app = r.U64();
-  k.host = r.U64();
+  k.app = r.Id<AppId>();
+  k.host = r.Id<HostId>();
   k.severity = r.Sev();
-  k.chunk = r.U64();
+  k.chunk = r.Id<ChunkId>();
   return Finish(r, k);
 }
 

@@ -34,11 +34,11 @@ std::string LevelIndexTable(Severity s);
 struct MainKey {
   static constexpr size_t kSize = 34;
   uint8_t salt = 0;
-  AppId app = 0;
+  AppId app;
   Severity severity = Severity::kInfo;
   int64_t first_ts_ms = 0;
-  HostId host = 0;
-  ChunkId chunk = 0;
+  HostId host;
+  ChunkId chunk;
 
   std::string Encode() const;
   static std::optional<MainKey> Decode(std::string_view key);
@@ -48,10 +48,10 @@ struct MainKey {
 // `idx_<level>`: app u64 · ts_ms u64 · host u64 · chunk u64.
 struct LevelIndexKey {
   static constexpr size_t kSize = 32;
-  AppId app = 0;
+  AppId app;
   int64_t ts_ms = 0;
-  HostId host = 0;
-  ChunkId chunk = 0;
+  HostId host;
+  ChunkId chunk;
 
   std::string Encode() const;
   static std::optional<LevelIndexKey> Decode(std::string_view key);
@@ -61,11 +61,11 @@ struct LevelIndexKey {
 // `idx_host`: host u64 · app u64 · ts_ms u64 · severity u8 · chunk u64.
 struct HostIndexKey {
   static constexpr size_t kSize = 33;
-  HostId host = 0;
-  AppId app = 0;
+  HostId host;
+  AppId app;
   int64_t ts_ms = 0;
   Severity severity = Severity::kInfo;
-  ChunkId chunk = 0;
+  ChunkId chunk;
 
   std::string Encode() const;
   static std::optional<HostIndexKey> Decode(std::string_view key);
@@ -75,12 +75,12 @@ struct HostIndexKey {
 // `idx_tag`: tag u64 · ts_ms u64 · app u64 · host u64 · severity u8 · chunk u64.
 struct TagIndexKey {
   static constexpr size_t kSize = 41;
-  TagId tag = 0;
+  TagId tag;
   int64_t ts_ms = 0;
-  AppId app = 0;
-  HostId host = 0;
+  AppId app;
+  HostId host;
   Severity severity = Severity::kInfo;
-  ChunkId chunk = 0;
+  ChunkId chunk;
 
   std::string Encode() const;
   static std::optional<TagIndexKey> Decode(std::string_view key);
@@ -104,6 +104,15 @@ struct MetaKey {
   uint64_t app = 0;  // kStream only
   Severity severity = Severity::kInfo;  // kStream only
 
+  static MetaKey AppName(AppId app) { return MetaKey{MetaKind::kAppName, app.value(), 0, Severity::kInfo}; }
+  static MetaKey HostName(HostId host) { return MetaKey{MetaKind::kHostName, host.value(), 0, Severity::kInfo}; }
+  static MetaKey TagKeyName(TagKeyId key) { return MetaKey{MetaKind::kTagKeyName, key.value(), 0, Severity::kInfo}; }
+  static MetaKey Stream(HostId host, AppId app, Severity severity) {
+    return MetaKey{MetaKind::kStream, host.value(), app.value(), severity};
+  }
+  HostId stream_host() const { return HostId(id); }
+  AppId stream_app() const { return AppId(app); }
+
   std::string Encode() const;
   static std::optional<MetaKey> Decode(std::string_view key);
   bool operator==(const MetaKey&) const = default;
@@ -114,11 +123,11 @@ struct MetaKey {
 // the sorted ids of the chunks merged into it (8 bytes each, big-endian).
 struct MergedKey {
   static constexpr size_t kSize = 33;
-  HostId host = 0;
-  AppId app = 0;
+  HostId host;
+  AppId app;
   Severity severity = Severity::kInfo;
   int64_t last_ts_ms = 0;
-  ChunkId chunk = 0;
+  ChunkId chunk;
 
   std::string Encode() const;
   static std::optional<MergedKey> Decode(std::string_view key);

@@ -83,7 +83,7 @@ Result<CompactionPass> Compactor::Pass(int64_t now_ms, const std::function<bool(
   const int64_t lo = SaturatingSub(now_ms, options_.lookback_ms);
 
   // Streams with records in [lo, cutoff), by (host, app): one host index range each.
-  std::set<std::pair<uint64_t, uint64_t>> ranges;
+  std::set<std::pair<HostId, AppId>> ranges;
   const std::string prefix(1, static_cast<char>(MetaKind::kStream));
   std::string stop = prefix;
   stop.back() = static_cast<char>(static_cast<uint8_t>(MetaKind::kStream) + 1);
@@ -93,7 +93,7 @@ Result<CompactionPass> Compactor::Pass(int64_t now_ms, const std::function<bool(
                            if (!key || key->kind != MetaKind::kStream || v.size() != 16) return true;
                            const int64_t first = static_cast<int64_t>(GetBigEndian64(v.data()));
                            const int64_t last = static_cast<int64_t>(GetBigEndian64(v.data() + 8));
-                           if (last > lo && first < cutoff) ranges.emplace(key->id, key->app);
+                           if (last > lo && first < cutoff) ranges.emplace(key->stream_host(), key->stream_app());
                            return true;
                          });
   if (!s.ok()) return s.error();
@@ -118,7 +118,7 @@ Result<CompactionPass> Compactor::Pass(int64_t now_ms, const std::function<bool(
   return pass;
 }
 
-Status Compactor::PassOverHostApp(uint64_t host, uint64_t app, int64_t lo, int64_t cutoff, int64_t now_ms,
+Status Compactor::PassOverHostApp(HostId host, AppId app, int64_t lo, int64_t cutoff, int64_t now_ms,
                                   CompactionPass& pass,
                                   const std::function<bool(uint64_t)>& keep_going, bool& stop) {
   ++pass.streams;
@@ -144,8 +144,8 @@ Status Compactor::PassOverHostApp(uint64_t host, uint64_t app, int64_t lo, int64
     return st;
   };
   auto it = store_.NewIterator(ScanSpec{std::string(kHostIndexTable),
-                                        HostIndexKey{host, app, lo, Severity::kTrace, 0}.Encode(),
-                                        HostIndexKey{host, app, cutoff, Severity::kTrace, 0}.Encode(), false, 0});
+                                        HostIndexKey{host, app, lo, Severity::kTrace, ChunkId()}.Encode(),
+                                        HostIndexKey{host, app, cutoff, Severity::kTrace, ChunkId()}.Encode(), false, 0});
   for (; it->Valid(); it->Next()) {
     ++pass.index_rows;
     auto key = HostIndexKey::Decode(it->key());
@@ -176,12 +176,12 @@ Status Compactor::PassOverHostApp(uint64_t host, uint64_t app, int64_t lo, int64
   for (auto& [sev, run] : runs) {
     if (run.parts.size() < 2 || cutoff - run.first < options_.max_span_ms) continue;
     std::string bytes;
-    AppendBigEndian64(bytes, host);
-    AppendBigEndian64(bytes, app);
+    AppendBigEndian64(bytes, host.value());
+    AppendBigEndian64(bytes, app.value());
     bytes.push_back(static_cast<char>(sev));
     const uint64_t stream = Hash64(bytes);
     bytes.clear();
-    for (const Part& p : run.parts) AppendBigEndian64(bytes, p.key.chunk);
+    for (const Part& p : run.parts) AppendBigEndian64(bytes, p.key.chunk.value());
     const uint64_t parts_hash = Hash64(bytes);
     auto [seen, first_sight] = clock_closed_.try_emplace(stream, ClockClosed{parts_hash, INT64_MIN, 0});
     const bool grew = !first_sight && seen->second.parts_hash != parts_hash;
@@ -266,8 +266,8 @@ Status Compactor::WriteMerge(std::vector<Part>& parts, CompactionPass& pass) {
   // Records by (time, part id, index in part): of one stream's records with
   // the same time, the query order (chunk id, index; descending) is kept
   // among the parts of this merge.
-  std::vector<std::tuple<int64_t, uint64_t, int, proto::LogRecord*>> order;
-  std::vector<uint64_t> ids;
+  std::vector<std::tuple<int64_t, ChunkId, int, proto::LogRecord*>> order;
+  std::vector<ChunkId> ids;
   for (Part& p : parts) {
     ids.push_back(p.key.chunk);
     for (int i = 0; i < p.decoded.records_size(); ++i) {
@@ -284,7 +284,7 @@ Status Compactor::WriteMerge(std::vector<Part>& parts, CompactionPass& pass) {
 
   std::sort(ids.begin(), ids.end());
   std::string id_bytes;
-  for (uint64_t id : ids) AppendBigEndian64(id_bytes, id);
+  for (ChunkId id : ids) AppendBigEndian64(id_bytes, id.value());
   const ChunkId id = ChunkIdOf(Hash64(id_bytes), ids.size());
 
   const proto::LogChunk& head = parts.front().row.chunk();

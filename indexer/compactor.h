@@ -152,7 +152,7 @@ class Compactor {
   Compactor(TableStore& store, CompactorOptions options);
 
   struct Part;
-  Status PassOverHostApp(uint64_t host, uint64_t app, int64_t lo, int64_t cutoff, int64_t now_ms, CompactionPass& pass,
+  Status PassOverHostApp(HostId host, AppId app, int64_t lo, int64_t cutoff, int64_t now_ms, CompactionPass& pass,
                          const std::function<bool(uint64_t)>& keep_going, bool& stop);
   Status MergeRun(std::vector<Part>& run, CompactionPass& pass,
                   const std::function<bool(uint64_t)>& keep_going, bool& stop);

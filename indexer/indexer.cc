@@ -119,16 +119,16 @@ class MetaObserver final : public ChunkObserver {
   bool ObservesMergedChunks() const override { return false; }
 
   Status Observe(const StreamChunk& c, WriteBatch& batch) override {
-    if (Status s = Name(batch, MetaKind::kAppName, c.app, c.chunk->app()); !s.ok()) return s;
-    if (Status s = Name(batch, MetaKind::kHostName, c.host, c.chunk->host()); !s.ok()) return s;
+    if (Status s = Name(batch, MetaKey::AppName(c.app), c.chunk->app()); !s.ok()) return s;
+    if (Status s = Name(batch, MetaKey::HostName(c.host), c.chunk->host()); !s.ok()) return s;
     for (const auto& [key, value] : c.tags) {
-      if (Status s = Name(batch, MetaKind::kTagKeyName, TagKeyIdOf(key), key); !s.ok()) return s;
+      if (Status s = Name(batch, MetaKey::TagKeyName(TagKeyIdOf(key)), key); !s.ok()) return s;
     }
 
     constexpr int64_t kMinute = 60'000;
     const int64_t first = c.chunk->first_ts_ms() / kMinute * kMinute;
     const int64_t last = (c.chunk->last_ts_ms() / kMinute + 1) * kMinute;
-    std::string key = MetaKey{MetaKind::kStream, c.host, c.app, c.severity}.Encode();
+    std::string key = MetaKey::Stream(c.host, c.app, c.severity).Encode();
     auto extent = Extent(key);
     if (!extent.ok()) return extent.error();
     auto [lo, hi] = *extent;
@@ -169,12 +169,12 @@ class MetaObserver final : public ChunkObserver {
     for (const ChunkToStage& c : chunks) {
       const AppId app = AppIdOf(c.chunk->app());
       const HostId host = HostIdOf(c.chunk->host());
-      want(NameKey(MetaKind::kAppName, app));
-      want(NameKey(MetaKind::kHostName, host));
-      for (const proto::Tag& t : c.chunk->tag_summary().tags()) want(NameKey(MetaKind::kTagKeyName, TagKeyIdOf(t.key())));
+      want(MetaKey::AppName(app).Encode());
+      want(MetaKey::HostName(host).Encode());
+      for (const proto::Tag& t : c.chunk->tag_summary().tags()) want(MetaKey::TagKeyName(TagKeyIdOf(t.key())).Encode());
       if (c.chunk->severity() == kMixedSeverity) continue;
       if (auto severity = SeverityFromCode(c.chunk->severity())) {
-        want(MetaKey{MetaKind::kStream, host, app, *severity}.Encode());
+        want(MetaKey::Stream(host, app, *severity).Encode());
       }
     }
     if (keys.empty()) return Status::Ok();
@@ -191,11 +191,9 @@ class MetaObserver final : public ChunkObserver {
   }
 
  private:
-  static std::string NameKey(MetaKind kind, uint64_t id) { return MetaKey{kind, id, 0, Severity::kInfo}.Encode(); }
-
   // A name row is the same whoever writes it: an unreadable one is rewritten.
-  Status Name(WriteBatch& batch, MetaKind kind, uint64_t id, std::string_view name) {
-    std::string key = NameKey(kind, id);
+  Status Name(WriteBatch& batch, const MetaKey& meta, std::string_view name) {
+    std::string key = meta.Encode();
     auto found = Lookup(key);
     if (found.ok() && *found) return Status::Ok();
     pending_[key] = std::string(name);
@@ -443,7 +441,7 @@ ChunkResult<StagedChunk> Indexer::Stage(const proto::LogChunk& chunk, std::strin
     po.producer_id = chunk.producer_id();
     po.sequence = chunk.sequence();
     proto::LogChunk sub = PackChunk(chunk.app(), chunk.host(), part, po);
-    const ChunkId sub_id = ChunkIdOf(id ^ group.first, static_cast<uint64_t>(group.second));
+    const ChunkId sub_id = ChunkIdOf(id.value() ^ group.first, static_cast<uint64_t>(group.second));
     const std::string bytes = sub.SerializeAsString();
     if (Status s = ObserveStream(sub, bytes, source, sub_id, &part, batch, false, false, false, received_ms);
         !s.ok() && staged.store_failure.ok()) {
@@ -460,13 +458,13 @@ Result<bool> Indexer::WasMerged(HostId host, AppId app, Severity severity, int64
   int64_t stop_ts = 0;
   if (__builtin_add_overflow(last_ts_ms, options_.merged_max_span_ms, &stop_ts)) stop_ts = INT64_MAX;
   bool found = false;
-  Status s = store_.Scan(ScanSpec{std::string(kMergedTable), MergedKey{host, app, severity, last_ts_ms, 0}.Encode(),
-                                  MergedKey{host, app, severity, stop_ts, 0}.Encode(), false, 0},
+  Status s = store_.Scan(ScanSpec{std::string(kMergedTable), MergedKey{host, app, severity, last_ts_ms, ChunkId()}.Encode(),
+                                  MergedKey{host, app, severity, stop_ts, ChunkId()}.Encode(), false, 0},
                          [&](std::string_view, std::string_view parts) {
                            size_t lo = 0, hi = parts.size() / 8;
                            while (lo < hi) {  // the ids are sorted
                              const size_t mid = (lo + hi) / 2;
-                             const uint64_t v = GetBigEndian64(parts.data() + mid * 8);
+                             const ChunkId v(GetBigEndian64(parts.data() + mid * 8));
                              if (v == id) {
                                found = true;
                                return false;

@@ -81,9 +81,9 @@ struct StreamChunk {
   bool bytes_outlive_batch = false;
   const proto::ChunkSource* source = nullptr;
   Severity severity = Severity::kInfo;
-  AppId app = 0;
-  HostId host = 0;
-  ChunkId id = 0;
+  AppId app;
+  HostId host;
+  ChunkId id;
   MainKey main_key;
   // Distinct tags of the chunk's records.
   std::vector<std::pair<std::string_view, std::string_view>> tags;

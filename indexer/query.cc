@@ -46,10 +46,11 @@ std::optional<int64_t> VolumeGridStart(int64_t t, int64_t step_ms) {
 // which stored chunk holds them: a merge (compactor.h) keeps it.
 struct Pos {
   int64_t ts = 0;
-  uint64_t app = 0, host = 0;
+  AppId app;
+  HostId host;
   uint8_t sev = 0;
   uint64_t content = 0;
-  uint64_t chunk = 0;
+  ChunkId chunk;
   uint32_t index = 0;
   auto Tie() const { return std::tie(ts, app, host, sev, content, chunk, index); }
   bool operator<(const Pos& o) const { return Tie() < o.Tie(); }
@@ -186,11 +187,11 @@ std::string EncodeCursor(uint64_t fingerprint, const Cursor& c) {
   w.U8(kCursorVersion);
   w.U64(fingerprint);
   w.U64(static_cast<uint64_t>(c.last.ts));
-  w.U64(c.last.app);
-  w.U64(c.last.host);
+  w.U64(c.last.app.value());
+  w.U64(c.last.host.value());
   w.U8(c.last.sev);
   w.U64(c.last.content);
-  w.U64(c.last.chunk);
+  w.U64(c.last.chunk.value());
   w.U64(c.last.index);
   w.U8(c.stateful);
   w.U64(c.epoch);
@@ -217,11 +218,11 @@ Result<Cursor> DecodeCursor(const std::string& text, uint64_t fingerprint, uint6
   if (r->U64() != fingerprint) return bad(r->ok() ? "it belongs to a different query" : "not a cursor from this server");
   Cursor c;
   c.last.ts = static_cast<int64_t>(r->U64());
-  c.last.app = r->U64();
-  c.last.host = r->U64();
+  c.last.app = AppId(r->U64());
+  c.last.host = HostId(r->U64());
   c.last.sev = r->U8();
   c.last.content = r->U64();
-  c.last.chunk = r->U64();
+  c.last.chunk = ChunkId(r->U64());
   c.last.index = static_cast<uint32_t>(r->U64());
   c.stateful = r->U8() != 0;
   c.epoch = r->U64();
@@ -256,8 +257,8 @@ std::string PrefixSuccessor(std::string prefix) {
 // An index row, decoded to what the executor needs before fetching the chunk.
 struct Candidate {
   int64_t last_ts = 0;
-  AppId app = 0;
-  HostId host = 0;
+  AppId app;
+  HostId host;
   Severity severity = Severity::kInfo;
   IndexValue value;
 };
@@ -322,8 +323,8 @@ class Execution {
         start_ns_(clock_.MonotonicNs()),
         epoch_(epoch) {
     for (Severity s : q.severities) sevs_.insert(s);
-    app_ = q.app.empty() ? 0 : AppIdOf(q.app);
-    host_ = q.host.empty() ? 0 : HostIdOf(q.host);
+    if (!q.app.empty()) app_ = AppIdOf(q.app);
+    if (!q.host.empty()) host_ = HostIdOf(q.host);
   }
 
   Status Validate() {
@@ -485,7 +486,8 @@ class Execution {
   }
 
   void AddLevelSource(AppId app, Severity s) {
-    AddSource(LevelIndexTable(s), LevelIndexKey{app, q_.from_ms, 0, 0}.Encode(), LevelIndexKey{app, Upper(), 0, 0}.Encode(), 8,
+    AddSource(LevelIndexTable(s), LevelIndexKey{app, q_.from_ms, HostId(), ChunkId()}.Encode(),
+              LevelIndexKey{app, Upper(), HostId(), ChunkId()}.Encode(), 8,
               [s](std::string_view k, std::string_view v) -> std::optional<Candidate> {
                 auto key = LevelIndexKey::Decode(k);
                 if (!key) return std::nullopt;
@@ -494,8 +496,8 @@ class Execution {
   }
 
   void AddHostSource(HostId host, AppId app) {
-    AddSource(std::string(kHostIndexTable), HostIndexKey{host, app, q_.from_ms, Severity::kTrace, 0}.Encode(),
-              HostIndexKey{host, app, Upper(), Severity::kTrace, 0}.Encode(), 16,
+    AddSource(std::string(kHostIndexTable), HostIndexKey{host, app, q_.from_ms, Severity::kTrace, ChunkId()}.Encode(),
+              HostIndexKey{host, app, Upper(), Severity::kTrace, ChunkId()}.Encode(), 16,
               [](std::string_view k, std::string_view v) -> std::optional<Candidate> {
                 auto key = HostIndexKey::Decode(k);
                 if (!key) return std::nullopt;
@@ -513,8 +515,8 @@ class Execution {
     if (!q_.tags.empty() && !q_.scan) {
       const TagId tag = TagIdOf(q_.tags[0].first, q_.tags[0].second);
       stats_.plan = "tag index " + q_.tags[0].first + "=" + q_.tags[0].second + ": ";
-      AddSource(std::string(kTagIndexTable), TagIndexKey{tag, q_.from_ms, 0, 0, Severity::kTrace, 0}.Encode(),
-                TagIndexKey{tag, Upper(), 0, 0, Severity::kTrace, 0}.Encode(), 8,
+      AddSource(std::string(kTagIndexTable), TagIndexKey{tag, q_.from_ms, AppId(), HostId(), Severity::kTrace, ChunkId()}.Encode(),
+                TagIndexKey{tag, Upper(), AppId(), HostId(), Severity::kTrace, ChunkId()}.Encode(), 8,
                 [](std::string_view k, std::string_view v) -> std::optional<Candidate> {
                   auto key = TagIndexKey::Decode(k);
                   if (!key) return std::nullopt;
@@ -524,25 +526,25 @@ class Execution {
     }
     if (app_ && host_) {
       stats_.plan = "host index, app + host: ";
-      AddHostSource(host_, app_);
+      AddHostSource(*host_, *app_);
       return Status::Ok();
     }
     if (app_) {
       stats_.plan = "severity indexes, app: ";
       for (Severity s : kAllSeverities) {
-        if (sevs_.empty() || sevs_.count(s)) AddLevelSource(app_, s);
+        if (sevs_.empty() || sevs_.count(s)) AddLevelSource(*app_, s);
       }
       return Status::Ok();
     }
     if (host_) {  // one range per app the host has logged for
       std::set<AppId> apps;
       Status s = ForStreamsInRange(host_, [&](const MetaKey& key) {
-        apps.insert(key.app);
+        apps.insert(key.stream_app());
         return true;
       });
       if (!s.ok()) return s;
       stats_.plan = "host index, host only (" + std::to_string(apps.size()) + " apps): ";
-      for (AppId app : apps) AddHostSource(host_, app);
+      for (AppId app : apps) AddHostSource(*host_, app);
       return Status::Ok();
     }
     if (options_.max_scan_index_ranges == 0) {
@@ -570,7 +572,7 @@ class Execution {
   // for, until `fn` returns false. Extents are rounded out to whole minutes
   // and grow in the batch of the chunk that extends them (indexer.cc).
   Status ForStreamsInRange(std::optional<HostId> host, const std::function<bool(const MetaKey&)>& fn) {
-    std::string prefix = host ? MetaKey{MetaKind::kStream, *host, 0, Severity::kTrace}.Encode().substr(0, 9)
+    std::string prefix = host ? MetaKey::Stream(*host, AppId(), Severity::kTrace).Encode().substr(0, 9)
                               : std::string(1, static_cast<char>(MetaKind::kStream));
     return store_.Scan(ScanSpec{std::string(kMetaTable), prefix, PrefixSuccessor(prefix), false, 0},
                        [&](std::string_view k, std::string_view v) {
@@ -689,8 +691,8 @@ class Execution {
   // Key-level filters: what the index row tells without reading the chunk.
   bool KeyMatches(const Candidate& c) const {
     if (!sevs_.empty() && !sevs_.count(c.severity)) return false;
-    if (app_ && c.app != app_) return false;
-    if (host_ && c.host != host_) return false;
+    if (app_ && c.app != *app_) return false;
+    if (host_ && c.host != *host_) return false;
     const int64_t first = c.value.main_key.first_ts_ms;
     if (first >= q_.to_ms) return false;
     if (cursor_ && first > cursor_->last.ts) return false;
@@ -926,7 +928,10 @@ class Execution {
       next.epoch = epoch_;
       if (!have_last_) {  // nothing returned yet, on this page or before: every record is still to come
         next.last.ts = INT64_MAX;
-        next.last.app = next.last.host = next.last.content = next.last.chunk = UINT64_MAX;
+        next.last.app = AppId(UINT64_MAX);
+        next.last.host = HostId(UINT64_MAX);
+        next.last.content = UINT64_MAX;
+        next.last.chunk = ChunkId(UINT64_MAX);
         next.last.sev = UINT8_MAX;
         next.last.index = UINT32_MAX;
         next.same = 0;
@@ -1043,8 +1048,8 @@ class Execution {
   TextMatcher text_;  // q_.text, compiled by Validate()
   TokenProbe token_probe_;  // what a chunk's token filter must hold (empty: use none)
   uint64_t budget_bytes_base_ = 0;  // bytes decompressed not charged to the budget (a cursor's open chunks)
-  AppId app_ = 0;
-  HostId host_ = 0;
+  std::optional<AppId> app_;  // the query's, if it names one
+  std::optional<HostId> host_;
   std::optional<Cursor> cursor_;
   bool main_scan_ = false;  // Plan() chose the main-table scan (RunScan)
   bool every_stream_ = false;  // Plan() chose every stream's severity index (scan=true, no app or host)

@@ -21,7 +21,7 @@ TagGuard::Verdict TagGuard::Check(std::string_view key, std::string_view value, 
     newest_hour_ = hour;
     ForgetHoursBefore(newest_hour_ - kHoursKept);
   }
-  const std::pair<uint64_t, int64_t> slot{TagKeyIdOf(key), hour};
+  const std::pair<uint64_t, int64_t> slot{TagKeyIdOf(key).value(), hour};
   auto it = seen_.find(slot);
   if (it == seen_.end()) {
     uint32_t& keys = keys_per_hour_[hour];
@@ -31,7 +31,7 @@ TagGuard::Verdict TagGuard::Check(std::string_view key, std::string_view value, 
     it = seen_.emplace(slot, std::unordered_set<uint64_t>{}).first;
   }
   auto& values = it->second;
-  const uint64_t id = TagIdOf(key, value);
+  const uint64_t id = TagIdOf(key, value).value();
   if (values.count(id)) return Verdict::kIndex;
   if (values.size() >= options_.max_values_per_hour || tracked_values_ >= options_.max_tracked_values) {
     return Verdict::kOverCap;

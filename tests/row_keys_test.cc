@@ -29,10 +29,10 @@ auto Fields(const TagIndexKey& k) { return std::tuple(k.tag, k.ts_ms, k.app, k.h
 auto Fields(const MetaKey& k) { return std::tuple(k.kind, k.id, k.app, k.severity); }
 auto Fields(const OutboxKey& k) { return std::tuple(k.due_ms, k.alert_id); }
 
-MainKey Make(Gen& g, MainKey*) { return {g.U8(), g.U64(), g.Sev(), g.Ts(), g.U64(), g.U64()}; }
-LevelIndexKey Make(Gen& g, LevelIndexKey*) { return {g.U64(), g.Ts(), g.U64(), g.U64()}; }
-HostIndexKey Make(Gen& g, HostIndexKey*) { return {g.U64(), g.U64(), g.Ts(), g.Sev(), g.U64()}; }
-TagIndexKey Make(Gen& g, TagIndexKey*) { return {g.U64(), g.Ts(), g.U64(), g.U64(), g.Sev(), g.U64()}; }
+MainKey Make(Gen& g, MainKey*) { return {g.U8(), AppId(g.U64()), g.Sev(), g.Ts(), HostId(g.U64()), ChunkId(g.U64())}; }
+LevelIndexKey Make(Gen& g, LevelIndexKey*) { return {AppId(g.U64()), g.Ts(), HostId(g.U64()), ChunkId(g.U64())}; }
+HostIndexKey Make(Gen& g, HostIndexKey*) { return {HostId(g.U64()), AppId(g.U64()), g.Ts(), g.Sev(), ChunkId(g.U64())}; }
+TagIndexKey Make(Gen& g, TagIndexKey*) { return {TagId(g.U64()), g.Ts(), AppId(g.U64()), HostId(g.U64()), g.Sev(), ChunkId(g.U64())}; }
 MetaKey Make(Gen& g, MetaKey*) { return {MetaKind::kStream, g.U64(), g.U64(), g.Sev()}; }
 OutboxKey Make(Gen& g, OutboxKey*) { return {g.Ts(), g.U64()}; }
 
@@ -98,7 +98,7 @@ TEST(RowKeys, SaltSpreadsStreamsAndIsStable) {
   for (int n : per_bucket) EXPECT_GT(n, 30);  // 1000 streams over 16 buckets: ~62 each
   EXPECT_EQ(SaltOf(AppIdOf("a"), HostIdOf("b"), 16), SaltOf(AppIdOf("a"), HostIdOf("b"), 16));
   EXPECT_NE(ChunkIdOf(1, 2), ChunkIdOf(2, 1));
-  EXPECT_EQ(TagIdOf("k", "v"), Hash64("k=v"));
+  EXPECT_EQ(TagIdOf("k", "v"), TagId(Hash64("k=v")));
 }
 
 }  // namespace

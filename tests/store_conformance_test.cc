@@ -355,7 +355,7 @@ TEST_P(StoreConformance, FuzzyScanSeeksAheadAcrossSaltBuckets) {
         for (int t = 0; t < 5; ++t) {
           AppId app = AppIdOf("app" + std::to_string(a));
           HostId host = HostIdOf("h" + std::to_string(h));
-          b.Put(kMainTable, MainKey{SaltOf(app, host, 16), app, s, 1'700'000'000'000 + t, host, ++chunk}.Encode(),
+          b.Put(kMainTable, MainKey{SaltOf(app, host, 16), app, s, 1'700'000'000'000 + t, host, ChunkId(++chunk)}.Encode(),
                 "v");
         }
       }
@@ -366,7 +366,7 @@ TEST_P(StoreConformance, FuzzyScanSeeksAheadAcrossSaltBuckets) {
 
   FuzzyScanSpec spec;
   spec.range.table = std::string(kMainTable);
-  spec.key = MainKey{0, AppIdOf("app3"), Severity::kWarn, 0, 0, 0}.Encode();
+  spec.key = MainKey{0, AppIdOf("app3"), Severity::kWarn, 0, HostId(), ChunkId()}.Encode();
   spec.mask = std::string(MainKey::kSize, '\1');
   for (int i = 1; i <= 9; ++i) spec.mask[i] = 0;
   uint64_t before = store_->counters().rows_examined, hits = 0;

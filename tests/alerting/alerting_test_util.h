@@ -86,11 +86,12 @@ inline std::vector<std::pair<OutboxKey, OutboxEntry>> ReadOutbox(TableStore& sto
   return out;
 }
 
-// Stages and writes one chunk; returns the outbox rows appended.
-inline size_t StageAndWrite(AlertStager& stager, TableStore& store, const proto::LogChunk& chunk, ChunkId id,
-                            const proto::RecordBatch& records, int64_t kafka_ts_ms = 0) {
+// Stages and writes one chunk, numbered `chunk_number` (its ChunkId);
+// returns the outbox rows appended.
+inline size_t StageAndWrite(AlertStager& stager, TableStore& store, const proto::LogChunk& chunk,
+                            uint64_t chunk_number, const proto::RecordBatch& records, int64_t kafka_ts_ms = 0) {
   WriteBatch batch;
-  auto n = stager.Stage(chunk, id, records, kafka_ts_ms, batch);
+  auto n = stager.Stage(chunk, ChunkId(chunk_number), records, kafka_ts_ms, batch);
   EXPECT_TRUE(n.ok()) << n.error().ToString();
   Status s = store.Write(batch);
   EXPECT_TRUE(s.ok()) << s.ToString();

@@ -32,11 +32,11 @@ class AlertingOnBackend : public ::testing::TestWithParam<Backend> {
     ASSERT_TRUE(CreateAlertingTables(*store_, config_).ok());
     stager_ = std::make_unique<AlertStager>(config_, *store_, clock_, registry_);
   }
-  Status StageOne(ChunkId id, const std::string& message) {
+  Status StageOne(uint64_t chunk_number, const std::string& message) {
     proto::RecordBatch b;
     AddRecord(b, clock_.NowMs(), message);
     WriteBatch batch;
-    auto n = stager_->Stage(Chunk("api", "h"), id, b, clock_.NowMs(), batch);
+    auto n = stager_->Stage(Chunk("api", "h"), ChunkId(chunk_number), b, clock_.NowMs(), batch);
     if (!n.ok()) return n.error();
     return store_->Write(batch);
   }

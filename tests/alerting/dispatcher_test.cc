@@ -113,7 +113,7 @@ class DispatcherTest : public ::testing::Test {
     return std::make_unique<SinkDispatcher>(config_, *store_, std::move(sinks), clock_, registry_, 7);
   }
   // Stages `n` single-record chunks with distinct templates (each is an event).
-  void StageEvents(int n, ChunkId first_id = 100) {
+  void StageEvents(int n, uint64_t first_id = 100) {
     static const std::vector<std::string> words = {"disk", "net", "db", "cache", "queue", "auth", "dns", "tls",
                                                    "cpu", "mem", "io", "gc"};
     for (int i = 0; i < n; ++i) {

@@ -27,13 +27,13 @@ struct Harness {
     dispatcher = std::make_unique<SinkDispatcher>(config, *store, MakeSinks(config, clock), clock, registry);
   }
   // One single-record chunk with a distinct template; returns its idempotency key.
-  std::string StageOne(ChunkId id) {
+  std::string StageOne(uint64_t id) {
     static const char* words[] = {"disk", "net", "db", "cache", "queue", "auth", "dns", "tls", "cpu", "mem"};
     proto::RecordBatch b;
     const int64_t now = clock.NowMs();
     AddRecord(b, now, std::string(words[id % 10]) + " failure " + words[(id / 10) % 10] + " " + words[(id / 100) % 10]);
     WriteBatch batch;
-    auto n = stager->Stage(Chunk("api", "h"), id, b, now, batch);
+    auto n = stager->Stage(Chunk("api", "h"), ChunkId(id), b, now, batch);
     EXPECT_TRUE(n.ok());
     EXPECT_TRUE(store->Write(batch).ok());
     dispatcher->Wake();

@@ -273,7 +273,7 @@ TEST_F(StagerTest, TheSeenRowFollowsTheNotificationsInTheBatch) {
   AddRecord(b, kT0, "boom");
   AddRecord(b, kT0, "boom");
   WriteBatch batch;
-  ASSERT_TRUE(stager_->Stage(Chunk("api", "h"), 5, b, 0, batch).ok());
+  ASSERT_TRUE(stager_->Stage(Chunk("api", "h"), ChunkId(5), b, 0, batch).ok());
   int first_outbox = -1, first_seen = -1;
   for (size_t i = 0; i < batch.entries().size(); ++i) {
     const std::string& t = batch.entries()[i].table;
@@ -293,8 +293,8 @@ TEST_F(StagerTest, TheSameChunkTwiceInOneUnwrittenBatchIsStagedOnce) {
   proto::RecordBatch b;
   AddRecord(b, kT0, "boom");
   WriteBatch batch;
-  auto first = stager_->Stage(Chunk("api", "h"), 5, b, 0, batch);
-  auto second = stager_->Stage(Chunk("api", "h"), 5, b, 0, batch);
+  auto first = stager_->Stage(Chunk("api", "h"), ChunkId(5), b, 0, batch);
+  auto second = stager_->Stage(Chunk("api", "h"), ChunkId(5), b, 0, batch);
   ASSERT_TRUE(first.ok() && second.ok());
   EXPECT_EQ(*first, 2u);
   EXPECT_EQ(*second, 0u);
@@ -346,7 +346,7 @@ TEST_F(StagerTest, AStoreReadFailureFailsTheStageAndARetryAfterDiscardSucceeds) 
   AddRecord(b, kT0, "boom");
   store.fail_table = std::string(kStateTable);  // after the replay check, at the group lookup
   WriteBatch batch;
-  auto r = stager.Stage(Chunk("api", "h"), 3, b, 0, batch);
+  auto r = stager.Stage(Chunk("api", "h"), ChunkId(3), b, 0, batch);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, Errc::kUnavailable);
   store.fail_table.clear();

@@ -50,12 +50,12 @@ std::vector<WriteBatch> Workload(const Config& c) {
   WriteBatch b;
   for (int i = 0; i < c.rows; ++i) {
     MainKey k;
-    k.app = rng();
-    k.host = rng();
+    k.app = AppId(rng());
+    k.host = HostId(rng());
     k.salt = SaltOf(k.app, k.host, kDefaultSaltBuckets);
     k.severity = Severity::kInfo;
     k.first_ts_ms = 1'700'000'000'000 + i;
-    k.chunk = rng();
+    k.chunk = ChunkId(rng());
     std::string value(static_cast<size_t>(c.value_bytes), '\0');
     for (size_t j = 0; j + 8 <= value.size(); j += 8) {
       uint64_t r = rng();

@@ -524,7 +524,7 @@ TEST_P(IndexerQuery, TokenFiltersSkipChunksAndNeverChangeAnAnswer) {
   EXPECT_GT(before->stats.chunks_skipped_by_tokens, 0u);
   for (const MainKey& k : keys) {
     WriteBatch batch;
-    if (k.chunk % 2) {
+    if (k.chunk.value() % 2) {
       batch.Put(kTokenTable, k.Encode(), std::string("\x07garbage"));
     } else {
       batch.Delete(kTokenTable, k.Encode());
