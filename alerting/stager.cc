@@ -321,12 +321,105 @@ Notification AlertStager::EventOf(const Sample& sample, std::string idempotency_
   return n;
 }
 
+// What one Stage() call changed: the states it touched (written once at its
+// end, each with its digest) and the outbox rows it appended. Its destructor
+// clears the dirty flags, even on an early error return.
+struct AlertStager::Staging {
+  int64_t now = 0;
+  int64_t slot = 0;  // the limit window's start
+  AppId app_id;
+  std::string app_key, global_key;
+  std::vector<std::pair<std::string, State*>> dirty;
+  size_t rows = 0;
+
+  void Touch(const std::string& key, State* s) {
+    if (!s->dirty) {
+      s->dirty = true;
+      dirty.emplace_back(key, s);
+    }
+  }
+  ~Staging() {
+    for (auto& [k, s] : dirty) s->dirty = false;
+  }
+};
+
+namespace {
+// Counts a suppressed record into the digest of `s`.
+template <class State, class Sample>
+void Fold(State* s, const Sample& sample, const std::vector<std::string>& sinks) {
+  s->since_ms = s->suppressed == 0 ? sample.ts_ms : std::min(s->since_ms, sample.ts_ms);
+  ++s->suppressed;
+  s->sample = sample;
+  s->sinks.insert(sinks.begin(), sinks.end());
+}
+}  // namespace
+
+Result<bool> AlertStager::Admit(const Sample& sample, const std::vector<std::string>& sinks, Staging& st,
+                                WriteBatch& batch) {
+  const auto& lim = config_.limits;
+  const std::string group_key = GroupKey(sample.group);
+  bool found = false;
+  Status err;
+  State* g = Load(group_key, &found, &err);
+  if (!g) return err.error();
+  if (!found || st.now >= g->end_ms) {
+    // A new window for this group; a dirty old window's digest is written first.
+    if (g->dirty) st.rows += PutDigest(*g, batch);
+    const bool was_dirty = g->dirty;
+    *g = State{};
+    g->dirty = was_dirty;
+    g->digest_kind = NotificationKind::kGroupDigest;
+    g->start_ms = st.now;
+    g->end_ms = st.now + lim.group_window_ms;
+    g->idempotency_key = "gd:" + Hex16(sample.group) + ":" + std::to_string(st.now);
+  }
+  st.Touch(group_key, g);
+  if (g->sent >= lim.per_group) {
+    Fold(g, sample, sinks);
+    metrics_.Suppressed("group_window").Increment();
+    return false;
+  }
+  State* glob = Load(st.global_key, &found, &err);
+  if (!glob) return err.error();
+  if (!found) {
+    glob->digest_kind = NotificationKind::kStormSummary;
+    glob->start_ms = st.slot;
+    glob->end_ms = st.slot + lim.limit_window_ms;
+    glob->idempotency_key = "st:" + std::to_string(st.slot);
+  }
+  State* a = Load(st.app_key, &found, &err);
+  if (!a) return err.error();
+  if (!found) {
+    a->digest_kind = NotificationKind::kAppDigest;
+    a->start_ms = st.slot;
+    a->end_ms = st.slot + lim.limit_window_ms;
+    a->idempotency_key = "ad:" + Hex16(st.app_id.value()) + ":" + std::to_string(st.slot);
+  }
+  st.Touch(st.global_key, glob);
+  st.Touch(st.app_key, a);
+  if (lim.global > 0 && glob->sent >= lim.global) {
+    Fold(glob, sample, sinks);
+    metrics_.Suppressed("global_cap").Increment();
+    return false;
+  }
+  if (lim.per_app > 0 && a->sent >= lim.per_app) {
+    Fold(a, sample, sinks);
+    metrics_.Suppressed("app_limit").Increment();
+    return false;
+  }
+  ++g->sent;
+  ++a->sent;
+  ++glob->sent;
+  // The group's latest record, for GET /api/v1/alerts (a digest shows the
+  // latest folded record: folds come after a window's events and replace it).
+  g->sample = sample;
+  return true;
+}
+
 Result<size_t> AlertStager::Stage(const proto::LogChunk& chunk, ChunkId chunk_id, const proto::RecordBatch& records,
                                   int64_t kafka_ts_ms, WriteBatch& batch) {
   if (!config_.enabled) return size_t{0};
   std::lock_guard lock(mu_);
-  const int64_t now = clock_.NowMs();
-  const auto& lim = config_.limits;
   const std::string& app = chunk.app();
   const std::string& host = chunk.host();
 
@@ -334,34 +427,14 @@ Result<size_t> AlertStager::Stage(const proto::LogChunk& chunk, ChunkId chunk_id
   if (!replay.ok()) return replay.error();
   if (*replay) return size_t{0};
 
-  MaybeEvict(now);
-  size_t rows = 0;
+  Staging st;
+  st.now = clock_.NowMs();
+  st.slot = st.now - st.now % config_.limits.limit_window_ms;
+  st.app_id = AppIdOf(app);
+  st.app_key = AppKey(st.app_id, st.slot);
+  st.global_key = GlobalKey(st.slot);
+  MaybeEvict(st.now);
   bool touched = false;  // some record reached grouping
-  std::vector<std::pair<std::string, State*>> dirty;
-  auto touch = [&](const std::string& key, State* s) {
-    if (!s->dirty) {
-      s->dirty = true;
-      dirty.emplace_back(key, s);
-    }
-  };
-  auto fold = [&](State* s, const Sample& sample, const std::vector<std::string>& sinks) {
-    s->since_ms = s->suppressed == 0 ? sample.ts_ms : std::min(s->since_ms, sample.ts_ms);
-    ++s->suppressed;
-    s->sample = sample;
-    s->sinks.insert(sinks.begin(), sinks.end());
-  };
-  // Clears dirty flags even on an early error return.
-  struct Undirty {
-    std::vector<std::pair<std::string, State*>>* d;
-    ~Undirty() {
-      for (auto& [k, s] : *d) s->dirty = false;
-    }
-  } undirty{&dirty};
-
-  const int64_t slot = now - now % lim.limit_window_ms;
-  const AppId app_id = AppIdOf(app);
-  const std::string app_key = AppKey(app_id, slot), global_key = GlobalKey(slot);
-
   for (int i = 0; i < records.records_size(); ++i) {
     const proto::LogRecord& rec = records.records(i);
     auto sev = SeverityFromCode(rec.severity() ? rec.severity() : chunk.severity());
@@ -376,70 +449,16 @@ Result<size_t> AlertStager::Stage(const proto::LogChunk& chunk, ChunkId chunk_id
     touched = true;
     const Sample sample = SampleOf(app, host, *rule, *sev, rec);
     const std::vector<std::string>& sinks = rule->config.sinks.empty() ? all_sinks_ : rule->config.sinks;
-
-    const std::string group_key = GroupKey(sample.group);
-    bool found = false;
-    Status err;
-    State* g = Load(group_key, &found, &err);
-    if (!g) return err.error();
-    if (!found || now >= g->end_ms) {
-      // A new window for this group; a dirty old window's digest is written first.
-      if (g->dirty) rows += PutDigest(*g, batch);
-      const bool was_dirty = g->dirty;
-      *g = State{};
-      g->dirty = was_dirty;
-      g->digest_kind = NotificationKind::kGroupDigest;
-      g->start_ms = now;
-      g->end_ms = now + lim.group_window_ms;
-      g->idempotency_key = "gd:" + Hex16(sample.group) + ":" + std::to_string(now);
-    }
-    touch(group_key, g);
-    if (g->sent >= lim.per_group) {
-      fold(g, sample, sinks);
-      metrics_.Suppressed("group_window").Increment();
-      continue;
-    }
-    State* glob = Load(global_key, &found, &err);
-    if (!glob) return err.error();
-    if (!found) {
-      glob->digest_kind = NotificationKind::kStormSummary;
-      glob->start_ms = slot;
-      glob->end_ms = slot + lim.limit_window_ms;
-      glob->idempotency_key = "st:" + std::to_string(slot);
-    }
-    State* a = Load(app_key, &found, &err);
-    if (!a) return err.error();
-    if (!found) {
-      a->digest_kind = NotificationKind::kAppDigest;
-      a->start_ms = slot;
-      a->end_ms = slot + lim.limit_window_ms;
-      a->idempotency_key = "ad:" + Hex16(app_id.value()) + ":" + std::to_string(slot);
-    }
-    touch(global_key, glob);
-    touch(app_key, a);
-    if (lim.global > 0 && glob->sent >= lim.global) {
-      fold(glob, sample, sinks);
-      metrics_.Suppressed("global_cap").Increment();
-      continue;
-    }
-    if (lim.per_app > 0 && a->sent >= lim.per_app) {
-      fold(a, sample, sinks);
-      metrics_.Suppressed("app_limit").Increment();
-      continue;
-    }
-    ++g->sent;
-    ++a->sent;
-    ++glob->sent;
-    // The group's latest record, for GET /api/v1/alerts (a digest shows the
-    // latest folded record: folds come after a window's events and replace it).
-    g->sample = sample;
-    Notification n = EventOf(sample, "ev:" + Hex16(chunk_id.value()) + ":" + std::to_string(i), kafka_ts_ms, now);
+    auto admitted = Admit(sample, sinks, st, batch);
+    if (!admitted.ok()) return admitted.error();
+    if (!*admitted) continue;
+    Notification n = EventOf(sample, "ev:" + Hex16(chunk_id.value()) + ":" + std::to_string(i), kafka_ts_ms, st.now);
     n.query_url = QueryUrl(app, host, *sev, sample.ts_ms, sample.ts_ms);
-    rows += PutEvent(n, sinks, batch);
+    st.rows += PutEvent(n, sinks, batch);
   }
 
-  for (auto& [key, s] : dirty) {
-    rows += PutDigest(*s, batch);
+  for (auto& [key, s] : st.dirty) {
+    st.rows += PutDigest(*s, batch);
     PutState(key, *s, batch);
   }
   // The seen row goes last (WriteBatch::WriteLast): on a store without
@@ -449,7 +468,7 @@ Result<size_t> AlertStager::Stage(const proto::LogChunk& chunk, ChunkId chunk_id
   // whose records were all ignored writes nothing (its replay changes nothing).
   if (touched) {
     batch.WriteLast(kSeenTable);
-    batch.Put(kSeenTable, SeenKey(chunk_id), std::to_string(now));
+    batch.Put(kSeenTable, SeenKey(chunk_id), std::to_string(st.now));
   }
   recent_chunks_.insert(chunk_id);
   recent_order_.push_back(chunk_id);
@@ -457,7 +476,7 @@ Result<size_t> AlertStager::Stage(const proto::LogChunk& chunk, ChunkId chunk_id
     recent_chunks_.erase(recent_order_.front());
     recent_order_.pop_front();
   }
-  return rows;
+  return st.rows;
 }
 
 Result<std::string> AlertStager::RecentJson(TableStore& store, int64_t since_ms, size_t limit) {

@@ -107,6 +107,7 @@ class AlertStager {
  private:
   struct Sample;
   struct State;
+  struct Staging;
  public:
   // For GET /api/v1/alerts: the alert groups whose latest record is at or
   // after `since_ms` (alert_state's group windows, newest first, at most
@@ -125,6 +126,10 @@ class AlertStager {
   // What a notification shows of a record `rule` took, sanitized, with its group.
   static Sample SampleOf(const std::string& app, const std::string& host, const CompiledRule& rule,
                          Severity severity, const proto::LogRecord& rec);
+  // Storm control of one record a rule took (steps 1 and 2 above) in the
+  // windows of `st`: true when it becomes an event; otherwise it was counted
+  // into the digest that reports it. Errors: a state read failed.
+  Result<bool> Admit(const Sample& sample, const std::vector<std::string>& sinks, Staging& st, WriteBatch& batch);
   // The immediate notification of one record (the caller adds its query link).
   static Notification EventOf(const Sample& sample, std::string idempotency_key, int64_t kafka_ts_ms,
                               int64_t now_ms);
