@@ -62,7 +62,8 @@ proto::LogChunk PackChunk(std::string_view app, std::string_view host, const pro
   return chunk;
 }
 
-ChunkResult<bool> ValidateChunk(const proto::LogChunk& c, const DecodeOptions& o) {
+ChunkResult<bool> ValidateChunk(ChunkRef r, const DecodeOptions& o) {
+  const proto::LogChunk& c = r.header;
   if (c.format_major() == 0) return Fail(ChunkErrc::kUnsupportedVersion, "format_major is missing");
   if (c.format_major() > kChunkFormatMajor) {
     return Fail(ChunkErrc::kUnsupportedVersion,
@@ -104,7 +105,7 @@ ChunkResult<bool> ValidateChunk(const proto::LogChunk& c, const DecodeOptions& o
                       " ms in the future");
     }
   }
-  uint32_t crc = Crc32c(c.payload());
+  uint32_t crc = Crc32c(r.payload);
   if (crc != c.payload_crc32c()) {
     return Fail(ChunkErrc::kCrcMismatch,
                 "payload crc32c " + Num(crc) + " != header " + Num(c.payload_crc32c()));
@@ -131,9 +132,9 @@ ChunkResult<proto::LogChunk> DecodeChunk(std::string_view bytes, const DecodeOpt
 namespace {
 
 // A snappy payload's declared length (its length header), within the limit.
-ChunkResult<size_t> SnappyLength(const proto::LogChunk& c, const DecodeOptions& o) {
+ChunkResult<size_t> SnappyLength(std::string_view payload, const DecodeOptions& o) {
   size_t n = 0;
-  if (!snappy::GetUncompressedLength(c.payload().data(), c.payload().size(), &n)) {
+  if (!snappy::GetUncompressedLength(payload.data(), payload.size(), &n)) {
     return Fail(ChunkErrc::kBadSnappy, "payload has no valid snappy length header");
   }
   if (n > o.max_uncompressed_bytes) {
@@ -145,8 +146,9 @@ ChunkResult<size_t> SnappyLength(const proto::LogChunk& c, const DecodeOptions& 
 
 // A zstd payload's content size from its frame header, checked against the
 // limit and the chunk header before anything is allocated.
-ChunkResult<uint64_t> ZstdFrameSize(const proto::LogChunk& c, const DecodeOptions& o) {
-  const std::optional<uint64_t> n = ZstdContentSize(c.payload());
+ChunkResult<uint64_t> ZstdFrameSize(ChunkRef r, const DecodeOptions& o) {
+  const proto::LogChunk& c = r.header;
+  const std::optional<uint64_t> n = ZstdContentSize(r.payload);
   if (!n) return Fail(ChunkErrc::kBadZstd, "payload is not one zstd frame with its content size");
   if (*n > o.max_uncompressed_bytes) {
     return Fail(ChunkErrc::kTooLarge,
@@ -160,30 +162,31 @@ ChunkResult<uint64_t> ZstdFrameSize(const proto::LogChunk& c, const DecodeOption
 
 }  // namespace
 
-ChunkResult<bool> VerifyPayload(const proto::LogChunk& c, const DecodeOptions& o, PayloadCheck check) {
+ChunkResult<bool> VerifyPayload(ChunkRef r, const DecodeOptions& o, PayloadCheck check) {
+  const proto::LogChunk& c = r.header;
   if (c.codec() == proto::CODEC_NONE) {
-    if (c.payload().size() != c.uncompressed_size()) {
-      return Fail(ChunkErrc::kMalformed, "payload of " + Num(c.payload().size()) + " bytes, header says " +
+    if (r.payload.size() != c.uncompressed_size()) {
+      return Fail(ChunkErrc::kMalformed, "payload of " + Num(r.payload.size()) + " bytes, header says " +
                                              Num(c.uncompressed_size()));
     }
     return true;
   }
   if (c.codec() == proto::CODEC_ZSTD) {
-    auto n = ZstdFrameSize(c, o);
+    auto n = ZstdFrameSize(r, o);
     if (!n) return n.error();
-    if (check == PayloadCheck::kStream && !ZstdValidate(c.payload(), *n)) {
+    if (check == PayloadCheck::kStream && !ZstdValidate(r.payload, *n)) {
       return Fail(ChunkErrc::kBadZstd, "payload is not valid zstd");
     }
     return true;
   }
   if (c.codec() != proto::CODEC_SNAPPY) return Fail(ChunkErrc::kBadCodec, "codec " + Num(c.codec()) + " is not supported");
-  auto n = SnappyLength(c, o);
+  auto n = SnappyLength(r.payload, o);
   if (!n) return n.error();
   if (*n != c.uncompressed_size()) {
     return Fail(ChunkErrc::kBadSnappy,
                 "payload expands to " + Num(*n) + " bytes, header says " + Num(c.uncompressed_size()));
   }
-  if (check == PayloadCheck::kStream && !snappy::IsValidCompressedBuffer(c.payload().data(), c.payload().size())) {
+  if (check == PayloadCheck::kStream && !snappy::IsValidCompressedBuffer(r.payload.data(), r.payload.size())) {
     return Fail(ChunkErrc::kBadSnappy, "payload is not valid snappy");
   }
   return true;
@@ -193,31 +196,32 @@ namespace {
 
 // The payload's serialized RecordBatch: decompressed into `raw`, or the
 // payload itself when uncompressed.
-ChunkResult<std::string_view> PayloadBytes(const proto::LogChunk& c, const DecodeOptions& o, std::string& raw) {
+ChunkResult<std::string_view> PayloadBytes(ChunkRef r, const DecodeOptions& o, std::string& raw) {
+  const proto::LogChunk& c = r.header;
   switch (c.codec()) {
     case proto::CODEC_SNAPPY: {
       // The length snappy declares is checked against the limit, not against
       // uncompressed_size: stores hold chunks whose producers left that field
       // wrong, and their records stay readable (VerifyPayload, the ingest
       // check, is the strict one).
-      if (auto n = SnappyLength(c, o); !n) return n.error();
-      if (!snappy::Uncompress(c.payload().data(), c.payload().size(), &raw)) {
+      if (auto n = SnappyLength(r.payload, o); !n) return n.error();
+      if (!snappy::Uncompress(r.payload.data(), r.payload.size(), &raw)) {
         return Fail(ChunkErrc::kBadSnappy, "payload is not valid snappy");
       }
       return std::string_view(raw);
     }
     case proto::CODEC_ZSTD: {
       // New with zstd, so strict from the start: the frame's size must be the header's.
-      auto n = ZstdFrameSize(c, o);
+      auto n = ZstdFrameSize(r, o);
       if (!n) return n.error();
-      if (!ZstdDecompress(c.payload(), *n, &raw)) return Fail(ChunkErrc::kBadZstd, "payload is not valid zstd");
+      if (!ZstdDecompress(r.payload, *n, &raw)) return Fail(ChunkErrc::kBadZstd, "payload is not valid zstd");
       return std::string_view(raw);
     }
     case proto::CODEC_NONE:
-      if (c.payload().size() > o.max_uncompressed_bytes) {
-        return Fail(ChunkErrc::kTooLarge, "payload of " + Num(c.payload().size()) + " bytes is over the limit");
+      if (r.payload.size() > o.max_uncompressed_bytes) {
+        return Fail(ChunkErrc::kTooLarge, "payload of " + Num(r.payload.size()) + " bytes is over the limit");
       }
-      return std::string_view(c.payload());
+      return r.payload;
     default:
       return Fail(ChunkErrc::kBadCodec, "codec " + Num(c.codec()) + " is not supported");
   }
@@ -304,9 +308,51 @@ bool SkipField(google::protobuf::io::CodedInputStream& in, uint32_t tag, int dep
 
 }  // namespace
 
-ChunkResult<bool> VerifyRecords(const proto::LogChunk& c, const DecodeOptions& o, std::string* scratch) {
+ChunkResult<ChunkView> DecodeChunkView(std::string_view bytes, const DecodeOptions& options) {
+  // Hand-walked (protobuf's generated parser copies every bytes field): the
+  // top-level fields are copied to a header buffer, except the payload's,
+  // whose place is only noted; the header is then parsed as DecodeChunk
+  // parses the whole, so both refuse the same bytes.
+  static_assert(proto::LogChunk::kPayloadFieldNumber == 10, "the payload's tag below is field 10, wire type 2");
+  constexpr uint32_t kPayloadTag = (10u << 3) | 2u;
+  const auto malformed = [&] {
+    return Fail(ChunkErrc::kMalformed, "not a LogChunk protobuf (" + Num(bytes.size()) + " bytes)");
+  };
+  if (bytes.size() > static_cast<size_t>(INT32_MAX)) return malformed();
+  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
+                                            static_cast<int>(bytes.size()));
+  std::string header;
+  std::string_view payload;
+  while (in.BytesUntilLimit() > 0) {
+    const int start = in.CurrentPosition();
+    const uint32_t tag = ReadTag(in);
+    if (tag == 0) return malformed();
+    if (tag == kPayloadTag) {  // of several, the last counts, as in protobuf
+      uint32_t n = 0;
+      if (!ReadShortVarint(in, &n) || n > static_cast<uint32_t>(INT32_MAX)) return malformed();
+      const int at = in.CurrentPosition();
+      if (!in.Skip(static_cast<int>(n))) return malformed();
+      payload = bytes.substr(static_cast<size_t>(at), n);
+      continue;
+    }
+    if (!SkipField(in, tag, 100)) return malformed();  // the parse below applies the real nesting limit
+    header.append(bytes.substr(static_cast<size_t>(start), static_cast<size_t>(in.CurrentPosition() - start)));
+  }
+  ChunkView view;
+  google::protobuf::io::CodedInputStream header_in(reinterpret_cast<const uint8_t*>(header.data()),
+                                                   static_cast<int>(header.size()));
+  header_in.SetRecursionLimit(99);  // as DecodeChunk's
+  if (!view.header.ParseFromCodedStream(&header_in) || !header_in.ConsumedEntireMessage()) return malformed();
+  view.payload = payload;
+  auto valid = ValidateChunk(view.ref(), options);
+  if (!valid) return valid.error();
+  return view;
+}
+
+ChunkResult<bool> VerifyRecords(ChunkRef r, const DecodeOptions& o, std::string* scratch) {
+  const proto::LogChunk& c = r.header;
   std::string local;
-  auto payload = PayloadBytes(c, o, scratch ? *scratch : local);
+  auto payload = PayloadBytes(r, o, scratch ? *scratch : local);
   if (!payload.ok()) return payload.error();
   const std::string_view bytes = *payload;
   const auto malformed = [] { return Fail(ChunkErrc::kMalformed, "payload is not a RecordBatch protobuf"); };
@@ -361,10 +407,10 @@ ChunkResult<bool> VerifyRecords(const proto::LogChunk& c, const DecodeOptions& o
   return true;
 }
 
-ChunkResult<proto::RecordBatch> UnpackRecords(const proto::LogChunk& c, const DecodeOptions& o,
-                                              std::string* scratch) {
+ChunkResult<proto::RecordBatch> UnpackRecords(ChunkRef r, const DecodeOptions& o, std::string* scratch) {
+  const proto::LogChunk& c = r.header;
   std::string local;
-  auto payload = PayloadBytes(c, o, scratch ? *scratch : local);
+  auto payload = PayloadBytes(r, o, scratch ? *scratch : local);
   if (!payload.ok()) return payload.error();
   const std::string_view bytes = *payload;
 

@@ -110,12 +110,39 @@ inline bool TimestampAccepted(int64_t ts_ms, int64_t now_ms, const DecodeOptions
 // The tag a re-stamped record carries: the time it had, in ms since the epoch.
 inline constexpr std::string_view kRestampedTag = "logdex_restamped_from";
 
+// A chunk's header and its payload, wherever each lives: a LogChunk parsed
+// whole (ChunkRef::Of), or a ChunkView, whose payload stays in the bytes it
+// was decoded from. The functions below read a chunk through it.
+struct ChunkRef {
+  const proto::LogChunk& header;  // its payload() is not read
+  std::string_view payload;
+  static ChunkRef Of(const proto::LogChunk& chunk) { return ChunkRef{chunk, chunk.payload()}; }
+};
+
+// A decoded chunk whose payload was not copied: `header` holds every field
+// but the payload, and `payload` views it in the decoded bytes, which must
+// outlive the view. The ingest path's form: a payload is read once, where
+// Kafka delivered it.
+struct ChunkView {
+  proto::LogChunk header;  // payload() empty
+  std::string_view payload;
+  ChunkRef ref() const { return ChunkRef{header, payload}; }
+};
+
 // Parses a serialized chunk and validates its header and payload crc.
 ChunkResult<proto::LogChunk> DecodeChunk(std::string_view bytes, const DecodeOptions& options);
 
+// DecodeChunk without copying the payload: the same bytes pass or fail with
+// the same error, and the view's header is DecodeChunk's chunk without its
+// payload (protobuf's rules kept: of several payload fields the last counts).
+ChunkResult<ChunkView> DecodeChunkView(std::string_view bytes, const DecodeOptions& options);
+
 // Validates a parsed chunk's header and payload crc (what DecodeChunk checks
 // after parsing).
-ChunkResult<bool> ValidateChunk(const proto::LogChunk& chunk, const DecodeOptions& options);
+ChunkResult<bool> ValidateChunk(ChunkRef chunk, const DecodeOptions& options);
+inline ChunkResult<bool> ValidateChunk(const proto::LogChunk& chunk, const DecodeOptions& options) {
+  return ValidateChunk(ChunkRef::Of(chunk), options);
+}
 
 // How far VerifyPayload looks into a compressed payload.
 enum class PayloadCheck {
@@ -133,8 +160,12 @@ enum class PayloadCheck {
 // Checks that a validated chunk's payload is well-formed for its codec and
 // expands to uncompressed_size (within the limit), without decompressing it:
 // the check for chunks the hot path does not unpack.
-ChunkResult<bool> VerifyPayload(const proto::LogChunk& chunk, const DecodeOptions& options,
+ChunkResult<bool> VerifyPayload(ChunkRef chunk, const DecodeOptions& options,
                                 PayloadCheck check = PayloadCheck::kStream);
+inline ChunkResult<bool> VerifyPayload(const proto::LogChunk& chunk, const DecodeOptions& options,
+                                       PayloadCheck check = PayloadCheck::kStream) {
+  return VerifyPayload(ChunkRef::Of(chunk), options, check);
+}
 
 // Decompresses a validated chunk's payload and checks its records as
 // UnpackRecords does (size limit, count, timestamps within the header's
@@ -143,13 +174,20 @@ ChunkResult<bool> VerifyPayload(const proto::LogChunk& chunk, const DecodeOption
 // path does not otherwise unpack (indexer.verify: full). Unknown fields are
 // skipped as the parser skips them (groups included, without recursion).
 // `scratch` is reused for the decompressed bytes.
-ChunkResult<bool> VerifyRecords(const proto::LogChunk& chunk, const DecodeOptions& options, std::string* scratch);
+ChunkResult<bool> VerifyRecords(ChunkRef chunk, const DecodeOptions& options, std::string* scratch);
+inline ChunkResult<bool> VerifyRecords(const proto::LogChunk& chunk, const DecodeOptions& options,
+                                       std::string* scratch) {
+  return VerifyRecords(ChunkRef::Of(chunk), options, scratch);
+}
 
 // Decompresses and parses a validated chunk's payload and checks its
 // records: size limit, count, timestamps within the header's range, and
 // severities. `scratch` is reused for the decompressed bytes.
-ChunkResult<proto::RecordBatch> UnpackRecords(const proto::LogChunk& chunk,
-                                              const DecodeOptions& options,
+ChunkResult<proto::RecordBatch> UnpackRecords(ChunkRef chunk, const DecodeOptions& options,
                                               std::string* scratch = nullptr);
+inline ChunkResult<proto::RecordBatch> UnpackRecords(const proto::LogChunk& chunk, const DecodeOptions& options,
+                                                     std::string* scratch = nullptr) {
+  return UnpackRecords(ChunkRef::Of(chunk), options, scratch);
+}
 
 }  // namespace logdex

@@ -24,7 +24,7 @@ InputFormat BatchProcessor::FormatOf(const InMessage& m) const {
   return it == options_.topic_formats.end() ? InputFormat::kChunk : it->second;
 }
 
-bool BatchProcessor::StageChunk(const InMessage& m, const proto::LogChunk& chunk, std::string_view bytes,
+bool BatchProcessor::StageChunk(const InMessage& m, ChunkRef chunk, std::string_view bytes,
                                 const proto::ChunkSource& source, ProcessedBatch& batch, bool bytes_outlive_batch) {
   // Stage() fails (bad records) before any observer adds a row.
   auto staged = indexer_.Stage(chunk, bytes, source, batch.writes, bytes_outlive_batch, m.timestamp_ms);
@@ -63,7 +63,7 @@ DecodedMessage BatchProcessor::Decode(const InMessage& m, ProcessedBatch& batch)
   }
   const InputFormat format = FormatOf(m);
   if (format == InputFormat::kChunk) {
-    auto chunk = DecodeChunk(m.value, options_.decode);
+    auto chunk = DecodeChunkView(m.value, options_.decode);
     if (!chunk.ok()) return dead(std::string(ChunkErrcName(chunk.error().code)), chunk.error().ToString());
     d.chunks.push_back(std::move(*chunk));
     d.bytes.push_back(m.value);
@@ -74,13 +74,19 @@ DecodedMessage BatchProcessor::Decode(const InMessage& m, ProcessedBatch& batch)
   auto chunks = lines_->Decode(m, format);
   if (!chunks.ok()) return dead("unparseable_lines", "unparseable_lines: " + chunks.error().message);
   // Every chunk passes the validator chunk input passes (ValidateChunk) before
-  // any is staged, so a message is indexed whole or dead-lettered whole.
-  for (const std::string& bytes : *chunks) {
-    auto c = DecodeChunk(bytes, options_.decode);
-    if (!c.ok()) return dead(std::string(ChunkErrcName(c.error().code)), c.error().ToString());
+  // any is staged, so a message is indexed whole or dead-lettered whole. The
+  // views point into line_chunks, whose strings never move.
+  const size_t kept = batch.line_chunks.size();
+  for (std::string& bytes : *chunks) {
+    const std::string& owned = batch.line_chunks.emplace_back(std::move(bytes));
+    auto c = DecodeChunkView(owned, options_.decode);
+    if (!c.ok()) {
+      batch.line_chunks.resize(kept);
+      return dead(std::string(ChunkErrcName(c.error().code)), c.error().ToString());
+    }
     d.chunks.push_back(std::move(*c));
+    d.bytes.push_back(owned);
   }
-  for (std::string& bytes : *chunks) d.bytes.push_back(batch.line_chunks.emplace_back(std::move(bytes)));
   d.bytes_outlive_batch = true;
   return d;
 }
@@ -88,7 +94,7 @@ DecodedMessage BatchProcessor::Decode(const InMessage& m, ProcessedBatch& batch)
 void BatchProcessor::Stage(ProcessedBatch& batch, size_t first) {
   std::vector<ChunkToStage> ahead;
   for (size_t i = first; i < batch.decoded.size(); ++i) {
-    for (const proto::LogChunk& c : batch.decoded[i].chunks) ahead.push_back(ChunkToStage{&c, &batch.decoded[i].source});
+    for (const ChunkView& c : batch.decoded[i].chunks) ahead.push_back(ChunkToStage{&c.header, &batch.decoded[i].source});
   }
   if (Status s = indexer_.Prefetch(ahead); !s.ok()) {
     if (batch.failed.ok()) batch.failed = Status(s.code(), "indexing: " + s.message());
@@ -101,7 +107,7 @@ void BatchProcessor::Stage(ProcessedBatch& batch, size_t first) {
       continue;
     }
     for (size_t j = 0; j < d.chunks.size(); ++j) {
-      StageChunk(*d.message, d.chunks[j], d.bytes[j], d.source, batch, d.bytes_outlive_batch);
+      StageChunk(*d.message, d.chunks[j].ref(), d.bytes[j], d.source, batch, d.bytes_outlive_batch);
     }
   }
 }

@@ -68,7 +68,9 @@ struct DeadLetter {
 struct DecodedMessage {
   const InMessage* message = nullptr;  // outlives the batch (see Add)
   proto::ChunkSource source;
-  std::vector<proto::LogChunk> chunks;
+  // Its chunks, each a header and a view of its payload in `bytes` (the
+  // message's value, or line_chunks): no payload is copied.
+  std::vector<ChunkView> chunks;
   std::vector<std::string_view> bytes;  // each chunk as received
   bool bytes_outlive_batch = false;     // main rows may borrow `bytes`
   std::optional<DeadLetter> dead;       // set: it could not be decoded
@@ -137,7 +139,7 @@ class BatchProcessor {
   // Stages batch.decoded from `first` on.
   void Stage(ProcessedBatch& batch, size_t first);
   // Stages one decoded chunk; false (and a dead letter) when its records are bad.
-  bool StageChunk(const InMessage& m, const proto::LogChunk& chunk, std::string_view bytes,
+  bool StageChunk(const InMessage& m, ChunkRef chunk, std::string_view bytes,
                   const proto::ChunkSource& source, ProcessedBatch& batch, bool bytes_outlive_batch);
 
   Indexer& indexer_;

@@ -376,9 +376,9 @@ Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view byt
   return Status::Ok();
 }
 
-ChunkResult<StagedChunk> Indexer::Stage(const proto::LogChunk& chunk, std::string_view chunk_bytes,
-                                        const proto::ChunkSource& source, WriteBatch& batch,
-                                        bool bytes_outlive_batch, int64_t received_ms) {
+ChunkResult<StagedChunk> Indexer::Stage(ChunkRef ref, std::string_view chunk_bytes, const proto::ChunkSource& source,
+                                        WriteBatch& batch, bool bytes_outlive_batch, int64_t received_ms) {
+  const proto::LogChunk& chunk = ref.header;
   ++counters_.chunks;
   counters_.records += chunk.record_count();
   StagedChunk staged;
@@ -402,10 +402,10 @@ ChunkResult<StagedChunk> Indexer::Stage(const proto::LogChunk& chunk, std::strin
   if (!need_records) {
     const PayloadCheck check =
         options_.verify == IngestVerify::kSnappy ? PayloadCheck::kStream : PayloadCheck::kLengthHeader;
-    if (auto ok = VerifyPayload(chunk, options_.decode, check); !ok.ok()) return ok.error();
+    if (auto ok = VerifyPayload(ref, options_.decode, check); !ok.ok()) return ok.error();
     if (options_.verify == IngestVerify::kFull) {
       // Every record against the header, without building the records.
-      if (auto ok = VerifyRecords(chunk, options_.decode, &verify_scratch_); !ok.ok()) return ok.error();
+      if (auto ok = VerifyRecords(ref, options_.decode, &verify_scratch_); !ok.ok()) return ok.error();
     }
     staged.store_failure =
         ObserveStream(chunk, chunk_bytes, source, id, nullptr, batch, false, bytes_outlive_batch, false, received_ms);
@@ -413,7 +413,7 @@ ChunkResult<StagedChunk> Indexer::Stage(const proto::LogChunk& chunk, std::strin
     return staged;
   }
 
-  auto records = UnpackRecords(chunk, options_.decode);
+  auto records = UnpackRecords(ref, options_.decode);
   if (!records.ok()) return records.error();
   staged.decompressed = true;
   ++counters_.decompressed;

@@ -75,8 +75,9 @@ struct IndexerOptions {
 
 // One stored chunk (one stream: app, host, severity) as the observers see it.
 struct StreamChunk {
-  const proto::LogChunk* chunk = nullptr;  // as stored in the main row
-  std::string_view chunk_bytes;            // `chunk` serialized
+  // Its header (the payload is in chunk_bytes; chunk->payload() may be empty).
+  const proto::LogChunk* chunk = nullptr;
+  std::string_view chunk_bytes;            // the whole chunk as received, payload included
   // `chunk_bytes` stay valid until the batch is written: a row may borrow them.
   bool bytes_outlive_batch = false;
   const proto::ChunkSource* source = nullptr;
@@ -186,9 +187,15 @@ class Indexer {
   // `received_ms`: when the chunk reached Kafka (StreamChunk::received_ms).
   // Errors are the chunk's (its records fail validation on decompression);
   // on error nothing was added to `batch`.
+  // `chunk` may be a ChunkView's (its payload where it was decoded from):
+  // the observers see its header (StreamChunk::chunk).
+  ChunkResult<StagedChunk> Stage(ChunkRef chunk, std::string_view chunk_bytes, const proto::ChunkSource& source,
+                                 WriteBatch& batch, bool bytes_outlive_batch = false, int64_t received_ms = 0);
   ChunkResult<StagedChunk> Stage(const proto::LogChunk& chunk, std::string_view chunk_bytes,
                                  const proto::ChunkSource& source, WriteBatch& batch,
-                                 bool bytes_outlive_batch = false, int64_t received_ms = 0);
+                                 bool bytes_outlive_batch = false, int64_t received_ms = 0) {
+    return Stage(ChunkRef::Of(chunk), chunk_bytes, source, batch, bytes_outlive_batch, received_ms);
+  }
 
   // Before staging a batch of chunks: on a store where a MultiGet is cheaper
   // than a Get per key (TableStore::batched_gets(); on HBase each Get is a

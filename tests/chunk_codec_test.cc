@@ -466,6 +466,64 @@ TEST_F(ChunkCodecTest, VerifyRecordsRefusesWhatTheParserRefuses) {
   }
 }
 
+// The ingest path decodes chunks without copying their payloads
+// (DecodeChunkView): it must pass and refuse exactly what DecodeChunk does,
+// with the same reason, and its header must be DecodeChunk's chunk less the
+// payload, on well-formed chunks, protobuf's odd but legal encodings, and
+// random damage.
+TEST_F(ChunkCodecTest, DecodeChunkViewAgreesWithDecodeChunkOnEveryInput) {
+  auto agree = [&](const std::string& bytes, const std::string& what) {
+    auto whole = DecodeChunk(bytes, options_);
+    auto view = DecodeChunkView(bytes, options_);
+    ASSERT_EQ(whole.ok(), view.ok()) << what << ": " << (whole.ok() ? view.error().ToString() : whole.error().ToString());
+    if (!whole.ok()) {
+      EXPECT_EQ(whole.error().code, view.error().code) << what;
+      return;
+    }
+    EXPECT_EQ(view->payload, whole->payload()) << what;
+    if (!view->payload.empty()) {  // no payload field: an empty view (a chunk of codec none may pass)
+      EXPECT_GE(view->payload.data(), bytes.data()) << what << ": the payload is viewed where it was decoded";
+      EXPECT_LE(view->payload.data() + view->payload.size(), bytes.data() + bytes.size()) << what;
+    }
+    EXPECT_TRUE(view->header.payload().empty()) << what;
+    proto::LogChunk header = *whole;
+    header.clear_payload();
+    EXPECT_EQ(view->header.SerializeAsString(), header.SerializeAsString()) << what;
+    auto a = UnpackRecords(*whole, options_);
+    auto b = UnpackRecords(view->ref(), options_);
+    ASSERT_EQ(a.ok(), b.ok()) << what;
+    if (a.ok()) {
+      EXPECT_EQ(a->SerializeAsString(), b->SerializeAsString()) << what;
+    }
+  };
+  const proto::LogChunk good = Pack(Records(30));
+  const std::string bytes = good.SerializeAsString();
+  agree(bytes, "well-formed");
+  agree("", "empty");
+  agree(std::string("\x52\x00", 2) + bytes, "an empty payload field first: the last one counts");
+  agree(bytes + std::string("\x52\x03" "abc", 5), "a second payload field after the first: it counts (crc fails)");
+  agree(bytes + std::string("\x50\x07", 2), "field 10 as a varint: an unknown field, ignored");
+  agree(bytes + std::string("\xa3\x06\xa4\x06", 4), "an unknown group at the top level");
+  agree(bytes + std::string("\xa4\x06", 2), "an end-group tag at the top level");
+  agree(bytes + std::string("\x52\x7f", 2), "a payload field longer than the bytes left");
+  agree(bytes + std::string("\x52\x85\x80\x80\x80\x80\x00", 7), "a payload length in 6 bytes");
+  agree(bytes + std::string("\x00", 1), "tag 0");
+  std::string deep = bytes;
+  for (int i = 0; i < 100; ++i) deep += "\xa3\x06";
+  for (int i = 0; i < 100; ++i) deep += "\xa4\x06";
+  agree(deep, "groups nested past the parser's depth");
+
+  std::mt19937 rng(11);
+  for (int i = 0; i < 20000; ++i) {
+    std::string b = bytes;
+    const int flips = 1 + static_cast<int>(rng() % 3);
+    for (int f = 0; f < flips; ++f) b[rng() % b.size()] = static_cast<char>(rng());
+    if (rng() % 4 == 0) b.resize(rng() % b.size());
+    agree(b, "mutation " + std::to_string(i));
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
 TEST_F(ChunkCodecTest, ErrorNamesAreStableAndDistinct) {
   std::set<std::string_view> names;
   for (int i = 0; i <= static_cast<int>(ChunkErrc::kBadSeverity); ++i) {

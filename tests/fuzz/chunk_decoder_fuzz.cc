@@ -1,5 +1,6 @@
 // libFuzzer target: any bytes given to the chunk decoder either decode or
-// fail with a ChunkError; nothing crashes, leaks or reads out of bounds.
+// fail with a ChunkError; nothing crashes, leaks or reads out of bounds; and
+// DecodeChunkView (no payload copy) gives DecodeChunk's verdict and header.
 // With LOGDEX_FUZZ_SEED_DIR set, it first writes valid chunks made by the
 // real encoder there, as a seed corpus.
 #include <cstddef>
@@ -72,6 +73,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   // As received.
   auto chunk = logdex::DecodeChunk(bytes, options);
   if (chunk.ok()) check(*chunk);
+  // The ingest path's decoder, which does not copy the payload, agrees: the
+  // same verdict and reason, the same header, the same payload bytes.
+  auto view = logdex::DecodeChunkView(bytes, options);
+  if (view.ok() != chunk.ok()) __builtin_trap();
+  if (!chunk.ok() && view.error().code != chunk.error().code) __builtin_trap();
+  if (chunk.ok()) {
+    if (view->payload != chunk->payload()) __builtin_trap();
+    logdex::proto::LogChunk header = *chunk;
+    header.clear_payload();
+    if (view->header.SerializeAsString() != header.SerializeAsString()) __builtin_trap();
+  }
   // Re-signed, so that mutated payloads get past the crc to the decompressor and parser.
   logdex::proto::LogChunk parsed;
   if (!parsed.ParseFromArray(bytes.data(), static_cast<int>(bytes.size()))) return 0;
