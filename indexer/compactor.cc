@@ -31,6 +31,7 @@ struct Compactor::Part {
   uint32_t records = 0;
   proto::MainRow row;
   proto::RecordBatch decoded;
+  int64_t written_ms = 0;  // when its main row was written (0: the store does not say)
 };
 
 Result<int64_t> RecordLongestSpan(TableStore& store, int64_t span_ms) {
@@ -227,6 +228,7 @@ Status Compactor::MergeRun(std::vector<Part>& run, CompactionPass& pass,
       if (Status s = write(); !s.ok()) return s;
       continue;
     }
+    p.written_ms = it->written_ms();
     if (options_.replay_safe && !p.row.source().topic().empty() && !options_.replay_safe(p.row.source())) {
       ++pass.unsafe_parts;
       return Status::Ok();  // the whole run waits: nothing written for it
@@ -302,10 +304,25 @@ Status Compactor::WriteMerge(std::vector<Part>& parts, CompactionPass& pass) {
                 .Encode(),
             id_bytes);
   const IndexerCounters counted = indexer_.counters();
+  const size_t merged_rows = batch.size();
   if (Status s = indexer_.StageMerged(merged, bytes, id, merged_records, parts.front().row.source(), batch); !s.ok()) {
     indexer_.Settle(false);
     return s;
   }
+  // The merged rows take the write time of the newest part, not the
+  // merge's: the TTL then counts from when the records were written, as it
+  // did for the parts. The newest, not the oldest: no record expires before
+  // its own retention, and the others outlive theirs by at most the time
+  // between the parts' writes (a fresh stamp kept them the whole settle
+  // time and compaction lag longer). A part whose time the store does not
+  // keep leaves the merge's time. The ledger row above keeps the merge's.
+  int64_t newest = 0;
+  bool known = true;
+  for (const Part& p : parts) {
+    known = known && p.written_ms > 0;
+    newest = std::max(newest, p.written_ms);
+  }
+  if (known) batch.Restamp(merged_rows, newest);
   uint64_t bytes_in = 0, uncompressed = 0;
   for (Part& p : parts) {
     // The merged chunk's main key is new (its id is not a part's), so a

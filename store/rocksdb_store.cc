@@ -251,8 +251,8 @@ class RocksDbStore::Impl {
         if (wb.Data().capacity() > (64u << 20)) wb = rocksdb::WriteBatch();
       }
     } release;
+    const int64_t now_ms = options_.clock->NowMs();
     char stamp[kStampSize];
-    PutBigEndian64(stamp, static_cast<uint64_t>(options_.clock->NowMs()));
     WriteFaultHook hook;
     {
       std::lock_guard lock(hook_mu_);
@@ -274,6 +274,7 @@ class RocksDbStore::Impl {
       }
       rocksdb::Status s;
       if (e.op == WriteBatch::Op::kPut) {
+        PutBigEndian64(stamp, static_cast<uint64_t>(e.written_ms > 0 ? e.written_ms : now_ms));
         rocksdb::Slice parts[3] = {rocksdb::Slice(stamp, kStampSize), rocksdb::Slice(e.value),
                                    rocksdb::Slice(e.borrowed.data(), e.borrowed.size())};
         rocksdb::Slice key(e.key);
@@ -463,6 +464,7 @@ class RocksRowIterator final : public RowIterator {
   std::string_view value() const override {
     return std::string_view(it_->value().data(), it_->value().size()).substr(kStampSize);
   }
+  int64_t written_ms() const override { return static_cast<int64_t>(GetBigEndian64(it_->value().data())); }
   Status status() const override { return FromRocks(it_->status(), "scan"); }
 
  private:

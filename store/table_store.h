@@ -74,6 +74,10 @@ class WriteBatch {
     // does not own; see PutBorrowing).
     std::string value;
     std::string_view borrowed;
+    // A put's write time for its table's TTL, ms since the epoch; 0: when it
+    // is written. RocksDB honours it; HBase writes with the server's time
+    // (the compactor, which sets it, runs on RocksDB only).
+    int64_t written_ms = 0;
 
     size_t value_size() const { return value.size() + borrowed.size(); }
     std::string Value() const { return borrowed.empty() ? value : value + std::string(borrowed); }
@@ -93,6 +97,14 @@ class WriteBatch {
   void Delete(std::string_view table, std::string key) {
     bytes_ += key.size();
     entries_.push_back(Entry{Op::kDelete, std::string(table), std::move(key), {}, {}});
+  }
+  // Gives the puts from entry `first` on the write time `written_ms` (see
+  // Entry::written_ms): rows that replace older ones (a merged chunk's) keep
+  // their age.
+  void Restamp(size_t first, int64_t written_ms) {
+    for (size_t i = first; i < entries_.size(); ++i) {
+      if (entries_[i].op == Op::kPut) entries_[i].written_ms = written_ms;
+    }
   }
   void Clear() {
     entries_.clear();
@@ -186,6 +198,9 @@ class RowIterator {
   virtual std::string_view key() const = 0;
   virtual std::string_view value() const = 0;
   virtual Status status() const = 0;
+  // When the current row was written (where its TTL counts from), ms since
+  // the epoch; 0 on a store that does not keep it.
+  virtual int64_t written_ms() const { return 0; }
 };
 
 class TableStore {

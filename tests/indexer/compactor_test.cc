@@ -10,9 +10,12 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <map>
 #include <random>
 #include <thread>
 
+#include "common/bytes.h"
+#include "common/clock.h"
 #include "indexer/indexer.h"
 #include "indexer/query.h"
 #include "indexer/tables.h"
@@ -53,10 +56,11 @@ struct Fixture {
   std::atomic<uint64_t> epoch{0};
   Workload w;
 
-  // `ingest` false: the workload is made, not indexed.
-  explicit Fixture(uint32_t seed, int records = kRecords, bool ingest = true) {
+  // `ingest` false: the workload is made, not indexed. `clock`: the store's.
+  explicit Fixture(uint32_t seed, int records = kRecords, bool ingest = true, const Clock* clock = nullptr) {
     RocksDbOptions ro;
     ro.path = dir.path();
+    if (clock) ro.clock = clock;
     store = std::move(*RocksDbStore::Open(ro));
     EXPECT_TRUE(CreateTables(*store, TableLayout{}).ok());
     WorkloadSpec spec;
@@ -238,6 +242,62 @@ TEST(Compactor, QueriesAnswerTheSameRecordsInTheSameOrderAfterCompaction) {
   ASSERT_TRUE(again.ok());
   EXPECT_EQ(again->merges, 0u);
   EXPECT_EQ(f.Rows(kMainTable), main_after);
+}
+
+// A merged chunk's rows take the write time of its newest part, not the
+// merge's: the table's TTL keeps counting from when the records were written.
+TEST(Compactor, MergedRowsKeepTheWriteTimeOfTheirNewestPart) {
+  ManualClock clock(1'800'000'000'000);
+  Fixture f(13, 6'000, /*ingest=*/false, &clock);
+  const int64_t first_write = clock.NowMs();
+  Indexer indexer(*f.store, IndexerOptions{});
+  const size_t half = f.w.chunks.size() / 2;
+  IngestInBatches(indexer, std::vector<std::string>(f.w.chunks.begin(), f.w.chunks.begin() + static_cast<long>(half)));
+  clock.AdvanceMs(600'000);
+  const int64_t second_write = clock.NowMs();
+  IngestInBatches(indexer, std::vector<std::string>(f.w.chunks.begin() + static_cast<long>(half), f.w.chunks.end()));
+
+  // When each chunk's main row was written, by chunk id.
+  auto stamps = [&] {
+    std::map<ChunkId, int64_t> out;
+    auto it = f.store->NewIterator(ScanSpec{std::string(kMainTable), "", "", false, 0});
+    for (; it->Valid(); it->Next()) out[MainKey::Decode(it->key())->chunk] = it->written_ms();
+    EXPECT_TRUE(it->status().ok());
+    return out;
+  };
+  const std::map<ChunkId, int64_t> parts = stamps();
+  clock.AdvanceMs(3'600'000);  // the merge is written an hour after the parts
+  const int64_t merge_time = clock.NowMs();
+  auto compactor = Compactor::Create(*f.store, f.Options());
+  ASSERT_TRUE(compactor.ok()) << compactor.error().ToString();
+  auto pass = (*compactor)->Pass(f.Settled((*compactor)->options()));
+  ASSERT_TRUE(pass.ok()) << pass.error().ToString();
+  ASSERT_GT(pass->merges, 0u);
+
+  const std::map<ChunkId, int64_t> after = stamps();
+  size_t merged = 0, straddling = 0;
+  auto ledger = f.store->NewIterator(ScanSpec{std::string(kMergedTable), "", "", false, 0});
+  for (; ledger->Valid(); ledger->Next()) {
+    EXPECT_EQ(ledger->written_ms(), merge_time) << "the ledger row is the merge's";
+    const ChunkId id = MergedKey::Decode(ledger->key())->chunk;
+    int64_t newest = 0, oldest = INT64_MAX;
+    for (size_t i = 0; i + 8 <= ledger->value().size(); i += 8) {
+      const int64_t t = parts.at(ChunkId(GetBigEndian64(ledger->value().data() + i)));
+      newest = std::max(newest, t);
+      oldest = std::min(oldest, t);
+    }
+    ASSERT_TRUE(after.contains(id));
+    EXPECT_EQ(after.at(id), newest);
+    ++merged;
+    straddling += oldest != newest;
+  }
+  EXPECT_EQ(merged, pass->merges);
+  EXPECT_GT(straddling, 0u) << "some merge took parts of both writes (" << first_write << ", " << second_write << ")";
+  // Every index row of the merged chunks too: no row carries the merge's time but the ledger's.
+  for (std::string_view table : {kHostIndexTable, kTagIndexTable}) {
+    auto it = f.store->NewIterator(ScanSpec{std::string(table), "", "", false, 0});
+    for (; it->Valid(); it->Next()) EXPECT_NE(it->written_ms(), merge_time) << table;
+  }
 }
 
 TEST(Compactor, QueriesWhileItMergesAnswerExactly) {
