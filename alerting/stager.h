@@ -95,7 +95,7 @@ class AlertStager {
   // be staged) in one MultiGet: Stage() then reads none of them itself (on
   // HBase, one round trip per batch instead of one per ERROR chunk). What
   // was read holds until DiscardPrefetched() or DiscardCache().
-  // Errors: the store's.
+  // Errors: the store's; nothing was read ahead, and Stage() reads each row.
   Status PrefetchSeen(const std::vector<ChunkId>& chunk_ids);
   void DiscardPrefetched();
 

@@ -243,13 +243,23 @@ ChunkResult<bool> CheckRecord(const proto::LogChunk& c, int64_t i, int64_t ts_ms
   return true;
 }
 
-// A tag or a length as the protobuf parser reads them: at most 5 bytes (a
-// CodedInputStream would take 10 and drop the high bits, passing what the
-// parser refuses).
+// A tag as the protobuf parser reads it: at most 5 bytes (a CodedInputStream
+// would take 10 and drop the high bits, passing what the parser refuses),
+// the low 32 bits kept.
 bool ReadShortVarint(google::protobuf::io::CodedInputStream& in, uint32_t* out) {
   const int start = in.CurrentPosition();
   uint64_t v = 0;
   if (!in.ReadVarint64(&v) || in.CurrentPosition() - start > 5) return false;
+  *out = static_cast<uint32_t>(v);
+  return true;
+}
+
+// A length as the parser reads it: at most 5 bytes, and refused above
+// INT32_MAX before anything is cut (2^32 + 3 is not 3).
+bool ReadLength(google::protobuf::io::CodedInputStream& in, uint32_t* out) {
+  const int start = in.CurrentPosition();
+  uint64_t v = 0;
+  if (!in.ReadVarint64(&v) || in.CurrentPosition() - start > 5 || v > static_cast<uint64_t>(INT32_MAX)) return false;
   *out = static_cast<uint32_t>(v);
   return true;
 }
@@ -283,7 +293,7 @@ bool SkipField(google::protobuf::io::CodedInputStream& in, uint32_t tag, int dep
         if (!in.Skip(8)) return false;
         break;
       case 2:
-        if (!ReadShortVarint(in, &n) || n > static_cast<uint32_t>(INT32_MAX) || !in.Skip(static_cast<int>(n))) {
+        if (!ReadLength(in, &n) || !in.Skip(static_cast<int>(n))) {
           return false;
         }
         break;
@@ -329,7 +339,7 @@ ChunkResult<ChunkView> DecodeChunkView(std::string_view bytes, const DecodeOptio
     if (tag == 0) return malformed();
     if (tag == kPayloadTag) {  // of several, the last counts, as in protobuf
       uint32_t n = 0;
-      if (!ReadShortVarint(in, &n) || n > static_cast<uint32_t>(INT32_MAX)) return malformed();
+      if (!ReadLength(in, &n)) return malformed();
       const int at = in.CurrentPosition();
       if (!in.Skip(static_cast<int>(n))) return malformed();
       payload = bytes.substr(static_cast<size_t>(at), n);
@@ -367,7 +377,7 @@ ChunkResult<bool> VerifyRecords(ChunkRef r, const DecodeOptions& o, std::string*
       continue;
     }
     uint32_t len = 0;
-    if (!ReadShortVarint(in, &len) || len > bytes.size()) return malformed();
+    if (!ReadLength(in, &len) || len > bytes.size()) return malformed();
     const auto limit = in.PushLimit(static_cast<int>(len));
     if (in.BytesUntilLimit() != static_cast<int>(len)) return malformed();  // longer than what is left
     int64_t ts = 0;
@@ -384,7 +394,7 @@ ChunkResult<bool> VerifyRecords(ChunkRef r, const DecodeOptions& o, std::string*
         severity = static_cast<uint32_t>(v);  // uint32: the low 32 bits, as the parser takes them
       } else if (t == ((4u << 3) | 2u)) {  // a Tag: its fields are checked for shape too
         uint32_t tag_len = 0;
-        if (!ReadShortVarint(in, &tag_len) || tag_len > bytes.size()) return malformed();
+        if (!ReadLength(in, &tag_len) || tag_len > bytes.size()) return malformed();
         const auto tag_limit = in.PushLimit(static_cast<int>(tag_len));
         if (in.BytesUntilLimit() != static_cast<int>(tag_len)) return malformed();
         while (in.BytesUntilLimit() > 0) {

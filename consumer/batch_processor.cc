@@ -96,10 +96,7 @@ void BatchProcessor::Stage(ProcessedBatch& batch, size_t first) {
   for (size_t i = first; i < batch.decoded.size(); ++i) {
     for (const ChunkView& c : batch.decoded[i].chunks) ahead.push_back(ChunkToStage{&c.header, &batch.decoded[i].source});
   }
-  if (Status s = indexer_.Prefetch(ahead); !s.ok()) {
-    if (batch.failed.ok()) batch.failed = Status(s.code(), "indexing: " + s.message());
-    return;  // staging would read the same store: the batch is retried
-  }
+  indexer_.Prefetch(ahead);
   for (size_t i = first; i < batch.decoded.size(); ++i) {
     const DecodedMessage& d = batch.decoded[i];
     if (d.dead) {

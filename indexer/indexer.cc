@@ -159,7 +159,7 @@ class MetaObserver final : public ChunkObserver {
   // The rows of the chunks' names and streams that are neither staged nor
   // remembered, in one MultiGet. A mixed chunk's streams are known only once
   // it is split: Observe() reads those.
-  Status Prefetch(std::span<const ChunkToStage> chunks) override {
+  void Prefetch(std::span<const ChunkToStage> chunks) override {
     std::vector<std::string> keys;
     std::unordered_set<std::string> listed;
     auto want = [&](std::string key) {
@@ -177,9 +177,9 @@ class MetaObserver final : public ChunkObserver {
         want(MetaKey::Stream(host, app, *severity).Encode());
       }
     }
-    if (keys.empty()) return Status::Ok();
+    if (keys.empty()) return;
     auto rows = store_.MultiGet(kMetaTable, keys);
-    if (!rows.ok()) return Error{rows.error().code, "reading meta rows ahead: " + rows.error().message};
+    if (!rows.ok()) return;  // Observe() reads them one by one
     for (size_t i = 0; i < keys.size(); ++i) {
       if ((*rows)[i]) {
         known_[keys[i]] = std::move(*(*rows)[i]);
@@ -187,7 +187,6 @@ class MetaObserver final : public ChunkObserver {
         absent_.insert(std::move(keys[i]));
       }
     }
-    return Status::Ok();
   }
 
  private:
@@ -283,15 +282,14 @@ bool Indexer::ObserversWantRecords(Severity severity) const {
   return false;
 }
 
-Status Indexer::Prefetch(std::span<const ChunkToStage> chunks) {
-  if (chunks.empty() || !store_.batched_gets()) return Status::Ok();
-  for (auto& o : observers_) {
-    if (Status s = o->Prefetch(chunks); !s.ok()) {
-      ++counters_.store_read_failures;
-      return s;
-    }
+void Indexer::Prefetch(std::span<const ChunkToStage> chunks) {
+  if (chunks.empty() || !store_.batched_gets()) return;
+  std::vector<ChunkToStage> marked(chunks.begin(), chunks.end());
+  for (ChunkToStage& c : marked) {
+    c.split = c.chunk->severity() == kMixedSeverity ||
+              c.chunk->last_ts_ms() - c.chunk->first_ts_ms() >= options_.max_chunk_span_ms;
   }
-  return Status::Ok();
+  for (auto& o : observers_) o->Prefetch(marked);
 }
 
 void Indexer::Settle(bool written) {

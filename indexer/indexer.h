@@ -101,8 +101,12 @@ struct StreamChunk {
 
 // A decoded chunk about to be staged (Indexer::Prefetch).
 struct ChunkToStage {
-  const proto::LogChunk* chunk = nullptr;
+  const proto::LogChunk* chunk = nullptr;  // its header
   const proto::ChunkSource* source = nullptr;
+  // Set by Indexer::Prefetch: the chunk will be split (mixed severities, or
+  // a span of max_chunk_span_ms or more), so its parts are stored under ids
+  // of their own, and a mixed one's streams are not known yet.
+  bool split = false;
 };
 
 // One link of the chain: derives rows from a stream chunk.
@@ -125,9 +129,10 @@ class ChunkObserver {
   virtual bool ObservesMergedChunks() const { return true; }
   // Reads ahead, in one MultiGet per table, the rows Observe() will read to
   // stage `chunks` (a consumer batch, by their headers). Observe() reads
-  // what this missed (the parts of a split chunk) itself. An error is the
-  // store's, as for Observe(). Called only on a store with batched_gets().
-  virtual Status Prefetch(std::span<const ChunkToStage> /*chunks*/) { return Status::Ok(); }
+  // what this missed (the parts of a split chunk) itself, and what it could
+  // not read: a failed read ahead is no error, Observe() then reads each
+  // row and fails as it would have. Called only on a store with batched_gets().
+  virtual void Prefetch(std::span<const ChunkToStage> /*chunks*/) {}
 };
 
 // The value of every index row: the main row key, the chunk's record count
@@ -201,9 +206,8 @@ class Indexer {
   // than a Get per key (TableStore::batched_gets(); on HBase each Get is a
   // round trip), the observers read the rows they will need for all of them
   // at once (meta rows, alert_seen rows) instead of a Get per chunk. Only a
-  // speed-up: Stage() gives the same rows without it. An error is the store's
-  // (counted in store_read_failures): the batch should be retried.
-  Status Prefetch(std::span<const ChunkToStage> chunks);
+  // speed-up: Stage() gives the same rows, and the same errors, without it.
+  void Prefetch(std::span<const ChunkToStage> chunks);
   // Tells the observers whether the batch holding everything staged since the
   // last call was written. Call after every Write() of a staged batch.
   void Settle(bool written);

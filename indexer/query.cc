@@ -553,7 +553,7 @@ class Execution {
     }
     std::set<std::pair<AppId, Severity>> ranges;
     Status s = ForStreamsInRange(std::nullopt, [&](const MetaKey& key) {
-      ranges.emplace(key.app, key.severity);
+      ranges.emplace(key.stream_app(), key.severity);
       return ranges.size() <= options_.max_scan_index_ranges;
     });
     if (!s.ok()) return s;

@@ -96,16 +96,15 @@ class AlertObserver final : public ChunkObserver {
     return Status::Ok();
   }
 
-  // The alert_seen rows of the chunks it will stage, in one read. A mixed
-  // chunk is staged as its split parts, under ids of their own: not these.
-  Status Prefetch(std::span<const ChunkToStage> chunks) override {
+  // The alert_seen rows of the chunks it will stage, in one read (a failed
+  // one leaves each to the stager's own read). A split chunk is staged as
+  // its parts, under ids of their own: not these.
+  void Prefetch(std::span<const ChunkToStage> chunks) override {
     std::vector<ChunkId> ids;
     for (const ChunkToStage& c : chunks) {
-      if (c.chunk->severity() != kMixedSeverity && stager_.Wants(*c.chunk)) ids.push_back(StoredChunkId(*c.chunk, *c.source));
+      if (!c.split && stager_.Wants(*c.chunk)) ids.push_back(StoredChunkId(*c.chunk, *c.source));
     }
-    if (ids.empty()) return Status::Ok();
-    if (Status s = stager_.PrefetchSeen(ids); !s.ok()) return Status(s.code(), "alert staging: " + s.message());
-    return Status::Ok();
+    if (!ids.empty()) (void)stager_.PrefetchSeen(ids);
   }
 
   void Settle(bool written) override {

@@ -1,5 +1,6 @@
-// A TableStore wrapper whose reads of one table fail on demand (writes and
-// scans pass through): for tests of what a failed read must not do.
+// TableStore wrappers for tests: one that passes every call through (the
+// ground of the others), one whose reads of a table fail on demand, and one
+// that fails every call.
 #pragma once
 
 #include <string>
@@ -8,23 +9,36 @@
 
 namespace logdex::testing {
 
-class FailingReads final : public TableStore {
+// Passes tables, writes, Gets, scans and counters to `base`. MultiGet and
+// batched_gets() stay TableStore's defaults (a Get per key, through this
+// wrapper's Get), so a wrapper that changes Get changes every read.
+class ForwardingStore : public TableStore {
  public:
-  explicit FailingReads(TableStore& base) : base_(base) {}
+  explicit ForwardingStore(TableStore& base) : base_(base) {}
   Status CreateTable(std::string_view name, const TableOptions& o) override { return base_.CreateTable(name, o); }
   bool HasTable(std::string_view name) const override { return base_.HasTable(name); }
   Status Write(const WriteBatch& b) override { return base_.Write(b); }
   Result<std::optional<std::string>> Get(std::string_view table, std::string_view key) override {
-    if (table == fail_table) return Error{Errc::kUnavailable, "injected read failure"};
     return base_.Get(table, key);
   }
   Status Scan(const ScanSpec& spec, const RowVisitor& v) override { return base_.Scan(spec, v); }
   Status FuzzyScan(const FuzzyScanSpec& spec, const RowVisitor& v) override { return base_.FuzzyScan(spec, v); }
   StoreCounters counters() const override { return base_.counters(); }
-  std::string fail_table;  // reads of this table fail
 
- private:
+ protected:
   TableStore& base_;
+};
+
+// Reads of `fail_table` fail (writes and scans pass through): for tests of
+// what a failed read must not do.
+class FailingReads final : public ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  Result<std::optional<std::string>> Get(std::string_view table, std::string_view key) override {
+    if (table == fail_table) return Error{Errc::kUnavailable, "injected read failure"};
+    return base_.Get(table, key);
+  }
+  std::string fail_table;  // reads of this table fail
 };
 
 // A store every call of which fails with `code` and `message` (HasTable

@@ -69,6 +69,17 @@ inline SinkConfig WebhookSinkConfig(const std::string& name, const std::string& 
   return s;
 }
 
+// Alerting with one webhook sink, "hook" (nothing listens at its address),
+// and no app or global limit: a record a rule takes is an event until its
+// group's window is full.
+inline AlertingConfig OneSinkNoLimits() {
+  AlertingConfig c;
+  c.limits.per_app = 0;
+  c.limits.global = 0;
+  c.sinks.push_back(WebhookSinkConfig("hook", "http://127.0.0.1:9/"));
+  return c;
+}
+
 // Outbox rows as (key, entry), in key order.
 inline std::vector<std::pair<OutboxKey, OutboxEntry>> ReadOutbox(TableStore& store) {
   std::vector<std::pair<OutboxKey, OutboxEntry>> out;

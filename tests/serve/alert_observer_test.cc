@@ -17,6 +17,7 @@
 #include "indexer/indexer.h"
 #include "indexer/tables.h"
 #include "store/rocksdb_store.h"
+#include "tests/alerting/alerting_test_util.h"
 #include "tests/test_util.h"
 
 namespace logdex {
@@ -34,12 +35,6 @@ class AlertObserverTest : public ::testing::Test {
     ASSERT_TRUE(store.ok()) << store.error().ToString();
     store_ = std::move(*store);
     ASSERT_TRUE(CreateTables(*store_, TableLayout{}).ok());
-    config_.limits.per_app = 0;
-    config_.limits.global = 0;
-    alerting::SinkConfig sink;
-    sink.name = "hook";
-    sink.url = "http://127.0.0.1:9/";
-    config_.sinks.push_back(sink);
     ASSERT_TRUE(alerting::CreateAlertingTables(*store_, config_).ok());
     stager_ = std::make_unique<alerting::AlertStager>(config_, *store_, clock_, registry_);
     IndexerOptions io;
@@ -103,7 +98,7 @@ class AlertObserverTest : public ::testing::Test {
   ManualClock clock_{kNow};
   prometheus::Registry registry_;
   std::unique_ptr<TableStore> store_;
-  alerting::AlertingConfig config_;
+  alerting::AlertingConfig config_ = alerting::testing::OneSinkNoLimits();
   std::unique_ptr<alerting::AlertStager> stager_;
   std::unique_ptr<Indexer> indexer_;
   std::vector<size_t> written_counts_;

@@ -21,6 +21,8 @@
 #include "indexer/tables.h"
 #include "server/ingest_adapters.h"
 #include "store/rocksdb_store.h"
+#include "tests/alerting/alerting_test_util.h"
+#include "tests/failing_store.h"
 #include "tests/test_util.h"
 
 namespace logdex {
@@ -30,12 +32,9 @@ constexpr int64_t kNow = 1'795'910'400'000;  // 2026-11-29T00:00:00Z
 
 // Counts the reads of each table; `batched` is what it says of MultiGet
 // (TableStore::batched_gets), and with `fail_reads` every read fails.
-class CountingReads final : public TableStore {
+class CountingReads final : public testing::ForwardingStore {
  public:
-  explicit CountingReads(TableStore& base) : base_(base) {}
-  Status CreateTable(std::string_view name, const TableOptions& o) override { return base_.CreateTable(name, o); }
-  bool HasTable(std::string_view name) const override { return base_.HasTable(name); }
-  Status Write(const WriteBatch& b) override { return base_.Write(b); }
+  using ForwardingStore::ForwardingStore;
   Result<std::optional<std::string>> Get(std::string_view table, std::string_view key) override {
     ++gets[std::string(table)];
     if (fail_reads) return Error{Errc::kUnavailable, "injected read failure"};
@@ -48,16 +47,10 @@ class CountingReads final : public TableStore {
     return base_.MultiGet(table, keys);
   }
   bool batched_gets() const override { return batched; }
-  Status Scan(const ScanSpec& spec, const RowVisitor& v) override { return base_.Scan(spec, v); }
-  Status FuzzyScan(const FuzzyScanSpec& spec, const RowVisitor& v) override { return base_.FuzzyScan(spec, v); }
-  StoreCounters counters() const override { return base_.counters(); }
 
   std::map<std::string, int> gets, multi_gets;
   bool batched = true;
   bool fail_reads = false;
-
- private:
-  TableStore& base_;
 };
 
 // A store, its counting view, an indexer with serve's alert observer, and a
@@ -73,12 +66,6 @@ struct Pipeline {
     store = std::make_unique<CountingReads>(*base);
     store->batched = batched;
     LOGDEX_CHECK(CreateTables(*store, TableLayout{}).ok());
-    config.limits.per_app = 0;
-    config.limits.global = 0;
-    alerting::SinkConfig sink;
-    sink.name = "hook";
-    sink.url = "http://127.0.0.1:9/";
-    config.sinks.push_back(sink);
     LOGDEX_CHECK(alerting::CreateAlertingTables(*store, config).ok());
     stager = std::make_unique<alerting::AlertStager>(config, *store, clock, registry);
     IndexerOptions io;
@@ -95,7 +82,7 @@ struct Pipeline {
   prometheus::Registry registry;
   std::unique_ptr<TableStore> base;
   std::unique_ptr<CountingReads> store;
-  alerting::AlertingConfig config;
+  alerting::AlertingConfig config = alerting::testing::OneSinkNoLimits();
   std::unique_ptr<alerting::AlertStager> stager;
   std::unique_ptr<Indexer> indexer;
   std::unique_ptr<BatchProcessor> processor;
@@ -179,27 +166,41 @@ TEST(BatchReads, ABatchReadsItsMetaAndSeenRowsInOneMultiGetEachAndStagesTheSameR
             0)
       << "the ERROR chunks were alerted on";
 
-  // The next batch of the same streams: their meta rows are known, so only
-  // its chunks' alert_seen rows are read.
+  // The next batch of the same streams, a minute later, over stores that
+  // hold the first: the meta rows are known, so only the chunks' alert_seen
+  // rows are read; the stream extents grow, as with a Get per key.
   ASSERT_TRUE(ahead.store->Write(a.writes).ok());
   ahead.processor->Settle(true);
-  const std::vector<InMessage> next = Messages(100);
-  ProcessedBatch c;
+  ASSERT_TRUE(one_by_one.store->Write(b.writes).ok());
+  one_by_one.processor->Settle(true);
+  const std::vector<InMessage> next = Messages(1000);  // records from kNow on: the next minute
+  ProcessedBatch c, d;
   ahead.processor->Add(next, c);
+  one_by_one.processor->Add(next, d);
   ASSERT_TRUE(c.failed.ok()) << c.failed.ToString();
   EXPECT_EQ(ahead.store->multi_gets[std::string(kMetaTable)], 1) << "nothing new to read";
   EXPECT_EQ(ahead.store->multi_gets[std::string(alerting::kSeenTable)], 2);
   EXPECT_EQ(ahead.store->gets[std::string(kMetaTable)], 0);
   EXPECT_EQ(ahead.store->gets[std::string(alerting::kSeenTable)], 0);
+  const auto next_rows = Rows(c.writes);
+  EXPECT_EQ(next_rows, Rows(d.writes));
+  EXPECT_EQ(std::count_if(next_rows.begin(), next_rows.end(),
+                          [](const auto& r) { return std::get<0>(r) == kMetaTable; }),
+            8)
+      << "each stream's extent grew into the next minute";
 
-  // A replay of the first batch: read ahead, its chunks are seen, and no
-  // alert is staged again.
+  // A replay of the first batch after a restart (the stager remembers no
+  // recent chunk): the seen rows read ahead say every ERROR chunk was
+  // staged, and no alert is staged again.
   ASSERT_TRUE(ahead.store->Write(c.writes).ok());
   ahead.processor->Settle(true);
+  ahead.stager->DiscardCache();
   ProcessedBatch replay;
   ahead.processor->Add(messages, replay);
   ASSERT_TRUE(replay.failed.ok()) << replay.failed.ToString();
-  EXPECT_EQ(ahead.store->gets[std::string(alerting::kSeenTable)], 0);
+  EXPECT_EQ(ahead.store->multi_gets[std::string(alerting::kSeenTable)], 3);
+  EXPECT_EQ(ahead.store->gets[std::string(alerting::kSeenTable)], 0) << "answered by the read ahead";
+  EXPECT_EQ(replay.chunks, 40u);
   for (const WriteBatch::Entry& e : replay.writes.entries()) {
     EXPECT_NE(e.table, kOutboxTable) << "a replay notifies no one";
   }
@@ -234,7 +235,7 @@ TEST(BatchReads, AStagingThatFailedOnAReadIsStagedAgainWithoutDecodingAgain) {
   p.store->fail_reads = true;
   ProcessedBatch batch;
   p.processor->Add(messages, batch);
-  EXPECT_FALSE(batch.failed.ok()) << "the reads ahead failed";
+  EXPECT_FALSE(batch.failed.ok()) << "the reads failed (ahead, then a stream's extent)";
   EXPECT_EQ(lines.calls, 5);
   p.processor->Settle(false);
 

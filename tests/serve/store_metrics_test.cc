@@ -19,23 +19,11 @@ namespace logdex {
 namespace {
 
 // A store whose disk usage the test sets (the rest is a RocksDB store's).
-class SetUsage final : public TableStore {
+class SetUsage final : public testing::ForwardingStore {
  public:
-  explicit SetUsage(TableStore& base) : base_(base) {}
-  Status CreateTable(std::string_view name, const TableOptions& o) override { return base_.CreateTable(name, o); }
-  bool HasTable(std::string_view name) const override { return base_.HasTable(name); }
-  Status Write(const WriteBatch& b) override { return base_.Write(b); }
-  Result<std::optional<std::string>> Get(std::string_view table, std::string_view key) override {
-    return base_.Get(table, key);
-  }
-  Status Scan(const ScanSpec& spec, const RowVisitor& v) override { return base_.Scan(spec, v); }
-  Status FuzzyScan(const FuzzyScanSpec& spec, const RowVisitor& v) override { return base_.FuzzyScan(spec, v); }
-  StoreCounters counters() const override { return base_.counters(); }
+  using ForwardingStore::ForwardingStore;
   std::optional<StoreDiskUsage> disk_usage() const override { return usage; }
   std::optional<StoreDiskUsage> usage;
-
- private:
-  TableStore& base_;
 };
 
 double ValueOf(prometheus::Registry& registry, const std::string& name, const std::string& kind = "") {
