@@ -354,6 +354,19 @@ void Fold(State* s, const Sample& sample, const std::vector<std::string>& sinks)
 }
 }  // namespace
 
+AlertStager::State* AlertStager::LoadLimitWindow(const std::string& key, NotificationKind kind,
+                                                 const std::string& key_prefix, const Staging& st, Status* error) {
+  bool found = false;
+  State* s = Load(key, &found, error);
+  if (s && !found) {
+    s->digest_kind = kind;
+    s->start_ms = st.slot;
+    s->end_ms = st.slot + config_.limits.limit_window_ms;
+    s->idempotency_key = key_prefix + std::to_string(st.slot);
+  }
+  return s;
+}
+
 Result<bool> AlertStager::Admit(const Sample& sample, const std::vector<std::string>& sinks, Staging& st,
                                 WriteBatch& batch) {
   const auto& lim = config_.limits;
@@ -379,22 +392,10 @@ Result<bool> AlertStager::Admit(const Sample& sample, const std::vector<std::str
     metrics_.Suppressed("group_window").Increment();
     return false;
   }
-  State* glob = Load(st.global_key, &found, &err);
+  State* glob = LoadLimitWindow(st.global_key, NotificationKind::kStormSummary, "st:", st, &err);
   if (!glob) return err.error();
-  if (!found) {
-    glob->digest_kind = NotificationKind::kStormSummary;
-    glob->start_ms = st.slot;
-    glob->end_ms = st.slot + lim.limit_window_ms;
-    glob->idempotency_key = "st:" + std::to_string(st.slot);
-  }
-  State* a = Load(st.app_key, &found, &err);
+  State* a = LoadLimitWindow(st.app_key, NotificationKind::kAppDigest, "ad:" + Hex16(st.app_id.value()) + ":", st, &err);
   if (!a) return err.error();
-  if (!found) {
-    a->digest_kind = NotificationKind::kAppDigest;
-    a->start_ms = st.slot;
-    a->end_ms = st.slot + lim.limit_window_ms;
-    a->idempotency_key = "ad:" + Hex16(st.app_id.value()) + ":" + std::to_string(st.slot);
-  }
   st.Touch(st.global_key, glob);
   st.Touch(st.app_key, a);
   if (lim.global > 0 && glob->sent >= lim.global) {

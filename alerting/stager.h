@@ -130,6 +130,11 @@ class AlertStager {
   // windows of `st`: true when it becomes an event; otherwise it was counted
   // into the digest that reports it. Errors: a state read failed.
   Result<bool> Admit(const Sample& sample, const std::vector<std::string>& sinks, Staging& st, WriteBatch& batch);
+  // The state of a limit window (the storm summary's or an app's) of `st`'s
+  // slot, opened as a `kind` digest keyed `key_prefix`<slot> when new; null
+  // on a failed read (`error`).
+  State* LoadLimitWindow(const std::string& key, NotificationKind kind, const std::string& key_prefix,
+                         const Staging& st, Status* error);
   // The immediate notification of one record (the caller adds its query link).
   static Notification EventOf(const Sample& sample, std::string idempotency_key, int64_t kafka_ts_ms,
                               int64_t now_ms);

@@ -51,7 +51,7 @@ DecodedMessage BatchProcessor::Decode(const InMessage& m, ProcessedBatch& batch)
   d.source.set_partition(m.partition);
   d.source.set_offset(m.offset);
   auto dead = [&](std::string reason, std::string description) {
-    d.dead = DeadLetter{m, std::move(reason), std::move(description)};
+    d.dead.emplace(std::move(reason), std::move(description));
     d.chunks.clear();
     d.bytes.clear();
     return std::move(d);
@@ -100,7 +100,7 @@ void BatchProcessor::Stage(ProcessedBatch& batch, size_t first) {
   for (size_t i = first; i < batch.decoded.size(); ++i) {
     const DecodedMessage& d = batch.decoded[i];
     if (d.dead) {
-      batch.dead_letters.push_back(*d.dead);
+      batch.dead_letters.push_back(DeadLetter{*d.message, d.dead->first, d.dead->second});
       continue;
     }
     for (size_t j = 0; j < d.chunks.size(); ++j) {

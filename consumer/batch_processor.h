@@ -22,6 +22,7 @@
 #include <optional>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "common/chunk_codec.h"
@@ -73,7 +74,8 @@ struct DecodedMessage {
   std::vector<ChunkView> chunks;
   std::vector<std::string_view> bytes;  // each chunk as received
   bool bytes_outlive_batch = false;     // main rows may borrow `bytes`
-  std::optional<DeadLetter> dead;       // set: it could not be decoded
+  // Set: it could not be decoded, and why (DeadLetter::reason, description).
+  std::optional<std::pair<std::string, std::string>> dead;
 };
 
 struct ProcessedBatch {
