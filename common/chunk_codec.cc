@@ -243,33 +243,78 @@ ChunkResult<bool> CheckRecord(const proto::LogChunk& c, int64_t i, int64_t ts_ms
   return true;
 }
 
-// A tag as the protobuf parser reads it: at most 5 bytes (a CodedInputStream
-// would take 10 and drop the high bits, passing what the parser refuses),
-// the low 32 bits kept.
-bool ReadShortVarint(google::protobuf::io::CodedInputStream& in, uint32_t* out) {
-  const int start = in.CurrentPosition();
-  uint64_t v = 0;
-  if (!in.ReadVarint64(&v) || in.CurrentPosition() - start > 5) return false;
-  *out = static_cast<uint32_t>(v);
-  return true;
-}
+// A reader of protobuf wire format over a byte range, with the protobuf
+// parser's rules (those of CodedInputStream, which this replaced on the ingest
+// path: its out-of-line limit checks cost more than the walk itself).
+// Written by hand because the generated parser builds every record, which is
+// what the walk avoids; DecodeChunkView and VerifyRecords are held to the
+// parser's verdicts by ChunkCodecTest and the chunk_decoder fuzz target.
+class WireReader {
+ public:
+  WireReader(const char* begin, const char* end)
+      : p_(reinterpret_cast<const uint8_t*>(begin)), end_(reinterpret_cast<const uint8_t*>(end)) {}
 
-// A length as the parser reads it: at most 5 bytes, and refused above
-// INT32_MAX before anything is cut (2^32 + 3 is not 3).
-bool ReadLength(google::protobuf::io::CodedInputStream& in, uint32_t* out) {
-  const int start = in.CurrentPosition();
-  uint64_t v = 0;
-  if (!in.ReadVarint64(&v) || in.CurrentPosition() - start > 5 || v > static_cast<uint64_t>(INT32_MAX)) return false;
-  *out = static_cast<uint32_t>(v);
-  return true;
-}
+  bool done() const { return p_ == end_; }
+  const char* position() const { return reinterpret_cast<const char*>(p_); }
+  size_t left() const { return static_cast<size_t>(end_ - p_); }
 
-// The next tag (0 at the end or on a bad one), as the parser reads it.
-uint32_t ReadTag(google::protobuf::io::CodedInputStream& in) {
-  uint32_t tag = 0;
-  if (in.BytesUntilLimit() <= 0 || !ReadShortVarint(in, &tag)) return 0;
-  return tag;
-}
+  // A varint of at most 10 bytes (the 10th without a continuation bit), its
+  // bits past 64 dropped, as CodedInputStream::ReadVarint64 reads it.
+  bool Varint64(uint64_t* out) { return Varint(10, out); }
+
+  // A tag as the protobuf parser reads it: at most 5 bytes (a 64-bit varint
+  // would take 10 and drop the high bits, passing what the parser refuses),
+  // the low 32 bits kept. 0 at the end or on a bad one.
+  uint32_t Tag() {
+    uint64_t v = 0;
+    if (p_ == end_ || !Varint(5, &v)) return 0;
+    return static_cast<uint32_t>(v);
+  }
+
+  // A length as the parser reads it: at most 5 bytes, and refused above
+  // INT32_MAX before anything is cut (2^32 + 3 is not 3).
+  bool Length(uint32_t* out) {
+    uint64_t v = 0;
+    if (!Varint(5, &v) || v > static_cast<uint64_t>(INT32_MAX)) return false;
+    *out = static_cast<uint32_t>(v);
+    return true;
+  }
+
+  bool Skip(size_t n) {
+    if (n > left()) return false;
+    p_ += n;
+    return true;
+  }
+
+  // The next `n` bytes as a reader of their own (a nested message), and
+  // this one past them; false if fewer are left.
+  bool Sub(size_t n, WireReader* sub) {
+    if (n > left()) return false;
+    *sub = WireReader(position(), position() + n);
+    p_ += n;
+    return true;
+  }
+
+ private:
+  // A varint that must end within `max_bytes` (all 10 bytes of a varint64
+  // may carry a continuation bit but the last).
+  bool Varint(int max_bytes, uint64_t* out) {
+    uint64_t v = 0;
+    for (int i = 0; i < max_bytes; ++i) {
+      if (p_ == end_) return false;
+      const uint8_t b = *p_++;
+      v |= static_cast<uint64_t>(b & 0x7f) << (7 * i);
+      if (b < 0x80) {
+        *out = v;
+        return true;
+      }
+    }
+    return false;
+  }
+
+  const uint8_t* p_;
+  const uint8_t* end_;
+};
 
 // Skips the field whose tag was just read, as the protobuf parser skips an
 // unknown field: groups (a protobuf 2 wire type that logdex never writes,
@@ -277,7 +322,7 @@ uint32_t ReadTag(google::protobuf::io::CodedInputStream& in) {
 // instead of recursion, nested at most `depth_left` deep: the parser's
 // budget of 100 less the messages around the field (a record takes one, a
 // tag another).
-bool SkipField(google::protobuf::io::CodedInputStream& in, uint32_t tag, int depth_left) {
+bool SkipField(WireReader& in, uint32_t tag, int depth_left) {
   constexpr int kMaxGroupDepth = 100;
   uint32_t open[kMaxGroupDepth];
   int depth = 0;
@@ -287,15 +332,13 @@ bool SkipField(google::protobuf::io::CodedInputStream& in, uint32_t tag, int dep
     uint32_t n = 0;
     switch (tag & 7) {
       case 0:
-        if (!in.ReadVarint64(&v)) return false;
+        if (!in.Varint64(&v)) return false;
         break;
       case 1:
         if (!in.Skip(8)) return false;
         break;
       case 2:
-        if (!ReadLength(in, &n) || !in.Skip(static_cast<int>(n))) {
-          return false;
-        }
+        if (!in.Length(&n) || !in.Skip(n)) return false;
         break;
       case 3:
         if (depth == kMaxGroupDepth || depth == depth_left) return false;
@@ -311,7 +354,7 @@ bool SkipField(google::protobuf::io::CodedInputStream& in, uint32_t tag, int dep
       default: return false;
     }
     if (depth == 0) return true;
-    tag = ReadTag(in);
+    tag = in.Tag();
     if (tag == 0) return false;
   }
 }
@@ -329,24 +372,22 @@ ChunkResult<ChunkView> DecodeChunkView(std::string_view bytes, const DecodeOptio
     return Fail(ChunkErrc::kMalformed, "not a LogChunk protobuf (" + Num(bytes.size()) + " bytes)");
   };
   if (bytes.size() > static_cast<size_t>(INT32_MAX)) return malformed();
-  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                            static_cast<int>(bytes.size()));
+  WireReader in(bytes.data(), bytes.data() + bytes.size());
   std::string header;
   std::string_view payload;
-  while (in.BytesUntilLimit() > 0) {
-    const int start = in.CurrentPosition();
-    const uint32_t tag = ReadTag(in);
+  while (!in.done()) {
+    const char* start = in.position();
+    const uint32_t tag = in.Tag();
     if (tag == 0) return malformed();
     if (tag == kPayloadTag) {  // of several, the last counts, as in protobuf
       uint32_t n = 0;
-      if (!ReadLength(in, &n)) return malformed();
-      const int at = in.CurrentPosition();
-      if (!in.Skip(static_cast<int>(n))) return malformed();
-      payload = bytes.substr(static_cast<size_t>(at), n);
+      const char* at = nullptr;
+      if (!in.Length(&n) || (at = in.position(), !in.Skip(n))) return malformed();
+      payload = std::string_view(at, n);
       continue;
     }
     if (!SkipField(in, tag, 100)) return malformed();  // the parse below applies the real nesting limit
-    header.append(bytes.substr(static_cast<size_t>(start), static_cast<size_t>(in.CurrentPosition() - start)));
+    header.append(start, in.position());
   }
   ChunkView view;
   google::protobuf::io::CodedInputStream header_in(reinterpret_cast<const uint8_t*>(header.data()),
@@ -366,47 +407,42 @@ ChunkResult<bool> VerifyRecords(ChunkRef r, const DecodeOptions& o, std::string*
   if (!payload.ok()) return payload.error();
   const std::string_view bytes = *payload;
   const auto malformed = [] { return Fail(ChunkErrc::kMalformed, "payload is not a RecordBatch protobuf"); };
-  google::protobuf::io::CodedInputStream in(reinterpret_cast<const uint8_t*>(bytes.data()),
-                                            static_cast<int>(bytes.size()));
+  WireReader in(bytes.data(), bytes.data() + bytes.size());
   int64_t records = 0;
-  while (in.BytesUntilLimit() > 0) {
-    const uint32_t tag = ReadTag(in);
+  while (!in.done()) {
+    const uint32_t tag = in.Tag();
     if (tag == 0) return malformed();
     if (tag != ((1u << 3) | 2u)) {  // not a record: unknown, skipped as the parser would
       if (!SkipField(in, tag, 100)) return malformed();
       continue;
     }
     uint32_t len = 0;
-    if (!ReadLength(in, &len) || len > bytes.size()) return malformed();
-    const auto limit = in.PushLimit(static_cast<int>(len));
-    if (in.BytesUntilLimit() != static_cast<int>(len)) return malformed();  // longer than what is left
+    WireReader record(nullptr, nullptr);
+    if (!in.Length(&len) || !in.Sub(len, &record)) return malformed();
     int64_t ts = 0;
     uint32_t severity = 0;
-    while (in.BytesUntilLimit() > 0) {
-      const uint32_t t = ReadTag(in);
+    while (!record.done()) {
+      const uint32_t t = record.Tag();
       if (t == 0) return malformed();
       uint64_t v = 0;
       if (t == ((1u << 3) | 0u)) {
-        if (!in.ReadVarint64(&v)) return malformed();
+        if (!record.Varint64(&v)) return malformed();
         ts = static_cast<int64_t>(v);  // int64: the varint's bits, as the parser takes them
       } else if (t == ((2u << 3) | 0u)) {
-        if (!in.ReadVarint64(&v)) return malformed();
+        if (!record.Varint64(&v)) return malformed();
         severity = static_cast<uint32_t>(v);  // uint32: the low 32 bits, as the parser takes them
       } else if (t == ((4u << 3) | 2u)) {  // a Tag: its fields are checked for shape too
         uint32_t tag_len = 0;
-        if (!ReadLength(in, &tag_len) || tag_len > bytes.size()) return malformed();
-        const auto tag_limit = in.PushLimit(static_cast<int>(tag_len));
-        if (in.BytesUntilLimit() != static_cast<int>(tag_len)) return malformed();
-        while (in.BytesUntilLimit() > 0) {
-          const uint32_t tt = ReadTag(in);
-          if (tt == 0 || !SkipField(in, tt, 98)) return malformed();
+        WireReader tag_fields(nullptr, nullptr);
+        if (!record.Length(&tag_len) || !record.Sub(tag_len, &tag_fields)) return malformed();
+        while (!tag_fields.done()) {
+          const uint32_t tt = tag_fields.Tag();
+          if (tt == 0 || !SkipField(tag_fields, tt, 98)) return malformed();
         }
-        in.PopLimit(tag_limit);
-      } else if (!SkipField(in, t, 99)) {
+      } else if (!SkipField(record, t, 99)) {
         return malformed();
       }
     }
-    in.PopLimit(limit);
     if (auto ok = CheckRecord(c, records, ts, severity); !ok.ok()) return ok.error();
     ++records;
   }

@@ -469,6 +469,28 @@ TEST_F(ChunkCodecTest, VerifyRecordsRefusesWhatTheParserRefuses) {
                                      static_cast<char>(rec.size() >> 7) + rec);
     EXPECT_EQ(VerifyRecords(c, options_, &scratch).ok(), UnpackRecords(c, options_).ok()) << depth << " groups";
   }
+  // Varint widths at their limits, in an unknown field the record carries
+  // (field 6, a varint): a value of 10 bytes is read, one of 11 is refused;
+  // a tag padded to 5 bytes is read, one of 6 is refused.
+  const struct {
+    std::string field;
+    bool ok;
+    const char* what;
+  } widths[] = {
+      {std::string("\x30\xff\xff\xff\xff\xff\xff\xff\xff\xff\x01", 11), true, "a 10-byte varint"},
+      {std::string("\x30\xff\xff\xff\xff\xff\xff\xff\xff\xff\x7f", 11), true, "a 10-byte varint, high bits dropped"},
+      {std::string("\x30\xff\xff\xff\xff\xff\xff\xff\xff\xff\x80\x01", 12), false, "an 11-byte varint"},
+      {std::string("\xb0\x80\x80\x80\x00\x01", 6), true, "a 5-byte tag"},
+      {std::string("\xb0\x80\x80\x80\x80\x00\x01", 7), false, "a 6-byte tag"},
+      {std::string("\x30\xff", 2), false, "a varint cut by the record's end"},
+  };
+  for (const auto& w : widths) {
+    const std::string rec = record + w.field;
+    ASSERT_LT(rec.size(), 0x80u);
+    proto::LogChunk c = with_payload(std::string("\x0a", 1) + static_cast<char>(rec.size()) + rec);
+    EXPECT_EQ(UnpackRecords(c, options_).ok(), w.ok) << w.what;
+    EXPECT_EQ(VerifyRecords(c, options_, &scratch).ok(), w.ok) << w.what;
+  }
 }
 
 // The ingest path decodes chunks without copying their payloads

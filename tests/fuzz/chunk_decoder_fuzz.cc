@@ -59,6 +59,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   auto check = [&](const logdex::proto::LogChunk& chunk) {
     auto records = logdex::UnpackRecords(chunk, options);
     if (records.ok() && static_cast<uint64_t>(records->records_size()) != chunk.record_count()) __builtin_trap();
+    // The ingest check (indexer.verify: full) walks the records without
+    // building them: it passes exactly what the parser passes.
+    std::string scratch;
+    if (logdex::VerifyRecords(chunk, options, &scratch).ok() != records.ok()) __builtin_trap();
     // The stream check and the decompressor agree: a payload VerifyPayload
     // passes always decompresses (its records may still be wrong).
     const bool stream_ok = logdex::VerifyPayload(chunk, options, logdex::PayloadCheck::kStream).ok();
