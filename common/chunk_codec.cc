@@ -381,8 +381,9 @@ ChunkResult<ChunkView> DecodeChunkView(std::string_view bytes, const DecodeOptio
     if (tag == 0) return malformed();
     if (tag == kPayloadTag) {  // of several, the last counts, as in protobuf
       uint32_t n = 0;
-      const char* at = nullptr;
-      if (!in.Length(&n) || (at = in.position(), !in.Skip(n))) return malformed();
+      if (!in.Length(&n)) return malformed();
+      const char* at = in.position();
+      if (!in.Skip(n)) return malformed();
       payload = std::string_view(at, n);
       continue;
     }

@@ -431,10 +431,11 @@ TEST_F(ChunkCodecTest, VerifyRecordsAgreesWithUnpackRecordsOnEveryVerdict) {
   }
 }
 
-// Encodings the protobuf parser refuses and a CodedInputStream would take:
-// a record length padded to 6 bytes, and unknown groups nested past what is
-// left of the parser's depth budget inside a record. Each passed ingest
-// once, and was then hidden from every query.
+// Encodings at the edges of the parser's rules: a record length padded to 6
+// bytes, and unknown groups nested past what is left of the parser's depth
+// budget inside a record (each passed ingest once, and was then hidden from
+// every query), then varint and tag widths at their limits, which must be
+// read as the parser reads them.
 TEST_F(ChunkCodecTest, VerifyRecordsRefusesWhatTheParserRefuses) {
   PackOptions raw;
   raw.codec = proto::CODEC_NONE;
@@ -491,6 +492,15 @@ TEST_F(ChunkCodecTest, VerifyRecordsRefusesWhatTheParserRefuses) {
     EXPECT_EQ(UnpackRecords(c, options_).ok(), w.ok) << w.what;
     EXPECT_EQ(VerifyRecords(c, options_, &scratch).ok(), w.ok) << w.what;
   }
+  // A varint cut by the record's end, with bytes after the record that would
+  // complete it: a walk that read past the record would end the varint there
+  // and take the rest (valid unknown fields at the top level) as a field.
+  std::string after("\x30\x32\x30\x81\x01", 5);  // top level: field 6 = 0x32, field 6 = 0x81
+  for (int i = 0; i < 23; ++i) after += std::string("\x30\x01", 2);
+  const std::string cut = record + std::string("\x30\xff", 2);
+  proto::LogChunk c = with_payload(std::string("\x0a", 1) + static_cast<char>(cut.size()) + cut + after);
+  EXPECT_FALSE(UnpackRecords(c, options_).ok());
+  EXPECT_FALSE(VerifyRecords(c, options_, &scratch).ok()) << "a varint cut by the record's end, not the payload's";
 }
 
 // The ingest path decodes chunks without copying their payloads
