@@ -1,6 +1,7 @@
 #include "consumer/group_consumer.h"
 #include "consumer/kafka_properties.h"
 
+#include <librdkafka/rdkafka.h>
 #include <librdkafka/rdkafkacpp.h>
 #include <spdlog/spdlog.h>
 
@@ -719,31 +720,65 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
       int64_t& o = uncommitted_[tp];
       o = std::max(o, next);
     }
-    std::vector<RdKafka::TopicPartition*> offsets;
+    rd_kafka_topic_partition_list_t* offsets = nullptr;
     {
       std::lock_guard lock(mu_);
       std::erase_if(uncommitted_, [&](const auto& kv) { return !assigned_.count(kv.first); });  // revoked: its new owner decides
-      for (const auto& [tp, next] : uncommitted_) offsets.push_back(RdKafka::TopicPartition::create(tp.topic, tp.partition, next));
+      if (uncommitted_.empty()) return;
+      offsets = rd_kafka_topic_partition_list_new(static_cast<int>(uncommitted_.size()));
+      for (const auto& [tp, next] : uncommitted_) {
+        rd_kafka_topic_partition_list_add(offsets, tp.topic.c_str(), tp.partition)->offset = next;
+      }
     }
-    if (offsets.empty()) return;
     ++commits_tried_;
     const int64_t t0 = Ms(clock_);
-    RdKafka::ErrorCode e = consumer_->commitSync(offsets);
+    const int count = offsets->cnt;
+    rd_kafka_topic_partition_list_t* results = nullptr;
+    rd_kafka_resp_err_t e = CommitWithin(offsets, &results);
+    rd_kafka_topic_partition_list_destroy(offsets);
     metrics_.commit_seconds.Observe((Ms(clock_) - t0) / 1000.0);
     if (e) {
       metrics_.commit_failures.Increment();
       spdlog::warn("consumer: commit of {} partitions failed ({}); tried again with the next commit and before a "
                    "revoke, else their batches are replayed, idempotently",
-                   offsets.size(), RdKafka::err2str(e));
-    } else {
-      for (auto* p : offsets) {
-        if (p->err() != RdKafka::ERR_NO_ERROR) continue;
-        NoteCommitted(p->topic(), p->partition(), p->offset());
-        auto it = uncommitted_.find({p->topic(), p->partition()});
-        if (it != uncommitted_.end() && it->second <= p->offset()) uncommitted_.erase(it);
+                   count, rd_kafka_err2str(e));
+    } else if (results != nullptr) {
+      for (int i = 0; i < results->cnt; ++i) {
+        const rd_kafka_topic_partition_t& p = results->elems[i];
+        if (p.err != RD_KAFKA_RESP_ERR_NO_ERROR) continue;
+        NoteCommitted(p.topic, p.partition, p.offset);
+        auto it = uncommitted_.find({p.topic, p.partition});
+        if (it != uncommitted_.end() && it->second <= p.offset) uncommitted_.erase(it);
       }
     }
-    RdKafka::TopicPartition::destroy(offsets);
+    if (results != nullptr) rd_kafka_topic_partition_list_destroy(results);
+  }
+
+  // Commits `offsets` and waits at most commit_timeout_ms for the answer
+  // (commitSync waits without a bound: through a broker outage it held the
+  // loop, its metrics and a stop until the broker came back). The answer
+  // comes on a queue of this call's own; one that comes later finds the
+  // queue released and is dropped with it. `*results`: each partition's
+  // outcome, for the caller to destroy.
+  rd_kafka_resp_err_t CommitWithin(const rd_kafka_topic_partition_list_t* offsets,
+                                   rd_kafka_topic_partition_list_t** results) {
+    rd_kafka_t* rk = consumer_->c_ptr();
+    rd_kafka_queue_t* answer = rd_kafka_queue_new(rk);
+    rd_kafka_resp_err_t e = rd_kafka_commit_queue(rk, offsets, answer, nullptr, nullptr);
+    if (!e) {
+      rd_kafka_event_t* ev = rd_kafka_queue_poll(answer, static_cast<int>(std::max<int64_t>(1, o_.commit_timeout_ms)));
+      if (ev == nullptr) {
+        e = RD_KAFKA_RESP_ERR__TIMED_OUT;
+      } else {
+        e = rd_kafka_event_error(ev);
+        if (const rd_kafka_topic_partition_list_t* done = rd_kafka_event_topic_partition_list(ev)) {
+          *results = rd_kafka_topic_partition_list_copy(done);
+        }
+        rd_kafka_event_destroy(ev);
+      }
+    }
+    rd_kafka_queue_destroy(answer);
+    return e;
   }
 
   void NoteCommitted(const std::string& topic, int32_t partition, int64_t next) {
@@ -826,7 +861,7 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
   uint64_t unflushed_messages_ = 0;
   int64_t last_flush_ms_ = 0;
   bool flush_failing_ = false;
-  // Offsets of durable batches whose commit failed, and commitSync calls
+  // Offsets of durable batches whose commit failed, and commits
   // made (Run thread only).
   std::map<TopicPartition, int64_t> uncommitted_;
   uint64_t commits_tried_ = 0;

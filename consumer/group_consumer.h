@@ -68,6 +68,11 @@ struct GroupConsumerOptions {
   // still unacknowledged then are waited for again (never produced twice),
   // with the partitions paused (logdex_consumer_dlq_flush_timeouts_total).
   int64_t dlq_flush_timeout_ms = 5'000;
+  // How long an offset commit is waited for. Past it the commit counts as
+  // failed (logdex_consumer_commit_failures_total, a warn line) and its
+  // offsets go with the next commit, as a refused one's do: through a broker
+  // outage, consumption, metrics and a stop go on instead of waiting with it.
+  int64_t commit_timeout_ms = 10'000;
   // Called on the Run thread after each batch is written; durable too, unless
   // `flush` is set (then durable at the next flush). A batch the store
   // refused for good is written message by message: each one written is

@@ -45,14 +45,14 @@ fi
 step "release build"
 scripts/build.sh release
 step "release tests"
-(cd build && ctest --output-on-failure -j "$(nproc)")
+(cd build && ctest --output-on-failure --timeout 1500 -j "$(nproc)")
 
 if [ "${LOGDEX_SKIP_ASAN:-0}" != 1 ]; then
   step "ASan + UBSan build"
   scripts/build.sh asan
   step "ASan + UBSan tests"
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1 \
-     ctest --output-on-failure --label-exclude '^(load|real-engine|browser)$' -j "$(nproc)")
+     ctest --output-on-failure --timeout 1500 --label-exclude '^(load|real-engine|browser)$' -j "$(nproc)")
 fi
 
 fuzz_seconds=${LOGDEX_FUZZ_SECONDS:-30}

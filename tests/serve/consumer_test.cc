@@ -302,6 +302,32 @@ TEST_F(ConsumerTest, ABrokerOutageDelaysButLosesNothing) {
   ASSERT_TRUE(WaitFor([&] { return MainRows() == seq; }, 30'000)) << "indexed " << MainRows() << " of " << seq;
 }
 
+// An offset commit whose answer is slow is not waited for past the commit
+// timeout: it counts as failed and its offsets go with the next commit, so
+// that a broker outage during a commit holds neither the loop nor a stop
+// (commitSync waited without a bound: a stop during an outage never ended).
+class SlowCommitConsumerTest : public ConsumerTest {
+ protected:
+  void Configure(GroupConsumerOptions& o) override { o.commit_timeout_ms = 1'000; }
+};
+
+TEST_F(SlowCommitConsumerTest, ACommitAnsweredPastItsTimeoutCountsAsFailedAndGoesWithTheNext) {
+  ASSERT_TRUE(WaitFor([&] { return metrics_->assigned_partitions.Value() == kPartitions; }, 20'000));
+  auto committed = [&] { return testing::Committed(kafka_->bootstrap(), "g", "t", kPartitions); };
+  // The next OffsetCommit (API key 8) is answered after 4 s, within the
+  // session timeout (6 s) and four times the commit timeout.
+  ASSERT_EQ(rd_kafka_mock_broker_push_request_error_rtts(kafka_->cluster(), 1, /*OffsetCommit*/ 8, 1,
+                                                         RD_KAFKA_RESP_ERR_NO_ERROR, 4'000),
+            RD_KAFKA_RESP_ERR_NO_ERROR);
+  TestProducer producer(kafka_->bootstrap());
+  ASSERT_TRUE(producer.Send("t", 0, Chunk(1)));
+  ASSERT_TRUE(WaitFor([&] { return metrics_->commit_failures.Value() >= 1; }, 30'000))
+      << "the slow commit is given up on, not waited for";
+  EXPECT_EQ(MainRows(), 1u);
+  ASSERT_TRUE(producer.Send("t", 1, Chunk(2)));
+  EXPECT_TRUE(WaitFor([&] { return committed() == 2; }, 30'000)) << "committed " << committed();
+}
+
 // A refused offset commit is not forgotten: its offsets go with the next
 // commit, and a member that leaves commits them before its partitions move,
 // so their next owner does not write those batches again.
