@@ -759,7 +759,9 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
   // loop, its metrics and a stop until the broker came back). The answer
   // comes on a queue of this call's own; one that comes later finds the
   // queue released and is dropped with it. `*results`: each partition's
-  // outcome, for the caller to destroy.
+  // outcome, for the caller to destroy. An abandoned commit may still land
+  // after a later one and move an offset back: that replays batches, which
+  // is idempotent, and loses nothing.
   rd_kafka_resp_err_t CommitWithin(const rd_kafka_topic_partition_list_t* offsets,
                                    rd_kafka_topic_partition_list_t** results) {
     rd_kafka_t* rk = consumer_->c_ptr();

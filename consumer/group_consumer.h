@@ -71,7 +71,8 @@ struct GroupConsumerOptions {
   // How long an offset commit is waited for. Past it the commit counts as
   // failed (logdex_consumer_commit_failures_total, a warn line) and its
   // offsets go with the next commit, as a refused one's do: through a broker
-  // outage, consumption, metrics and a stop go on instead of waiting with it.
+  // outage, consumption and its error counts go on instead of waiting with
+  // it. (librdkafka's close still waits for an abandoned commit to end.)
   int64_t commit_timeout_ms = 10'000;
   // Called on the Run thread after each batch is written; durable too, unless
   // `flush` is set (then durable at the next flush). A batch the store

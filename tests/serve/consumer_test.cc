@@ -304,28 +304,38 @@ TEST_F(ConsumerTest, ABrokerOutageDelaysButLosesNothing) {
 
 // An offset commit whose answer is slow is not waited for past the commit
 // timeout: it counts as failed and its offsets go with the next commit, so
-// that a broker outage during a commit holds neither the loop nor a stop
-// (commitSync waited without a bound: a stop during an outage never ended).
+// that a broker outage during a commit does not hold the loop (commitSync
+// waited without a bound: a commit in flight when the broker went down held
+// consumption, its error counts and a stop for the whole outage).
 class SlowCommitConsumerTest : public ConsumerTest {
  protected:
-  void Configure(GroupConsumerOptions& o) override { o.commit_timeout_ms = 1'000; }
+  void Configure(GroupConsumerOptions& o) override {
+    o.commit_timeout_ms = 1'000;
+    // Heartbeats share the coordinator's connection, whose answers the mock
+    // sends in order: the slow answer delays theirs by 3 s, well within this.
+    o.session_timeout_ms = 15'000;
+  }
 };
 
 TEST_F(SlowCommitConsumerTest, ACommitAnsweredPastItsTimeoutCountsAsFailedAndGoesWithTheNext) {
   ASSERT_TRUE(WaitFor([&] { return metrics_->assigned_partitions.Value() == kPartitions; }, 20'000));
   auto committed = [&] { return testing::Committed(kafka_->bootstrap(), "g", "t", kPartitions); };
-  // The next OffsetCommit (API key 8) is answered after 4 s, within the
-  // session timeout (6 s) and four times the commit timeout.
+  // The next OffsetCommit (API key 8) is refused, and its answer comes after
+  // 3 s, three times the commit timeout (refused, so that only the next
+  // commit can carry its offsets: the mock stores an accepted commit as soon
+  // as it reads it).
   ASSERT_EQ(rd_kafka_mock_broker_push_request_error_rtts(kafka_->cluster(), 1, /*OffsetCommit*/ 8, 1,
-                                                         RD_KAFKA_RESP_ERR_NO_ERROR, 4'000),
+                                                         RD_KAFKA_RESP_ERR_OFFSET_METADATA_TOO_LARGE, 3'000),
             RD_KAFKA_RESP_ERR_NO_ERROR);
   TestProducer producer(kafka_->bootstrap());
   ASSERT_TRUE(producer.Send("t", 0, Chunk(1)));
   ASSERT_TRUE(WaitFor([&] { return metrics_->commit_failures.Value() >= 1; }, 30'000))
       << "the slow commit is given up on, not waited for";
   EXPECT_EQ(MainRows(), 1u);
+  EXPECT_EQ(committed(), 0) << "the slow commit was refused";
   ASSERT_TRUE(producer.Send("t", 1, Chunk(2)));
-  EXPECT_TRUE(WaitFor([&] { return committed() == 2; }, 30'000)) << "committed " << committed();
+  EXPECT_TRUE(WaitFor([&] { return committed() == 2; }, 30'000))
+      << "committed " << committed() << ": partition 0's offset went with partition 1's";
 }
 
 // A refused offset commit is not forgotten: its offsets go with the next
