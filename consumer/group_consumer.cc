@@ -756,7 +756,7 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
 
   // Commits `offsets` and waits at most commit_timeout_ms for the answer
   // (commitSync waits without a bound: through a broker outage it held the
-  // loop, its metrics and a stop until the broker came back). The answer
+  // loop and its error counts until the broker came back). The answer
   // comes on a queue of this call's own; one that comes later finds the
   // queue released and is dropped with it. `*results`: each partition's
   // outcome, for the caller to destroy. An abandoned commit may still land
