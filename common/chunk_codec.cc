@@ -4,6 +4,7 @@
 #include <snappy.h>
 
 #include <algorithm>
+#include <optional>
 #include <utility>
 #include <vector>
 
@@ -287,12 +288,12 @@ class WireReader {
   }
 
   // The next `n` bytes as a reader of their own (a nested message), and
-  // this one past them; false if fewer are left.
-  bool Sub(size_t n, WireReader* sub) {
-    if (n > left()) return false;
-    *sub = WireReader(position(), position() + n);
+  // this one past them; none if fewer are left.
+  std::optional<WireReader> Sub(size_t n) {
+    if (n > left()) return std::nullopt;
+    WireReader sub(position(), position() + n);
     p_ += n;
-    return true;
+    return sub;
   }
 
  private:
@@ -418,8 +419,10 @@ ChunkResult<bool> VerifyRecords(ChunkRef r, const DecodeOptions& o, std::string*
       continue;
     }
     uint32_t len = 0;
-    WireReader record(nullptr, nullptr);
-    if (!in.Length(&len) || !in.Sub(len, &record)) return malformed();
+    if (!in.Length(&len)) return malformed();
+    std::optional<WireReader> sub = in.Sub(len);
+    if (!sub) return malformed();
+    WireReader& record = *sub;
     int64_t ts = 0;
     uint32_t severity = 0;
     while (!record.done()) {
@@ -434,11 +437,12 @@ ChunkResult<bool> VerifyRecords(ChunkRef r, const DecodeOptions& o, std::string*
         severity = static_cast<uint32_t>(v);  // uint32: the low 32 bits, as the parser takes them
       } else if (t == ((4u << 3) | 2u)) {  // a Tag: its fields are checked for shape too
         uint32_t tag_len = 0;
-        WireReader tag_fields(nullptr, nullptr);
-        if (!record.Length(&tag_len) || !record.Sub(tag_len, &tag_fields)) return malformed();
-        while (!tag_fields.done()) {
-          const uint32_t tt = tag_fields.Tag();
-          if (tt == 0 || !SkipField(tag_fields, tt, 98)) return malformed();
+        if (!record.Length(&tag_len)) return malformed();
+        std::optional<WireReader> tag_fields = record.Sub(tag_len);
+        if (!tag_fields) return malformed();
+        while (!tag_fields->done()) {
+          const uint32_t tt = tag_fields->Tag();
+          if (tt == 0 || !SkipField(*tag_fields, tt, 98)) return malformed();
         }
       } else if (!SkipField(record, t, 99)) {
         return malformed();
