@@ -402,19 +402,36 @@ ChunkResult<ChunkView> DecodeChunkView(std::string_view bytes, const DecodeOptio
   return view;
 }
 
-ChunkResult<bool> VerifyRecords(ChunkRef r, const DecodeOptions& o, std::string* scratch) {
-  const proto::LogChunk& c = r.header;
-  std::string local;
-  auto payload = PayloadBytes(r, o, scratch ? *scratch : local);
-  if (!payload.ok()) return payload.error();
-  const std::string_view bytes = *payload;
+namespace {
+
+// The records walk of VerifyRecords and ViewRecords: one pass over a
+// RecordBatch's wire bytes, checking what UnpackRecords checks; with `out`,
+// each record's fields are kept as views (of a repeated singular field the
+// last, as the parser keeps it).
+ChunkResult<bool> WalkRecords(const proto::LogChunk& c, std::string_view bytes, RecordViews* out) {
   const auto malformed = [] { return Fail(ChunkErrc::kMalformed, "payload is not a RecordBatch protobuf"); };
+  constexpr uint32_t kRecordTag = (1u << 3) | 2u, kTsTag = (1u << 3) | 0u, kSeverityTag = (2u << 3) | 0u,
+                     kMessageTag = (3u << 3) | 2u, kTagTag = (4u << 3) | 2u, kKeyTag = (1u << 3) | 2u,
+                     kValueTag = (2u << 3) | 2u;
+  static_assert(proto::RecordBatch::kRecordsFieldNumber == 1 && proto::LogRecord::kTsMsFieldNumber == 1 &&
+                    proto::LogRecord::kSeverityFieldNumber == 2 && proto::LogRecord::kMessageFieldNumber == 3 &&
+                    proto::LogRecord::kTagsFieldNumber == 4 && proto::Tag::kKeyFieldNumber == 1 &&
+                    proto::Tag::kValueFieldNumber == 2,
+                "the tags above");
+  // A length-delimited field's bytes, the reader past them.
+  const auto bytes_field = [](WireReader& in) -> std::optional<std::string_view> {
+    uint32_t n = 0;
+    if (!in.Length(&n)) return std::nullopt;
+    const char* at = in.position();
+    if (!in.Skip(n)) return std::nullopt;
+    return std::string_view(at, n);
+  };
   WireReader in(bytes.data(), bytes.data() + bytes.size());
   int64_t records = 0;
   while (!in.done()) {
     const uint32_t tag = in.Tag();
     if (tag == 0) return malformed();
-    if (tag != ((1u << 3) | 2u)) {  // not a record: unknown, skipped as the parser would
+    if (tag != kRecordTag) {  // not a record: unknown, skipped as the parser would
       if (!SkipField(in, tag, 100)) return malformed();
       continue;
     }
@@ -423,32 +440,49 @@ ChunkResult<bool> VerifyRecords(ChunkRef r, const DecodeOptions& o, std::string*
     std::optional<WireReader> sub = in.Sub(len);
     if (!sub) return malformed();
     WireReader& record = *sub;
-    int64_t ts = 0;
-    uint32_t severity = 0;
+    RecordView view;
+    if (out) view.first_tag = static_cast<uint32_t>(out->tags.size());
     while (!record.done()) {
       const uint32_t t = record.Tag();
       if (t == 0) return malformed();
       uint64_t v = 0;
-      if (t == ((1u << 3) | 0u)) {
+      if (t == kTsTag) {
         if (!record.Varint64(&v)) return malformed();
-        ts = static_cast<int64_t>(v);  // int64: the varint's bits, as the parser takes them
-      } else if (t == ((2u << 3) | 0u)) {
+        view.ts_ms = static_cast<int64_t>(v);  // int64: the varint's bits, as the parser takes them
+      } else if (t == kSeverityTag) {
         if (!record.Varint64(&v)) return malformed();
-        severity = static_cast<uint32_t>(v);  // uint32: the low 32 bits, as the parser takes them
-      } else if (t == ((4u << 3) | 2u)) {  // a Tag: its fields are checked for shape too
+        view.severity = static_cast<uint32_t>(v);  // uint32: the low 32 bits, as the parser takes them
+      } else if (t == kMessageTag && out) {
+        auto m = bytes_field(record);
+        if (!m) return malformed();
+        view.message = *m;
+      } else if (t == kTagTag) {  // a Tag: its fields are checked for shape too
         uint32_t tag_len = 0;
         if (!record.Length(&tag_len)) return malformed();
         std::optional<WireReader> tag_fields = record.Sub(tag_len);
         if (!tag_fields) return malformed();
+        TagView kv;
         while (!tag_fields->done()) {
           const uint32_t tt = tag_fields->Tag();
-          if (tt == 0 || !SkipField(*tag_fields, tt, 98)) return malformed();
+          if (tt == 0) return malformed();
+          if (out && (tt == kKeyTag || tt == kValueTag)) {
+            auto f = bytes_field(*tag_fields);
+            if (!f) return malformed();
+            (tt == kKeyTag ? kv.key : kv.value) = *f;
+          } else if (!SkipField(*tag_fields, tt, 98)) {
+            return malformed();
+          }
         }
+        if (out) out->tags.push_back(kv);
       } else if (!SkipField(record, t, 99)) {
         return malformed();
       }
     }
-    if (auto ok = CheckRecord(c, records, ts, severity); !ok.ok()) return ok.error();
+    if (auto ok = CheckRecord(c, records, view.ts_ms, view.severity); !ok.ok()) return ok.error();
+    if (out) {
+      view.tag_count = static_cast<uint32_t>(out->tags.size() - view.first_tag);
+      out->records.push_back(view);
+    }
     ++records;
   }
   if (static_cast<uint64_t>(records) != c.record_count()) {
@@ -456,6 +490,28 @@ ChunkResult<bool> VerifyRecords(ChunkRef r, const DecodeOptions& o, std::string*
                 "payload holds " + Num(records) + " records, header says " + Num(c.record_count()));
   }
   return true;
+}
+
+}  // namespace
+
+ChunkResult<bool> VerifyRecords(ChunkRef r, const DecodeOptions& o, std::string* scratch) {
+  std::string local;
+  auto payload = PayloadBytes(r, o, scratch ? *scratch : local);
+  if (!payload.ok()) return payload.error();
+  return WalkRecords(r.header, *payload, nullptr);
+}
+
+ChunkResult<bool> ViewRecords(ChunkRef r, const DecodeOptions& o, std::string& scratch, RecordViews& out) {
+  out.records.clear();
+  out.tags.clear();
+  auto payload = PayloadBytes(r, o, scratch);
+  if (!payload.ok()) return payload.error();
+  auto walked = WalkRecords(r.header, *payload, &out);
+  if (!walked.ok()) {
+    out.records.clear();
+    out.tags.clear();
+  }
+  return walked;
 }
 
 ChunkResult<proto::RecordBatch> UnpackRecords(ChunkRef r, const DecodeOptions& o, std::string* scratch) {

@@ -11,11 +11,14 @@
 #pragma once
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "common/clock.h"
 #include "common/result.h"
+#include "common/tag_view.h"
 #include "common/zstd_codec.h"
 #include "proto/logdex.pb.h"
 
@@ -179,6 +182,33 @@ inline ChunkResult<bool> VerifyRecords(const proto::LogChunk& chunk, const Decod
                                        std::string* scratch) {
   return VerifyRecords(ChunkRef::Of(chunk), options, scratch);
 }
+
+// A record read in place from a chunk's decompressed payload: its bytes are
+// views into the payload (or the scratch buffer it was decompressed into).
+struct RecordView {
+  int64_t ts_ms = 0;
+  uint32_t severity = 0;
+  std::string_view message;
+  uint32_t first_tag = 0;  // its tags: RecordViews::tags[first_tag, first_tag + tag_count)
+  uint32_t tag_count = 0;
+};
+struct RecordViews {
+  std::vector<RecordView> records;
+  std::vector<TagView> tags;  // every record's, in order
+
+  std::span<const TagView> TagsOf(const RecordView& r) const { return {tags.data() + r.first_tag, r.tag_count}; }
+};
+
+// UnpackRecords without building the records: decompresses a validated
+// chunk's payload into `scratch` and reads its records in place into `out`
+// (cleared first), with UnpackRecords' checks and verdicts and the records
+// its parse gives (of a repeated singular field the last counts; unknown
+// fields are skipped), held to it by ChunkCodecTest and the chunk_decoder
+// fuzz target. For readers that keep few of the records they read (a query
+// filters them): the parser allocates every message and tag. The views
+// stay valid while `scratch` and the chunk's payload are unchanged; reuse
+// `out` and `scratch` across chunks.
+ChunkResult<bool> ViewRecords(ChunkRef chunk, const DecodeOptions& options, std::string& scratch, RecordViews& out);
 
 // Decompresses and parses a validated chunk's payload and checks its
 // records: size limit, count, timestamps within the header's range, and

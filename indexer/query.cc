@@ -6,6 +6,7 @@
 #include <memory>
 #include <queue>
 #include <set>
+#include <span>
 #include <tuple>
 
 #include "common/base64url.h"
@@ -58,15 +59,17 @@ struct Pos {
   auto Stable() const { return std::tie(ts, app, host, sev, content); }
 };
 
-uint64_t ContentHash(const proto::LogRecord& r) {
-  std::string bytes = r.message();
-  for (const proto::Tag& t : r.tags()) {
-    bytes += '\0';
-    bytes += t.key();
-    bytes += '\0';
-    bytes += t.value();
+// The hash of a record's message and tags (part of the order, and of
+// cursors: keep it stable). `buffer` is reused.
+uint64_t ContentHash(std::string_view message, std::span<const TagView> tags, std::string& buffer) {
+  buffer.assign(message);
+  for (const TagView& t : tags) {
+    buffer += '\0';
+    buffer += t.key;
+    buffer += '\0';
+    buffer += t.value;
   }
-  return Hash64(bytes);
+  return Hash64(buffer);
 }
 
 uint64_t QueryFingerprint(const Query& q) {
@@ -699,21 +702,21 @@ class Execution {
     return true;
   }
 
-  bool RecordMatches(const proto::LogRecord& r) const {
-    if (r.ts_ms() < q_.from_ms || r.ts_ms() >= q_.to_ms) return false;
-    if (!sevs_.empty() && !sevs_.count(static_cast<Severity>(r.severity()))) return false;
+  bool RecordMatches(const RecordView& r) const {
+    if (r.ts_ms < q_.from_ms || r.ts_ms >= q_.to_ms) return false;
+    if (!sevs_.empty() && !sevs_.count(static_cast<Severity>(r.severity))) return false;
     for (const auto& [k, v] : q_.tags) {
       bool found = false;
-      for (const proto::Tag& t : r.tags()) {
-        if (t.key() == k && t.value() == v) {
+      for (const TagView& t : views_.TagsOf(r)) {
+        if (t.key == k && t.value == v) {
           found = true;
           break;
         }
       }
       if (!found) return false;
     }
-    if (!q_.contains.empty() && r.message().find(q_.contains) == std::string::npos) return false;
-    return text_.Matches(r.message());
+    if (!q_.contains.empty() && r.message.find(q_.contains) == std::string_view::npos) return false;
+    return text_.Matches(r.message);
   }
 
   void Count(int64_t ts, Severity severity, uint64_t n) {
@@ -780,36 +783,37 @@ class Execution {
       return Status::Ok();
     }
     ++stats_.chunks_read;
-    auto records = UnpackRecords(row.chunk(), options_.decode, &scratch_);
-    if (!records.ok()) {
+    // Read in place: a query keeps few of the records it reads.
+    if (!ViewRecords(ChunkRef::Of(row.chunk()), options_.decode, scratch_, views_).ok()) {
       ++stats_.corrupt_chunks;
       return Status::Ok();
     }
     stats_.bytes_decompressed += row.chunk().uncompressed_size();
     if (volume_) {
       bool counted = false;
-      for (const proto::LogRecord& r : records->records()) {
+      for (const RecordView& r : views_.records) {
         if (!RecordMatches(r)) continue;
-        Count(r.ts_ms(), static_cast<Severity>(r.severity()), 1);
+        Count(r.ts_ms, static_cast<Severity>(r.severity), 1);
         counted = true;
       }
       stats_.chunks_returned += counted;
       return Status::Ok();
     }
-    auto chunk = std::make_shared<proto::MainRow>(std::move(row));
-    for (int i = 0; i < records->records_size(); ++i) {
-      proto::LogRecord& r = *records->mutable_records(i);
+    for (size_t i = 0; i < views_.records.size(); ++i) {
+      const RecordView& r = views_.records[i];
       if (!RecordMatches(r)) continue;
-      Pos p{r.ts_ms(), key.app, key.host, static_cast<uint8_t>(r.severity()), ContentHash(r), key.chunk,
-            static_cast<uint32_t>(i)};
+      const auto tags = views_.TagsOf(r);
+      Pos p{r.ts_ms, key.app, key.host, static_cast<uint8_t>(r.severity), ContentHash(r.message, tags, hash_buffer_),
+            key.chunk, static_cast<uint32_t>(i)};
       if (cursor_ && (cursor_->merged_since ? cursor_->last.Stable() < p.Stable() : !(p < cursor_->last))) continue;
       ResultRecord out;
-      out.ts_ms = r.ts_ms();
-      out.severity = static_cast<Severity>(r.severity());
-      out.app = chunk->chunk().app();
-      out.host = chunk->chunk().host();
-      out.message = std::move(*r.mutable_message());
-      for (proto::Tag& t : *r.mutable_tags()) out.tags.emplace_back(std::move(*t.mutable_key()), std::move(*t.mutable_value()));
+      out.ts_ms = r.ts_ms;
+      out.severity = static_cast<Severity>(r.severity);
+      out.app = row.chunk().app();
+      out.host = row.chunk().host();
+      out.message = std::string(r.message);
+      out.tags.reserve(tags.size());
+      for (const TagView& t : tags) out.tags.emplace_back(std::string(t.key), std::string(t.value));
       pending_.push_back(Pending{p, key, std::move(out)});
       std::push_heap(pending_.begin(), pending_.end());
     }
@@ -1070,6 +1074,8 @@ class Execution {
   uint32_t skip_same_ = 0;
   std::set<ChunkId> returned_;
   std::string scratch_;
+  RecordViews views_;        // the chunk being collected, read in place (in scratch_ or its row)
+  std::string hash_buffer_;  // ContentHash's
   // Volume(): where counts go (null for Run()), the bucket grid, and whether
   // counts come from index rows alone.
   VolumeAnswer* volume_ = nullptr;

@@ -503,6 +503,94 @@ TEST_F(ChunkCodecTest, VerifyRecordsRefusesWhatTheParserRefuses) {
   EXPECT_FALSE(VerifyRecords(c, options_, &scratch).ok()) << "a varint cut by the record's end, not the payload's";
 }
 
+// Queries read records in place (ViewRecords) instead of building them: on
+// every chunk it must reach UnpackRecords' verdict, with the same reason,
+// and read the records UnpackRecords builds, field for field: well-formed
+// chunks, lying headers, protobuf's odd but legal encodings (a repeated
+// singular field's last value counts; unknown fields are skipped), and
+// random damage.
+TEST_F(ChunkCodecTest, ViewRecordsReadsWhatUnpackRecordsBuilds) {
+  std::string scratch;
+  RecordViews views;
+  auto agree = [&](const proto::LogChunk& c, const std::string& what, bool same_reason = true) {
+    auto viewed = ViewRecords(ChunkRef::Of(c), options_, scratch, views);
+    auto built = UnpackRecords(c, options_);
+    ASSERT_EQ(viewed.ok(), built.ok()) << what << ": " << (viewed.ok() ? built.error().ToString() : viewed.error().ToString());
+    if (!built.ok()) {
+      if (same_reason) {
+        EXPECT_EQ(viewed.error().code, built.error().code) << what << ": " << viewed.error().ToString();
+      }
+      EXPECT_TRUE(views.records.empty() && views.tags.empty()) << what << ": nothing is left from a refused chunk";
+      return;
+    }
+    ASSERT_EQ(views.records.size(), static_cast<size_t>(built->records_size())) << what;
+    for (int i = 0; i < built->records_size(); ++i) {
+      const proto::LogRecord& want = built->records(i);
+      const RecordView& got = views.records[static_cast<size_t>(i)];
+      EXPECT_EQ(got.ts_ms, want.ts_ms()) << what << " #" << i;
+      EXPECT_EQ(got.severity, want.severity()) << what << " #" << i;
+      EXPECT_EQ(got.message, want.message()) << what << " #" << i;
+      const auto tags = views.TagsOf(got);
+      ASSERT_EQ(tags.size(), static_cast<size_t>(want.tags_size())) << what << " #" << i;
+      for (int t = 0; t < want.tags_size(); ++t) {
+        EXPECT_EQ(tags[static_cast<size_t>(t)].key, want.tags(t).key()) << what << " #" << i << " tag " << t;
+        EXPECT_EQ(tags[static_cast<size_t>(t)].value, want.tags(t).value()) << what << " #" << i << " tag " << t;
+      }
+    }
+  };
+  const proto::LogChunk good = Pack(Records(50));
+  agree(good, "well-formed, zstd");
+  proto::LogChunk count = good;
+  count.set_record_count(49);
+  agree(count, "count");
+  proto::LogChunk early = good;
+  early.set_last_ts_ms(kBase + 10);
+  agree(early, "times");
+  proto::LogChunk sev = good;
+  sev.set_severity(SeverityCode(Severity::kError));
+  agree(sev, "severity");
+
+  PackOptions raw;
+  raw.codec = proto::CODEC_NONE;
+  const proto::LogChunk plain = PackChunk("billing", "web-1", Records(20), raw);
+  agree(plain, "well-formed, codec none");
+  // One record (ts kBase, INFO) followed by `extra` inside it.
+  const proto::LogChunk one = PackChunk("billing", "web-1", Records(1), raw);
+  const std::string record = one.payload().substr(2);
+  ASSERT_LT(record.size(), 0x70u);  // with its extra, a 1-byte length
+  auto with_record_extra = [&](const std::string& extra) {
+    proto::LogChunk c = one;
+    const std::string rec = record + extra;
+    EXPECT_LT(rec.size(), 0x80u);
+    c.set_payload(std::string("\x0a", 1) + static_cast<char>(rec.size()) + rec);
+    c.set_uncompressed_size(c.payload().size());
+    Resign(c);
+    return c;
+  };
+  agree(with_record_extra(std::string("\x1a\x03" "new", 5)), "a second message field: the last counts");
+  agree(with_record_extra(std::string("\x18\x05", 2)), "field 3 as a varint: unknown, skipped");
+  agree(with_record_extra(std::string("\x22\x0a\x0a\x01" "a\x0a\x01" "b\x12\x02" "vv", 12)),
+        "a tag whose key comes twice: the last counts");
+  agree(with_record_extra(std::string("\x22\x05\x12\x01" "v\x18\x07", 7)), "a tag without a key, with an unknown field");
+  agree(with_record_extra(std::string("\x22\x00", 2)), "an empty tag");
+  agree(with_record_extra(std::string("\x22\x03\x0a\x05" "a", 5)), "a tag key longer than its tag");
+  agree(with_record_extra(std::string("\x1a\x7f", 2)), "a message longer than its record");
+  agree(with_record_extra(std::string("\x08\x01", 2)), "a second time, outside the header's range");
+
+  std::mt19937 rng(13);
+  for (int i = 0; i < 20000; ++i) {
+    proto::LogChunk c = plain;
+    std::string* p = c.mutable_payload();
+    const int flips = 1 + static_cast<int>(rng() % 3);
+    for (int f = 0; f < flips; ++f) (*p)[rng() % p->size()] = static_cast<char>(rng());
+    if (rng() % 4 == 0) p->resize(rng() % p->size());
+    c.set_uncompressed_size(p->size());
+    Resign(c);
+    agree(c, "mutation " + std::to_string(i), false);
+    if (::testing::Test::HasFatalFailure()) return;
+  }
+}
+
 // The ingest path decodes chunks without copying their payloads
 // (DecodeChunkView): it must pass and refuse exactly what DecodeChunk does,
 // with the same reason, and its header must be DecodeChunk's chunk less the

@@ -1,6 +1,7 @@
 // libFuzzer target: any bytes given to the chunk decoder either decode or
 // fail with a ChunkError; nothing crashes, leaks or reads out of bounds; and
-// DecodeChunkView (no payload copy) gives DecodeChunk's verdict and header.
+// DecodeChunkView (no payload copy) gives DecodeChunk's verdict and header;
+// VerifyRecords and ViewRecords give UnpackRecords' verdict (and records).
 // With LOGDEX_FUZZ_SEED_DIR set, it first writes valid chunks made by the
 // real encoder there, as a seed corpus.
 #include <cstddef>
@@ -63,6 +64,28 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     // building them: it passes exactly what the parser passes.
     std::string scratch;
     if (logdex::VerifyRecords(chunk, options, &scratch).ok() != records.ok()) __builtin_trap();
+    // Queries read the records in place: the same verdict and the records
+    // the parser builds, field for field.
+    logdex::RecordViews views;
+    if (logdex::ViewRecords(logdex::ChunkRef::Of(chunk), options, scratch, views).ok() != records.ok()) __builtin_trap();
+    if (records.ok()) {
+      if (views.records.size() != static_cast<size_t>(records->records_size())) __builtin_trap();
+      for (int i = 0; i < records->records_size(); ++i) {
+        const auto& want = records->records(i);
+        const auto& got = views.records[static_cast<size_t>(i)];
+        const auto tags = views.TagsOf(got);
+        if (got.ts_ms != want.ts_ms() || got.severity != want.severity() || got.message != want.message() ||
+            tags.size() != static_cast<size_t>(want.tags_size())) {
+          __builtin_trap();
+        }
+        for (int t = 0; t < want.tags_size(); ++t) {
+          if (tags[static_cast<size_t>(t)].key != want.tags(t).key() ||
+              tags[static_cast<size_t>(t)].value != want.tags(t).value()) {
+            __builtin_trap();
+          }
+        }
+      }
+    }
     // The stream check and the decompressor agree: a payload VerifyPayload
     // passes always decompresses (its records may still be wrong).
     const bool stream_ok = logdex::VerifyPayload(chunk, options, logdex::PayloadCheck::kStream).ok();
