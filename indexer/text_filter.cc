@@ -18,27 +18,45 @@ struct TextMatcher::Compiled {
 
 namespace {
 
+// Where `token` (a whole token: token bytes only) first occurs at or after
+// `from` as a token of the message, or npos. Found by substring search,
+// then checked for a token edge on each side: a run of token bytes bounded
+// by separators is exactly one of the message's tokens, so the message need
+// not be cut into tokens (the filters are checked on every record a query
+// reads, and the search is the library's vectorized one).
+size_t FindToken(std::string_view message, std::string_view token, size_t from) {
+  for (size_t at = message.find(token, from); at != std::string_view::npos; at = message.find(token, at + 1)) {
+    const size_t end = at + token.size();
+    if ((at == 0 || !IsTokenByte(static_cast<unsigned char>(message[at - 1]))) &&
+        (end == message.size() || !IsTokenByte(static_cast<unsigned char>(message[end])))) {
+      return at;
+    }
+  }
+  return std::string_view::npos;
+}
+
 bool HasWords(std::string_view message, const std::vector<std::string>& words) {
-  // Few words per filter: one pass over the message per word is cheaper than
-  // a set of the message's tokens.
   for (const std::string& w : words) {
-    const bool found = !ForEachToken(message, [&](std::string_view t) { return t != w; });
-    if (!found) return false;
+    if (FindToken(message, w, 0) == std::string_view::npos) return false;
   }
   return true;
 }
 
 bool HasPhrase(std::string_view message, const std::vector<std::string>& phrase) {
-  // The message's tokens against the phrase, restarting where a partial
-  // match fails (a phrase is short: the naive restart is enough).
-  std::vector<std::string_view> tokens;
-  ForEachToken(message, [&](std::string_view t) {
-    tokens.push_back(t);
-    return true;
-  });
-  if (tokens.size() < phrase.size()) return false;
-  for (size_t i = 0; i + phrase.size() <= tokens.size(); ++i) {
-    if (std::equal(phrase.begin(), phrase.end(), tokens.begin() + static_cast<std::ptrdiff_t>(i))) return true;
+  // At each place the first token occurs, the next tokens of the message
+  // against the rest of the phrase.
+  const size_t n = message.size();
+  for (size_t at = FindToken(message, phrase.front(), 0); at != std::string_view::npos;
+       at = FindToken(message, phrase.front(), at + 1)) {
+    size_t i = at + phrase.front().size();
+    size_t k = 1;
+    for (; k < phrase.size(); ++k) {
+      while (i < n && !IsTokenByte(static_cast<unsigned char>(message[i]))) ++i;
+      const size_t start = i;
+      while (i < n && IsTokenByte(static_cast<unsigned char>(message[i]))) ++i;
+      if (message.substr(start, i - start) != phrase[k]) break;
+    }
+    if (k == phrase.size()) return true;
   }
   return false;
 }

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <random>
 #include <string>
 #include <vector>
 
@@ -59,6 +61,57 @@ TEST(TextFilters, PhrasesAreConsecutiveTokensWhateverSeparatesThem) {
   EXPECT_FALSE(Passes(TextFilterKind::kPhrase, "alice login", m));   // "action" between
   EXPECT_FALSE(Passes(TextFilterKind::kPhrase, "bad password now", m));
   EXPECT_TRUE(Passes(TextFilterKind::kPhrase, "a a b", "a a a b"));  // a partial match restarts
+}
+
+// The word and phrase filters against their definitions, written the plain
+// way (cut the message into tokens, compare), on random messages over an
+// alphabet dense in token edges: letters of both cases, digits, '_', bytes
+// >= 0x80, separators; words and phrases taken from the message, cut from
+// its tokens, or random.
+TEST(TextFilters, WordsAndPhrasesMatchTheirDefinitionOnRandomMessages) {
+  const std::string alphabet = std::string("aAbB_0 .-=:\t") + "\xc3\xa9\x80";
+  std::mt19937 rng(5);
+  auto random_text = [&](size_t max) {
+    std::string t;
+    for (size_t i = 0, n = rng() % (max + 1); i < n; ++i) t += alphabet[rng() % alphabet.size()];
+    return t;
+  };
+  auto words_of = [](const std::vector<std::string>& message_tokens, const std::vector<std::string>& want) {
+    for (const std::string& w : want) {
+      if (std::find(message_tokens.begin(), message_tokens.end(), w) == message_tokens.end()) return false;
+    }
+    return true;
+  };
+  auto phrase_of = [](const std::vector<std::string>& message_tokens, const std::vector<std::string>& want) {
+    if (want.size() > message_tokens.size()) return false;
+    for (size_t i = 0; i + want.size() <= message_tokens.size(); ++i) {
+      if (std::equal(want.begin(), want.end(), message_tokens.begin() + static_cast<std::ptrdiff_t>(i))) return true;
+    }
+    return false;
+  };
+  int word_hits = 0, phrase_hits = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const std::string message = random_text(40);
+    const std::vector<std::string> tokens = Tokens(message);
+    std::string text;
+    if (!tokens.empty() && rng() % 3 != 0) {  // from the message: a run of its tokens, maybe cut short
+      const size_t from = rng() % tokens.size();
+      const size_t count = 1 + rng() % std::min<size_t>(3, tokens.size() - from);
+      for (size_t k = 0; k < count; ++k) text += (k ? " " : "") + tokens[from + k];
+      if (rng() % 4 == 0) text.pop_back();
+    } else {
+      text = random_text(8);
+    }
+    const std::vector<std::string> want = Tokens(text);
+    if (want.empty()) continue;  // refused by Compile: checked elsewhere
+    const bool word = words_of(tokens, want), phrase = phrase_of(tokens, want);
+    word_hits += word;
+    phrase_hits += phrase;
+    ASSERT_EQ(Passes(TextFilterKind::kWord, text, message), word) << "word [" << text << "] in [" << message << "]";
+    ASSERT_EQ(Passes(TextFilterKind::kPhrase, text, message), phrase) << "phrase [" << text << "] in [" << message << "]";
+  }
+  EXPECT_GT(word_hits, 2000);  // both verdicts are well represented
+  EXPECT_GT(phrase_hits, 2000);
 }
 
 TEST(TextFilters, RegexesAreRe2AndContainsIsASubstring) {
