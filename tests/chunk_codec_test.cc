@@ -47,6 +47,33 @@ class ChunkCodecTest : public ::testing::Test {
   // Re-signs the payload after a test changed it, so only the intended check fails.
   static void Resign(proto::LogChunk& c) { c.set_payload_crc32c(Crc32c(c.payload())); }
 
+  // `good` (50 records from kBase), then copies whose header lies about its
+  // records: their count, their times, their severity.
+  static std::vector<std::pair<proto::LogChunk, std::string>> WithLyingHeaders(const proto::LogChunk& good) {
+    std::vector<std::pair<proto::LogChunk, std::string>> out(4, {good, ""});
+    out[0].second = "well-formed";
+    out[1].first.set_record_count(49);
+    out[1].second = "count";
+    out[2].first.set_last_ts_ms(kBase + 10);
+    out[2].second = "times";
+    out[3].first.set_severity(SeverityCode(Severity::kError));
+    out[3].second = "severity";
+    return out;
+  }
+
+  // A copy of `c` (codec none) whose payload has 1-3 random bytes changed
+  // and, one time in four, is cut short; its size and crc fit the new bytes.
+  static proto::LogChunk Damaged(const proto::LogChunk& c, std::mt19937& rng) {
+    proto::LogChunk out = c;
+    std::string* p = out.mutable_payload();
+    const int flips = 1 + static_cast<int>(rng() % 3);
+    for (int f = 0; f < flips; ++f) (*p)[rng() % p->size()] = static_cast<char>(rng());
+    if (rng() % 4 == 0) p->resize(rng() % p->size());
+    out.set_uncompressed_size(p->size());
+    Resign(out);
+    return out;
+  }
+
   ChunkErrc DecodeError(const std::string& bytes) {
     auto r = DecodeChunk(bytes, options_);
     EXPECT_FALSE(r.ok());
@@ -402,31 +429,14 @@ TEST_F(ChunkCodecTest, VerifyRecordsAgreesWithUnpackRecordsOnEveryVerdict) {
       EXPECT_EQ(walked.error().code, built.error().code) << what << ": " << walked.error().ToString();
     }
   };
-  proto::LogChunk good = Pack(Records(50));
-  agree(good, "well-formed");
-  proto::LogChunk count = good;
-  count.set_record_count(49);
-  agree(count, "count");
-  proto::LogChunk early = good;
-  early.set_last_ts_ms(kBase + 10);
-  agree(early, "times");
-  proto::LogChunk sev = good;
-  sev.set_severity(SeverityCode(Severity::kError));
-  agree(sev, "severity");
+  for (const auto& [c, what] : WithLyingHeaders(Pack(Records(50)))) agree(c, what);
 
   PackOptions raw;
   raw.codec = proto::CODEC_NONE;
   const proto::LogChunk plain = PackChunk("billing", "web-1", Records(20), raw);
   std::mt19937 rng(7);
   for (int i = 0; i < 20000; ++i) {
-    proto::LogChunk c = plain;
-    std::string* p = c.mutable_payload();
-    const int flips = 1 + static_cast<int>(rng() % 3);
-    for (int f = 0; f < flips; ++f) (*p)[rng() % p->size()] = static_cast<char>(rng());
-    if (rng() % 4 == 0) p->resize(rng() % p->size());
-    c.set_uncompressed_size(p->size());
-    Resign(c);
-    agree(c, "mutation " + std::to_string(i), false);
+    agree(Damaged(plain, rng), "mutation " + std::to_string(i), false);
     if (::testing::Test::HasFatalFailure()) return;
   }
 }
@@ -538,17 +548,7 @@ TEST_F(ChunkCodecTest, ViewRecordsReadsWhatUnpackRecordsBuilds) {
       }
     }
   };
-  const proto::LogChunk good = Pack(Records(50));
-  agree(good, "well-formed, zstd");
-  proto::LogChunk count = good;
-  count.set_record_count(49);
-  agree(count, "count");
-  proto::LogChunk early = good;
-  early.set_last_ts_ms(kBase + 10);
-  agree(early, "times");
-  proto::LogChunk sev = good;
-  sev.set_severity(SeverityCode(Severity::kError));
-  agree(sev, "severity");
+  for (const auto& [c, what] : WithLyingHeaders(Pack(Records(50)))) agree(c, what);
 
   PackOptions raw;
   raw.codec = proto::CODEC_NONE;
@@ -579,14 +579,7 @@ TEST_F(ChunkCodecTest, ViewRecordsReadsWhatUnpackRecordsBuilds) {
 
   std::mt19937 rng(13);
   for (int i = 0; i < 20000; ++i) {
-    proto::LogChunk c = plain;
-    std::string* p = c.mutable_payload();
-    const int flips = 1 + static_cast<int>(rng() % 3);
-    for (int f = 0; f < flips; ++f) (*p)[rng() % p->size()] = static_cast<char>(rng());
-    if (rng() % 4 == 0) p->resize(rng() % p->size());
-    c.set_uncompressed_size(p->size());
-    Resign(c);
-    agree(c, "mutation " + std::to_string(i), false);
+    agree(Damaged(plain, rng), "mutation " + std::to_string(i), false);
     if (::testing::Test::HasFatalFailure()) return;
   }
 }
