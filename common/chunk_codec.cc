@@ -248,8 +248,8 @@ ChunkResult<bool> CheckRecord(const proto::LogChunk& c, int64_t i, int64_t ts_ms
 // parser's rules (those of CodedInputStream, which this replaced on the ingest
 // path: its out-of-line limit checks cost more than the walk itself).
 // Written by hand because the generated parser builds every record, which is
-// what the walk avoids; DecodeChunkView and VerifyRecords are held to the
-// parser's verdicts by ChunkCodecTest and the chunk_decoder fuzz target.
+// what the walk avoids; DecodeChunkView, VerifyRecords and ViewRecords are
+// held to the parser's verdicts by ChunkCodecTest and the chunk_decoder fuzz target.
 class WireReader {
  public:
   WireReader(const char* begin, const char* end)

@@ -200,11 +200,13 @@ struct RecordViews {
 };
 
 // UnpackRecords without building the records: decompresses a validated
-// chunk's payload into `scratch` and reads its records in place into `out`
-// (cleared first), with UnpackRecords' checks and verdicts and the records
-// its parse gives (of a repeated singular field the last counts; unknown
-// fields are skipped), held to it by ChunkCodecTest and the chunk_decoder
-// fuzz target. For readers that keep few of the records they read (a query
+// chunk's payload (into `scratch`; a payload of codec none is read where it
+// is) and reads its records in place into `out` (cleared first), with
+// UnpackRecords' checks and verdict (its reason too where one thing is
+// wrong: the walk checks each record as it reads it, so with several faults
+// it may name another) and the records its parse gives (of a repeated
+// singular field the last counts; unknown fields are skipped), held to it
+// by ChunkCodecTest and the chunk_decoder fuzz target. For readers that keep few of the records they read (a query
 // filters them): the parser allocates every message and tag. The views
 // stay valid while `scratch` and the chunk's payload are unchanged; reuse
 // `out` and `scratch` across chunks.

@@ -702,12 +702,12 @@ class Execution {
     return true;
   }
 
-  bool RecordMatches(const RecordView& r) const {
+  bool RecordMatches(const RecordView& r, std::span<const TagView> tags) const {
     if (r.ts_ms < q_.from_ms || r.ts_ms >= q_.to_ms) return false;
     if (!sevs_.empty() && !sevs_.count(static_cast<Severity>(r.severity))) return false;
     for (const auto& [k, v] : q_.tags) {
       bool found = false;
-      for (const TagView& t : views_.TagsOf(r)) {
+      for (const TagView& t : tags) {
         if (t.key == k && t.value == v) {
           found = true;
           break;
@@ -792,7 +792,7 @@ class Execution {
     if (volume_) {
       bool counted = false;
       for (const RecordView& r : views_.records) {
-        if (!RecordMatches(r)) continue;
+        if (!RecordMatches(r, views_.TagsOf(r))) continue;
         Count(r.ts_ms, static_cast<Severity>(r.severity), 1);
         counted = true;
       }
@@ -801,8 +801,8 @@ class Execution {
     }
     for (size_t i = 0; i < views_.records.size(); ++i) {
       const RecordView& r = views_.records[i];
-      if (!RecordMatches(r)) continue;
       const auto tags = views_.TagsOf(r);
+      if (!RecordMatches(r, tags)) continue;
       Pos p{r.ts_ms, key.app, key.host, static_cast<uint8_t>(r.severity), ContentHash(r.message, tags, hash_buffer_),
             key.chunk, static_cast<uint32_t>(i)};
       if (cursor_ && (cursor_->merged_since ? cursor_->last.Stable() < p.Stable() : !(p < cursor_->last))) continue;

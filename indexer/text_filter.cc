@@ -24,13 +24,16 @@ namespace {
 // by separators is exactly one of the message's tokens, so the message need
 // not be cut into tokens (the filters are checked on every record a query
 // reads, and the search is the library's vectorized one).
+// An occurrence inside a longer token resumes the search past that token's
+// end (the next token starts there), so a message is read about once
+// whatever it repeats ("aaaa...", searched for "aaa", is not quadratic).
 size_t FindToken(std::string_view message, std::string_view token, size_t from) {
-  for (size_t at = message.find(token, from); at != std::string_view::npos; at = message.find(token, at + 1)) {
-    const size_t end = at + token.size();
-    if ((at == 0 || !IsTokenByte(static_cast<unsigned char>(message[at - 1]))) &&
-        (end == message.size() || !IsTokenByte(static_cast<unsigned char>(message[end])))) {
-      return at;
-    }
+  const auto token_byte = [&](size_t i) { return IsTokenByte(static_cast<unsigned char>(message[i])); };
+  for (size_t at = message.find(token, from); at != std::string_view::npos;) {
+    size_t end = at + token.size();
+    if ((at == 0 || !token_byte(at - 1)) && (end == message.size() || !token_byte(end))) return at;
+    while (end < message.size() && token_byte(end)) ++end;
+    at = message.find(token, end);
   }
   return std::string_view::npos;
 }

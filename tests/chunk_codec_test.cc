@@ -4,6 +4,7 @@
 #include <snappy.h>
 #include <zstd.h>
 
+#include <optional>
 #include <random>
 #include <set>
 
@@ -514,8 +515,8 @@ TEST_F(ChunkCodecTest, VerifyRecordsRefusesWhatTheParserRefuses) {
 }
 
 // Queries read records in place (ViewRecords) instead of building them: on
-// every chunk it must reach UnpackRecords' verdict, with the same reason,
-// and read the records UnpackRecords builds, field for field: well-formed
+// every chunk it must reach UnpackRecords' verdict (with the same reason
+// where one thing is wrong) and read the records UnpackRecords builds, field for field: well-formed
 // chunks, lying headers, protobuf's odd but legal encodings (a repeated
 // singular field's last value counts; unknown fields are skipped), and
 // random damage.
@@ -567,15 +568,46 @@ TEST_F(ChunkCodecTest, ViewRecordsReadsWhatUnpackRecordsBuilds) {
     Resign(c);
     return c;
   };
-  agree(with_record_extra(std::string("\x1a\x03" "new", 5)), "a second message field: the last counts");
-  agree(with_record_extra(std::string("\x18\x05", 2)), "field 3 as a varint: unknown, skipped");
-  agree(with_record_extra(std::string("\x22\x0a\x0a\x01" "a\x0a\x01" "b\x12\x02" "vv", 12)),
-        "a tag whose key comes twice: the last counts");
-  agree(with_record_extra(std::string("\x22\x05\x12\x01" "v\x18\x07", 7)), "a tag without a key, with an unknown field");
-  agree(with_record_extra(std::string("\x22\x00", 2)), "an empty tag");
-  agree(with_record_extra(std::string("\x22\x03\x0a\x05" "a", 5)), "a tag key longer than its tag");
-  agree(with_record_extra(std::string("\x1a\x7f", 2)), "a message longer than its record");
-  agree(with_record_extra(std::string("\x08\x01", 2)), "a second time, outside the header's range");
+  // What each must read (agreeing on a refusal alone would pass if every
+  // case were refused): the record's message and its second tag (its first
+  // is dc=west), or the reason it is refused.
+  const std::string message = Records(1).records(0).message();
+  const struct {
+    std::string extra;
+    const char* what;
+    std::optional<ChunkErrc> refused;
+    std::string message, key, value;
+  } odd[] = {
+      {std::string("\x1a\x03" "new", 5), "a second message field: the last counts", {}, "new", "", ""},
+      {std::string("\x18\x05", 2), "field 3 as a varint: unknown, skipped", {}, message, "", ""},
+      {std::string("\x22\x0a\x0a\x01" "a\x0a\x01" "b\x12\x02" "vv", 12), "a tag whose key comes twice: the last counts", {},
+       message, "b", "vv"},
+      {std::string("\x22\x05\x12\x01" "v\x18\x07", 7), "a tag without a key, with an unknown field", {}, message, "", "v"},
+      {std::string("\x22\x00", 2), "an empty tag", {}, message, "", ""},
+      {std::string("\x22\x03\x0a\x05" "a", 5), "a tag key longer than its tag", ChunkErrc::kMalformed, "", "", ""},
+      {std::string("\x1a\x7f", 2), "a message longer than its record", ChunkErrc::kMalformed, "", "", ""},
+      {std::string("\x08\x01", 2), "a second time, outside the header's range", ChunkErrc::kBadTimestamp, "", "", ""},
+  };
+  for (const auto& o : odd) {
+    const proto::LogChunk c = with_record_extra(o.extra);
+    agree(c, o.what);
+    auto viewed = ViewRecords(ChunkRef::Of(c), options_, scratch, views);
+    if (o.refused) {
+      ASSERT_FALSE(viewed.ok()) << o.what;
+      EXPECT_EQ(viewed.error().code, *o.refused) << o.what;
+      continue;
+    }
+    ASSERT_TRUE(viewed.ok()) << o.what << ": " << viewed.error().ToString();
+    ASSERT_EQ(views.records.size(), 1u) << o.what;
+    EXPECT_EQ(views.records[0].message, o.message) << o.what;
+    const auto tags = views.TagsOf(views.records[0]);
+    ASSERT_EQ(tags.size(), o.extra[0] == '\x22' ? 2u : 1u) << o.what;
+    EXPECT_EQ(tags[0].key, "dc") << o.what;
+    if (tags.size() == 2) {
+      EXPECT_EQ(tags[1].key, o.key) << o.what;
+      EXPECT_EQ(tags[1].value, o.value) << o.what;
+    }
+  }
 
   std::mt19937 rng(13);
   for (int i = 0; i < 20000; ++i) {
