@@ -375,23 +375,35 @@ class HBaseTableStore::Impl {
       return s;
     }
     if (exists) {
-      h2::TTableDescriptor have;
-      Status s = Rpc("describe " + HBaseName(name), [&](auto& c) { c.getTableDescriptor(have, tname); });
-      if (!s.ok()) return s;
-      const h2::TColumnFamilyDescriptor* current = nullptr;
-      for (const auto& f : have.columns) {
-        if (f.name == kFamily) current = &f;
-      }
-      if (!current) {
-        return Status(Errc::kFailedPrecondition,
-                      "HBase table " + HBaseName(name) + " exists without column family '" + kFamily + "'");
-      }
-      if (!SameFamily(*current, family)) {
-        s = Rpc("modify family of " + HBaseName(name), [&](auto& c) { c.modifyColumnFamily(tname, family); });
+      // Members starting together may modify one family at once: HBase's
+      // master refuses the second (ConcurrentTableModificationException,
+      // "Please retry"), which is read again, and modified again if it still
+      // differs, up to store.hbase.retries times.
+      for (int attempt = 0;; ++attempt) {
+        h2::TTableDescriptor have;
+        Status s = Rpc("describe " + HBaseName(name), [&](auto& c) { c.getTableDescriptor(have, tname); });
         if (!s.ok()) return s;
+        const h2::TColumnFamilyDescriptor* current = nullptr;
+        for (const auto& f : have.columns) {
+          if (f.name == kFamily) current = &f;
+        }
+        if (!current) {
+          return Status(Errc::kFailedPrecondition,
+                        "HBase table " + HBaseName(name) + " exists without column family '" + kFamily + "'");
+        }
+        if (!SameFamily(*current, family)) {
+          s = Rpc("modify family of " + HBaseName(name), [&](auto& c) { c.modifyColumnFamily(tname, family); });
+          if (!s.ok() && s.message().find("ConcurrentTableModificationException") != std::string::npos &&
+              attempt < options_.retries) {
+            ++retries_;
+            Sleep(attempt);
+            continue;
+          }
+          if (!s.ok()) return s;
+        }
+        Remember(name);
+        return Status::Ok();
       }
-      Remember(name);
-      return Status::Ok();
     }
     h2::TTableDescriptor desc;
     desc.tableName = tname;

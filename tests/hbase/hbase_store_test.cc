@@ -77,6 +77,39 @@ class HBaseStore : public ::testing::Test {
   std::unique_ptr<ServedHBaseStore> store_;
 };
 
+// Two members starting together may change one table's family at once:
+// HBase's master refuses the second modification with a
+// ConcurrentTableModificationException ("Please retry"; CI saw serve exit on
+// it against a real HBase). The family is read again and modified again;
+// any other refusal still fails the call.
+TEST_F(HBaseStore, AFamilyModifiedConcurrentlyIsReadAndModifiedAgain) {
+  TableOptions day;
+  day.ttl_seconds = 24 * 3600;
+  ASSERT_TRUE(store_->CreateTable("alert_outbox", day).ok());
+  const std::string concurrent =
+      "org.apache.hadoop.hbase.ConcurrentTableModificationException: Skipping modify table operation on table "
+      "'logdex:alert_outbox' as it has already been modified by some other concurrent operation, Please retry.";
+  TableOptions two_days;
+  two_days.ttl_seconds = 2 * 24 * 3600;
+  store_->server().FailNextCalls("modifyColumnFamily", 2, /*can_retry=*/false, concurrent);
+  const uint64_t calls = store_->server().stats().calls["modifyColumnFamily"];
+  Status s = store_->CreateTable("alert_outbox", two_days);
+  ASSERT_TRUE(s.ok()) << s.ToString();
+  EXPECT_EQ(store_->server().stats().calls["modifyColumnFamily"], calls + 3);
+  EXPECT_EQ(store_->server().Table("logdex:alert_outbox")->ttl_seconds, 2 * 24 * 3600);
+
+  TableOptions three_days;
+  three_days.ttl_seconds = 3 * 24 * 3600;
+  store_->server().FailNextCalls("modifyColumnFamily", 1, /*can_retry=*/false);
+  EXPECT_FALSE(store_->CreateTable("alert_outbox", three_days).ok()) << "another refusal is not retried";
+  EXPECT_EQ(store_->server().stats().calls["modifyColumnFamily"], calls + 4);
+  EXPECT_EQ(store_->server().Table("logdex:alert_outbox")->ttl_seconds, 2 * 24 * 3600);
+
+  store_->server().FailNextCalls("modifyColumnFamily", 10, /*can_retry=*/false, concurrent);
+  EXPECT_FALSE(store_->CreateTable("alert_outbox", three_days).ok()) << "retries are bounded";
+  EXPECT_EQ(store_->server().stats().calls["modifyColumnFamily"], calls + 4 + 4);  // 1 try + 3 retries
+}
+
 TEST_F(HBaseStore, CreateTableMapsOptionsToTheColumnFamilyAndPreSplitsTheMainTable) {
   TableOptions main;
   main.ttl_seconds = 7 * 24 * 3600;

@@ -378,9 +378,9 @@ class HBaseTestServer::Impl : public h2::THBaseServiceIf, public tt::server::TSe
     fail_can_retry_ = can_retry;
   }
 
-  void FailNextCalls(const std::string& method, int count, bool can_retry) {
+  void FailNextCalls(const std::string& method, int count, bool can_retry, const std::string& message) {
     std::lock_guard lock(mu_);
-    call_faults_[method] = {count, can_retry};
+    call_faults_[method] = {count, can_retry, message};
   }
 
   void RefuseNextDeletes(int count) {
@@ -612,9 +612,10 @@ class HBaseTestServer::Impl : public h2::THBaseServiceIf, public tt::server::TSe
     ++stats_.calls[method];
     for (const std::string& key : {method, std::string("*")}) {
       auto it = call_faults_.find(key);
-      if (it != call_faults_.end() && it->second.first > 0) {
-        --it->second.first;
-        throw IOError("injected failure of " + method, it->second.second);
+      if (it != call_faults_.end() && it->second.count > 0) {
+        --it->second.count;
+        throw IOError(it->second.message.empty() ? "injected failure of " + method : it->second.message,
+                      it->second.can_retry);
       }
     }
   }
@@ -853,7 +854,12 @@ class HBaseTestServer::Impl : public h2::THBaseServiceIf, public tt::server::TSe
   int64_t fail_from_ = -1, fail_mutations_seen_ = 0;
   int refuse_deletes_ = 0;
   bool fail_can_retry_ = false;
-  std::map<std::string, std::pair<int, bool>> call_faults_;
+  struct CallFault {
+    int count = 0;
+    bool can_retry = false;
+    std::string message;  // empty: "injected failure of <method>"
+  };
+  std::map<std::string, CallFault> call_faults_;
   TestServerStats stats_;
 
   std::shared_ptr<tt::transport::TServerSocket> socket_;
@@ -880,8 +886,8 @@ HBaseTestServer::~HBaseTestServer() { impl_->Stop(); }
 int HBaseTestServer::port() const { return impl_->port(); }
 void HBaseTestServer::FailMutationsFrom(int64_t n, bool can_retry) { impl_->FailMutationsFrom(n, can_retry); }
 void HBaseTestServer::RefuseNextDeletes(int count) { impl_->RefuseNextDeletes(count); }
-void HBaseTestServer::FailNextCalls(const std::string& method, int count, bool can_retry) {
-  impl_->FailNextCalls(method, count, can_retry);
+void HBaseTestServer::FailNextCalls(const std::string& method, int count, bool can_retry, const std::string& message) {
+  impl_->FailNextCalls(method, count, can_retry, message);
 }
 TestServerStats HBaseTestServer::stats() const { return impl_->stats(); }
 std::optional<TestTableInfo> HBaseTestServer::Table(const std::string& name) const { return impl_->Table(name); }

@@ -90,8 +90,9 @@ class HBaseTestServer {
   // every later one fail with TIOError(canRetry). n < 0 clears.
   void FailMutationsFrom(int64_t n, bool can_retry);
   // The next `count` calls of `method` ("putMultiple", "getScannerRows", ...
-  // or "*" for any) fail with TIOError(canRetry) before doing anything.
-  void FailNextCalls(const std::string& method, int count, bool can_retry);
+  // or "*" for any) fail with TIOError(canRetry) before doing anything, with
+  // `message` (default "injected failure of <method>").
+  void FailNextCalls(const std::string& method, int count, bool can_retry, const std::string& message = "");
   // The next `count` deleteMultiple calls apply none of their deletes and
   // answer them all as failed (the call itself succeeds), as a gateway does
   // for deletes its region servers refused.
