@@ -48,17 +48,14 @@ bool HasWords(std::string_view message, const std::vector<std::string>& words) {
 bool HasPhrase(std::string_view message, const std::vector<std::string>& phrase) {
   // At each place the first token occurs, the next tokens of the message
   // against the rest of the phrase.
-  const size_t n = message.size();
   for (size_t at = FindToken(message, phrase.front(), 0); at != std::string_view::npos;
        at = FindToken(message, phrase.front(), at + 1)) {
-    size_t i = at + phrase.front().size();
     size_t k = 1;
-    for (; k < phrase.size(); ++k) {
-      while (i < n && !IsTokenByte(static_cast<unsigned char>(message[i]))) ++i;
-      const size_t start = i;
-      while (i < n && IsTokenByte(static_cast<unsigned char>(message[i]))) ++i;
-      if (message.substr(start, i - start) != phrase[k]) break;
-    }
+    ForEachToken(message.substr(at + phrase.front().size()), [&](std::string_view t) {
+      if (k == phrase.size() || t != phrase[k]) return false;
+      ++k;
+      return true;
+    });
     if (k == phrase.size()) return true;
   }
   return false;
