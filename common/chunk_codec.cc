@@ -281,6 +281,15 @@ class WireReader {
     return true;
   }
 
+  // A length-delimited field's bytes, and this reader past them.
+  std::optional<std::string_view> Bytes() {
+    uint32_t n = 0;
+    if (!Length(&n) || n > left()) return std::nullopt;
+    const char* at = position();
+    p_ += n;
+    return std::string_view(at, n);
+  }
+
   bool Skip(size_t n) {
     if (n > left()) return false;
     p_ += n;
@@ -381,11 +390,9 @@ ChunkResult<ChunkView> DecodeChunkView(std::string_view bytes, const DecodeOptio
     const uint32_t tag = in.Tag();
     if (tag == 0) return malformed();
     if (tag == kPayloadTag) {  // of several, the last counts, as in protobuf
-      uint32_t n = 0;
-      if (!in.Length(&n)) return malformed();
-      const char* at = in.position();
-      if (!in.Skip(n)) return malformed();
-      payload = std::string_view(at, n);
+      auto bytes_of = in.Bytes();
+      if (!bytes_of) return malformed();
+      payload = *bytes_of;
       continue;
     }
     if (!SkipField(in, tag, 100)) return malformed();  // the parse below applies the real nesting limit
@@ -418,14 +425,6 @@ ChunkResult<bool> WalkRecords(const proto::LogChunk& c, std::string_view bytes, 
                     proto::LogRecord::kTagsFieldNumber == 4 && proto::Tag::kKeyFieldNumber == 1 &&
                     proto::Tag::kValueFieldNumber == 2,
                 "the tags above");
-  // A length-delimited field's bytes, the reader past them.
-  const auto bytes_field = [](WireReader& in) -> std::optional<std::string_view> {
-    uint32_t n = 0;
-    if (!in.Length(&n)) return std::nullopt;
-    const char* at = in.position();
-    if (!in.Skip(n)) return std::nullopt;
-    return std::string_view(at, n);
-  };
   WireReader in(bytes.data(), bytes.data() + bytes.size());
   int64_t records = 0;
   while (!in.done()) {
@@ -453,7 +452,7 @@ ChunkResult<bool> WalkRecords(const proto::LogChunk& c, std::string_view bytes, 
         if (!record.Varint64(&v)) return malformed();
         view.severity = static_cast<uint32_t>(v);  // uint32: the low 32 bits, as the parser takes them
       } else if (t == kMessageTag && out) {
-        auto m = bytes_field(record);
+        auto m = record.Bytes();
         if (!m) return malformed();
         view.message = *m;
       } else if (t == kTagTag) {  // a Tag: its fields are checked for shape too
@@ -466,7 +465,7 @@ ChunkResult<bool> WalkRecords(const proto::LogChunk& c, std::string_view bytes, 
           const uint32_t tt = tag_fields->Tag();
           if (tt == 0) return malformed();
           if (out && (tt == kKeyTag || tt == kValueTag)) {
-            auto f = bytes_field(*tag_fields);
+            auto f = tag_fields->Bytes();
             if (!f) return malformed();
             (tt == kKeyTag ? kv.key : kv.value) = *f;
           } else if (!SkipField(*tag_fields, tt, 98)) {
