@@ -3,9 +3,17 @@
 // outbox and dispatcher) while a background load of INFO lines flows.
 // Chunks are produced directly, so no shipper linger is in the figure; the
 // shipper's linger for ERROR streams (20 ms by default) is reported apart.
+//
+// It runs twice, each time with a fresh serve and store: as configured by
+// default (compaction off), then with the compactor merging the background
+// load as it settles (issue 16: alert latency must not suffer from
+// compaction), and prints both runs' figures and the ratio of their p99.
+// The second run fails the benchmark unless the compactor merged chunks
+// during it, read from serve's metrics, with its CPU next to serve's.
 #include <httplib.h>
 #include <librdkafka/rdkafkacpp.h>
 #include <signal.h>
+#include <sys/resource.h>
 
 #include <algorithm>
 #include <atomic>
@@ -13,6 +21,7 @@
 #include <fstream>
 #include <map>
 #include <mutex>
+#include <sstream>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -31,6 +40,42 @@ namespace {
 using nlohmann::json;
 
 int64_t NowUs() { return bench::NowNs() / 1000; }
+
+// User + system CPU seconds of the children this process has waited for.
+double ChildrenCpuSeconds() {
+  rusage u{};
+  getrusage(RUSAGE_CHILDREN, &u);
+  return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
+         static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec) / 1e6;
+}
+
+// The port serve's "http: listening on HOST:PORT" line names; -1 when absent.
+int HttpPortInLog(const std::string& log) {
+  static const std::string kLine = "http: listening on ";
+  const size_t at = log.find(kLine);
+  if (at == std::string::npos) return -1;
+  const size_t colon = log.find(':', at + kLine.size());
+  return colon == std::string::npos ? -1 : std::atoi(log.c_str() + colon + 1);
+}
+
+// The first series of each of `names` in serve's /metrics (absent: not in the map).
+std::map<std::string, double> ScrapeMetrics(int port, const std::vector<std::string>& names) {
+  std::map<std::string, double> out;
+  if (port <= 0) return out;
+  httplib::Client http("127.0.0.1", port);
+  auto r = http.Get("/metrics");
+  if (!r || r->status != 200) return out;
+  std::istringstream in(r->body);
+  for (std::string line; std::getline(in, line);) {
+    for (const std::string& name : names) {
+      if (!out.contains(name) && line.rfind(name, 0) == 0 && line.size() > name.size() &&
+          (line[name.size()] == ' ' || line[name.size()] == '{')) {
+        out[name] = std::strtod(line.c_str() + line.rfind(' ') + 1, nullptr);
+      }
+    }
+  }
+  return out;
+}
 
 std::string InfoChunk(uint64_t seq, int lines) {
   proto::RecordBatch b;
@@ -62,9 +107,9 @@ std::string ErrorChunk(int probe) {
 
 }  // namespace
 
-json BenchAlert(const BenchOptions& o) {
-  bench::ScratchDir scratch(o.dir, "alert");
-  const std::filesystem::path dir = scratch.str();
+// One run: a serve in `dir`, compacting or not, under the background load.
+json AlertRun(const BenchOptions& o, const std::filesystem::path& dir, bool compaction) {
+  std::filesystem::create_directories(dir);
 
   // The webhook receiver: arrival time of each probe's first notification.
   std::mutex mu;
@@ -84,9 +129,16 @@ json BenchAlert(const BenchOptions& o) {
   std::thread receiver_thread([&] { receiver.listen_after_bind(); });
 
   const std::string config = (dir / "serve.yaml").string();
-  std::ofstream(config) << "consumer:\n  batch_max_wait: 20ms\n"
-                        << "alerting:\n  limits: {global: 0, per_app: 0}\n  sinks:\n"
-                        << "    - {name: bench, type: webhook, url: 'http://127.0.0.1:" << hook_port << "/hook'}\n";
+  {
+    std::ofstream out(config);
+    out << "consumer:\n  batch_max_wait: 20ms\n"
+        << "alerting:\n  limits: {global: 0, per_app: 0}\n  sinks:\n"
+        << "    - {name: bench, type: webhook, url: 'http://127.0.0.1:" << hook_port << "/hook'}\n";
+    // A chunk settles 2 s after its last record and a pass runs every
+    // second: the background's 1,000-line chunks (8 per run of
+    // target_records 8,192) are merged while the probes flow.
+    if (compaction) out << "compaction: {enabled: true, settle: 2s, interval: 1s, max_span: 1m, lookback: 10m}\n";
+  }
   const std::string bootstrap_file = (dir / "bootstrap").string();
   std::vector<std::string> args = {"/proc/self/exe", "serve", "--embedded-kafka", "--bootstrap-file", bootstrap_file,
                                    "--store-dir", (dir / "store").string(), "--http", "127.0.0.1:0",
@@ -153,8 +205,15 @@ json BenchAlert(const BenchOptions& o) {
   background.join();
   const double load_seconds = (NowUs() - load_start) / 1e6;
   producer->flush(5000);
+  // What the compactor did, from serve's own metrics, before it stops.
+  std::map<std::string, double> metrics;
+  if (compaction) metrics = ScrapeMetrics(HttpPortInLog(serve.Log()),
+                                                  {"logdex_compaction_merges_total", "logdex_compaction_parts_total",
+                                                   "logdex_compaction_cpu_seconds_total", "logdex_compaction_passes_total"});
+  const double children_cpu0 = ChildrenCpuSeconds();
   serve.Signal(SIGTERM);
   serve.Wait();
+  const double serve_cpu = ChildrenCpuSeconds() - children_cpu0;
   receiver.stop();
   receiver_thread.join();
 
@@ -170,15 +229,44 @@ json BenchAlert(const BenchOptions& o) {
     if (latencies_ms.empty()) return -1.0;
     return latencies_ms[std::min(latencies_ms.size() - 1, static_cast<size_t>(q * latencies_ms.size()))];
   };
-  return {{"benchmark", "alert_latency"},
-          {"probes", probes},
-          {"delivered", latencies_ms.size()},
-          {"p50_ms", pct(0.50)},
-          {"p99_ms", pct(0.99)},
-          {"max_ms", latencies_ms.empty() ? -1.0 : latencies_ms.back()},
-          {"background_info_lines_per_s", static_cast<double>(background_lines) / load_seconds},
-          {"excluded_ship_linger_ms_error_streams", 20},
-          {"path", "produce -> embedded Kafka -> serve (batch, index, stage alert, write) -> dispatcher -> webhook"}};
+  json run = {{"probes", probes},
+              {"delivered", latencies_ms.size()},
+              {"p50_ms", pct(0.50)},
+              {"p99_ms", pct(0.99)},
+              {"max_ms", latencies_ms.empty() ? -1.0 : latencies_ms.back()},
+              {"background_info_lines_per_s", static_cast<double>(background_lines) / load_seconds},
+              {"serve_cpu_s", bench::Round2(serve_cpu)}};
+  if (compaction) {
+    const double merges = metrics["logdex_compaction_merges_total"];
+    const double cpu = metrics["logdex_compaction_cpu_seconds_total"];
+    if (merges <= 0) {
+      std::fprintf(stderr, "bench alert: the compactor merged nothing during the run (passes: %.0f); serve's log:\n%s\n",
+                   metrics["logdex_compaction_passes_total"], serve.Log().c_str());
+      std::exit(1);
+    }
+    run["compaction_merges"] = merges;
+    run["compaction_parts"] = metrics["logdex_compaction_parts_total"];
+    run["compaction_cpu_s"] = bench::Round2(cpu);
+    run["compaction_percent_of_serve_cpu"] = serve_cpu > 0 ? bench::Round2(100 * cpu / serve_cpu) : -1.0;
+  }
+  return run;
+}
+
+json BenchAlert(const BenchOptions& o) {
+  bench::ScratchDir scratch(o.dir, "alert");
+  const std::filesystem::path dir = scratch.str();
+  std::fprintf(stderr, "bench alert: compaction off (the default)\n");
+  const json plain = AlertRun(o, dir / "plain", false);
+  std::fprintf(stderr, "bench alert: %s\nbench alert: compaction on (settle 2 s, a pass a second)\n", plain.dump().c_str());
+  const json compacting = AlertRun(o, dir / "compacting", true);
+  const double p99 = plain["p99_ms"].get<double>(), p99_compacting = compacting["p99_ms"].get<double>();
+  json out = {{"benchmark", "alert_latency"},
+              {"excluded_ship_linger_ms_error_streams", 20},
+              {"path", "produce -> embedded Kafka -> serve (batch, index, stage alert, write) -> dispatcher -> webhook"}};
+  out.update(plain);  // the default's figures at the top, as before
+  out["with_compaction"] = compacting;
+  out["ratio_p99_with_compaction_to_without"] = p99 > 0 ? bench::Round2(p99_compacting / p99) : -1.0;
+  return out;
 }
 
 }  // namespace logdex
