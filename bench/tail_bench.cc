@@ -102,16 +102,22 @@ json BenchTail(const BenchOptions& o) {
           [&](const char* data, size_t n) {
             const int64_t now = bench::NowNs();
             pending.append(data, n);
-            for (size_t end; (end = pending.find("\n\n")) != std::string::npos; pending.erase(0, end + 2)) {
-              const std::string block = pending.substr(0, end);
-              if (block.rfind("data: ", 0) != 0) continue;
+            // The events read are dropped once per read, not once per event:
+            // a read holds hundreds of them when the client is behind, and
+            // erasing each from the front moved the rest every time
+            // (quadratic; it made this client, not the server, fall behind).
+            size_t start = 0;
+            std::lock_guard<std::mutex> l(mu);
+            for (size_t end; (end = pending.find("\n\n", start)) != std::string::npos; start = end + 2) {
+              const std::string_view block(pending.data() + start, end - start);
+              if (!block.starts_with("data: ")) continue;
               const size_t m = block.find("\"message\":\"b");
               if (m == std::string::npos) continue;
-              const uint64_t b = BatchOf(std::string_view(block).substr(m + 11));
-              std::lock_guard<std::mutex> l(mu);
+              const uint64_t b = BatchOf(block.substr(m + 11));
               http_lat.ms.push_back((now - committed_ns[b]) / 1e6);
               ++http_records;
             }
+            pending.erase(0, start);
             return true;
           });
   });
