@@ -34,6 +34,7 @@
 #include "common/time_parse.h"
 #include "http/bounded_head_server.h"
 #include "http/loki_api.h"
+#include "http/record_json.h"
 #include "http/tail.h"
 #include "http/ui_assets.h"
 #include "http/websocket.h"
@@ -474,26 +475,24 @@ std::optional<BadRequest> ParseVolumeParams(const ParsedQuery& pq, uint64_t max_
   return std::nullopt;
 }
 
-json RecordToJson(const ResultRecord& r) {
-  json tags = json::object();
-  for (const auto& [k, v] : r.tags) tags[k] = v;
-  return {{"ts", r.ts_ms},
-          {"time", FormatTimestamp(r.ts_ms)},
-          {"severity", std::string(SeverityName(r.severity))},
-          {"app", r.app},
-          {"host", r.host},
-          {"message", r.message},
-          {"tags", std::move(tags)}};
-}
-
-json AnswerToJson(const QueryAnswer& a, const std::string& next_cursor) {
-  json records = json::array();
-  for (const ResultRecord& r : a.records) records.push_back(RecordToJson(r));
-  json j = {{"records", std::move(records)}, {"stats", StatsToJson(a.stats)}};
-  j["next_cursor"] = next_cursor.empty() ? json(nullptr) : json(next_cursor);
+// The answer's body: {"next_cursor":..,"records":[..],"stats":{..},
+// "stopped_early":..}, the keys in nlohmann's order, the records written
+// straight (http/record_json.h).
+std::string AnswerBody(const QueryAnswer& a, const std::string& next_cursor) {
+  std::string out = "{\"next_cursor\":";
+  out += next_cursor.empty() ? std::string("null") : Dump(json(next_cursor));
+  out += ",\"records\":[";
+  for (size_t i = 0; i < a.records.size(); ++i) {
+    if (i > 0) out += ',';
+    AppendRecordJson(out, a.records[i]);
+  }
+  out += "],\"stats\":";
+  out += Dump(StatsToJson(a.stats));
   // The budget that ended the page early: next_cursor continues it.
-  j["stopped_early"] = a.stopped_early.empty() ? json(nullptr) : json(a.stopped_early);
-  return j;
+  out += ",\"stopped_early\":";
+  out += a.stopped_early.empty() ? std::string("null") : Dump(json(a.stopped_early));
+  out += '}';
+  return out;
 }
 
 }  // namespace
@@ -971,7 +970,8 @@ class HttpServer::Impl {
     std::string next = answer->next_cursor;
     if (pq.since && !next.empty()) next = WrapCursor(pq.query.from_ms, pq.query.to_ms, next);
     if (!next.empty()) next = SignCursor(options_.cursor_key, next);
-    SetJson(res, 200, AnswerToJson(*answer, next));
+    res.status = 200;
+    res.set_content(AnswerBody(*answer, next), kJsonType);
   }
 
   // GET /api/v1/volume: the query's filters (same parser), step and exact.
@@ -1034,7 +1034,11 @@ class HttpServer::Impl {
           TailBatch b = s->Next(250);
           const bool stopping = stopping_.load();  // once: the end event and done() go together
           std::string out;
-          for (const ResultRecord& r : b.records) out += "data: " + Dump(RecordToJson(r)) + "\n\n";
+          for (const ResultRecord& r : b.records) {
+            out += "data: ";
+            AppendRecordJson(out, r);
+            out += "\n\n";
+          }
           if (b.missed_batches > 0) {
             out += "event: gap\ndata: " + Dump(json{{"missed_batches", b.missed_batches}}) + "\n\n";
           }

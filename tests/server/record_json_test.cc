@@ -1,0 +1,102 @@
+// AppendRecordJson and AppendJsonString against what they replace: the
+// record built as an nlohmann::json object and dumped with invalid UTF-8
+// replaced (http_server.cc's RecordToJson and Dump, as they were).
+#include "http/record_json.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "common/severity.h"
+#include "common/time_parse.h"
+
+namespace logdex {
+namespace {
+
+using nlohmann::json;
+
+std::string Dumped(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+// The reference: the DOM the query API and live tail built per record.
+std::string ReferenceRecord(const ResultRecord& r) {
+  json tags = json::object();
+  for (const auto& [k, v] : r.tags) tags[k] = v;
+  return Dumped({{"ts", r.ts_ms},
+                 {"time", FormatTimestamp(r.ts_ms)},
+                 {"severity", std::string(SeverityName(r.severity))},
+                 {"app", r.app},
+                 {"host", r.host},
+                 {"message", r.message},
+                 {"tags", std::move(tags)}});
+}
+
+std::string Written(std::string_view s) {
+  std::string out;
+  AppendJsonString(out, s);
+  return out;
+}
+
+TEST(RecordJson, StringsAreEscapedAsNlohmannDumpsThem) {
+  for (std::string s : {std::string(""), std::string("plain"), std::string("quote \" backslash \\ slash /"),
+                        std::string("\b\f\n\r\t", 5), std::string("\x00\x01\x1f\x7f", 4), std::string("é ü 日本 😀"),
+                        std::string("\xff"), std::string("\xc3"), std::string("a\xc3("), std::string("\xe2\x82"),
+                        std::string("\xed\xa0\x80"),  // a surrogate
+                        std::string("\xc0\xaf"),      // overlong
+                        std::string("\xf4\x90\x80\x80"),  // past U+10FFFF
+                        std::string("\xf0\x9f\x98"), std::string("\x80\x80 tail")}) {
+    EXPECT_EQ(Written(s), Dumped(json(s))) << json(s).dump(-1, ' ', true, json::error_handler_t::replace);
+  }
+}
+
+// Random strings over an alphabet dense in what needs care: escapes,
+// control bytes, lead and continuation bytes of every length, the bytes
+// that bound the valid ranges (0xC1/0xC2, 0x9F/0xA0, 0x8F/0x90, 0xF4/0xF5).
+std::string RandomBytes(std::mt19937_64& rng) {
+  static const std::string kAlphabet = std::string("aZ9 _/\"\\\b\f\n\r\t\x01\x1f\x7f", 17) +
+                                       "\x80\x8f\x90\x9f\xa0\xbf\xc0\xc1\xc2\xdf\xe0\xe1\xec\xed\xee\xef\xf0\xf1\xf3\xf4"
+                                       "\xf5\xff";
+  std::string s(rng() % 24, '\0');
+  for (char& c : s) c = kAlphabet[rng() % kAlphabet.size()];
+  if (rng() % 8 == 0) s.push_back('\0');
+  return s;
+}
+
+TEST(RecordJson, RandomRecordsAreWhatTheDomDumped) {
+  std::mt19937_64 rng(20261204);
+  for (int i = 0; i < 20'000; ++i) {
+    ResultRecord r;
+    r.ts_ms = static_cast<int64_t>(rng() % 4'000'000'000'000ull) - (rng() % 4 == 0 ? 1'000'000'000'000 : 0);
+    r.severity = static_cast<Severity>(rng() % 6);
+    r.app = RandomBytes(rng);
+    r.host = RandomBytes(rng);
+    r.message = RandomBytes(rng) + RandomBytes(rng);
+    const int tags = static_cast<int>(rng() % 5);
+    for (int t = 0; t < tags; ++t) {
+      // Few distinct keys: a key given twice keeps its last value.
+      std::string key = rng() % 2 ? std::string(1, "abc"[rng() % 3]) : RandomBytes(rng);
+      r.tags.emplace_back(std::move(key), RandomBytes(rng));
+    }
+    std::string got;
+    AppendRecordJson(got, r);
+    const std::string want = ReferenceRecord(r);
+    ASSERT_EQ(got, want) << "record " << i;
+  }
+}
+
+TEST(RecordJson, AppendsToWhatIsThere) {
+  ResultRecord r;
+  r.ts_ms = 1'764'806'400'123;
+  r.severity = Severity::kError;
+  r.app = "web";
+  r.host = "h1";
+  r.message = "boom";
+  r.tags = {{"b", "2"}, {"a", "1"}, {"b", "3"}};
+  std::string out = "data: ";
+  AppendRecordJson(out, r);
+  EXPECT_EQ(out, "data: {\"app\":\"web\",\"host\":\"h1\",\"message\":\"boom\",\"severity\":\"ERROR\",\"tags\":{\"a\":\"1\","
+                 "\"b\":\"3\"},\"time\":\"" + FormatTimestamp(r.ts_ms) + "\",\"ts\":1764806400123}");
+}
+
+}  // namespace
+}  // namespace logdex
