@@ -308,7 +308,11 @@ int RunBench(const BenchOptions& o) {
     }
     for (const json& j : BenchIndex(o, lines)) std::printf("%s\n", j.dump().c_str());
   }
-  if (all || o.name == "alert") std::printf("%s\n", BenchAlert(o).dump().c_str());
+  if (all || o.name == "alert") {
+    json j = BenchAlert(o);
+    std::printf("%s\n", j.dump().c_str());
+    if (j.contains("error")) return 1;
+  }
   if (all || o.name == "tail") std::printf("%s\n", BenchTail(o).dump().c_str());
   if (all || o.name == "query") {
     json j = BenchQuery(o);

@@ -53,6 +53,7 @@ TEST(RecordJson, StringsAreEscapedAsNlohmannDumpsThem) {
 // control bytes, lead and continuation bytes of every length, the bytes
 // that bound the valid ranges (0xC1/0xC2, 0x9F/0xA0, 0x8F/0x90, 0xF4/0xF5).
 std::string RandomBytes(std::mt19937_64& rng) {
+  // Its first 17 bytes end with the literal's NUL byte.
   static const std::string kAlphabet = std::string("aZ9 _/\"\\\b\f\n\r\t\x01\x1f\x7f", 17) +
                                        "\x80\x8f\x90\x9f\xa0\xbf\xc0\xc1\xc2\xdf\xe0\xe1\xec\xed\xee\xef\xf0\xf1\xf3\xf4"
                                        "\xf5\xff";
@@ -67,7 +68,7 @@ TEST(RecordJson, RandomRecordsAreWhatTheDomDumped) {
   for (int i = 0; i < 20'000; ++i) {
     ResultRecord r;
     r.ts_ms = static_cast<int64_t>(rng() % 4'000'000'000'000ull) - (rng() % 4 == 0 ? 1'000'000'000'000 : 0);
-    r.severity = static_cast<Severity>(rng() % 6);
+    r.severity = kAllSeverities[rng() % kAllSeverities.size()];
     r.app = RandomBytes(rng);
     r.host = RandomBytes(rng);
     r.message = RandomBytes(rng) + RandomBytes(rng);
