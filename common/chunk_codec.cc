@@ -258,6 +258,8 @@ class WireReader {
   bool done() const { return p_ == end_; }
   const char* position() const { return reinterpret_cast<const char*>(p_); }
   size_t left() const { return static_cast<size_t>(end_ - p_); }
+  // The bytes not read yet, where they are.
+  std::string_view Rest() const { return std::string_view(position(), left()); }
 
   // A varint of at most 10 bytes (the 10th without a continuation bit), its
   // bits past 64 dropped, as CodedInputStream::ReadVarint64 reads it.
@@ -440,6 +442,7 @@ ChunkResult<bool> WalkRecords(const proto::LogChunk& c, std::string_view bytes, 
     if (!sub) return malformed();
     WireReader& record = *sub;
     RecordView view;
+    if (out) view.wire = record.Rest();
     if (out) view.first_tag = static_cast<uint32_t>(out->tags.size());
     while (!record.done()) {
       const uint32_t t = record.Tag();

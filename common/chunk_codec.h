@@ -191,6 +191,9 @@ struct RecordView {
   std::string_view message;
   uint32_t first_tag = 0;  // its tags: RecordViews::tags[first_tag, first_tag + tag_count)
   uint32_t tag_count = 0;
+  // The record's own LogRecord bytes as stored (fields this build does not
+  // know included): what the compactor writes again (ChunkWriter::AddSerialized).
+  std::string_view wire;
 };
 struct RecordViews {
   std::vector<RecordView> records;

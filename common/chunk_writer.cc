@@ -165,6 +165,10 @@ size_t RecordBodySize(int64_t ts_ms, uint32_t severity, std::string_view message
 
 }  // namespace
 
+size_t ChunkWriter::SerializedRecordBytes(std::string_view record) {
+  return 1 + VarintSize(record.size()) + record.size();
+}
+
 size_t ChunkWriter::RecordBytes(int64_t ts_ms, uint32_t severity, std::string_view message,
                                 std::span<const TagView> lead, std::span<const TagView> tags) {
   const size_t body = RecordBodySize(ts_ms, severity, message, lead, tags);

@@ -47,6 +47,9 @@ class ChunkWriter {
   // own, for the header and the summary.
   void AddSerialized(int64_t ts_ms, uint32_t severity, std::string_view record, std::span<const TagView> tags);
 
+  // The bytes AddSerialized() appends to the payload for this record body.
+  static size_t SerializedRecordBytes(std::string_view record);
+
   // The bytes Add() appends to the payload for this record.
   static size_t RecordBytes(int64_t ts_ms, uint32_t severity, std::string_view message, std::span<const TagView> lead,
                             std::span<const TagView> tags);

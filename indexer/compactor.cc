@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/bytes.h"
+#include "common/chunk_writer.h"
 #include "common/clock.h"
 #include "common/ids.h"
 #include "common/row_keys.h"
@@ -30,8 +31,13 @@ struct Compactor::Part {
   int64_t last_ts = 0;
   uint32_t records = 0;
   proto::MainRow row;
-  proto::RecordBatch decoded;
   int64_t written_ms = 0;  // when its main row was written (0: the store does not say)
+  // Its records, read in place (ViewRecords) from `row` or from `payload`,
+  // its decompressed payload: neither moves while the views are used (a
+  // Part stays where its run holds it).
+  std::string payload;
+  RecordViews views;
+  uint64_t bytes = 0;  // the serialized size of its records, as a merged chunk holds them
 };
 
 Result<int64_t> RecordLongestSpan(TableStore& store, int64_t span_ms) {
@@ -163,7 +169,10 @@ Status Compactor::PassOverHostApp(HostId host, AppId app, int64_t lo, int64_t cu
                                last - first >= options_.max_span_ms)) {
       if (Status st = close(run); !st.ok()) return st;
     }
-    run.parts.push_back(Part{value->main_key, key->ts_ms, value->record_count, {}, {}});
+    Part& part = run.parts.emplace_back();
+    part.key = value->main_key;
+    part.last_ts = key->ts_ms;
+    part.records = value->record_count;
     run.records += value->record_count;
     run.first = std::min(run.first, value->main_key.first_ts_ms);
     run.last = std::max(run.last, key->ts_ms);
@@ -203,11 +212,16 @@ Status Compactor::PassOverHostApp(HostId host, AppId app, int64_t lo, int64_t cu
 Status Compactor::MergeRun(std::vector<Part>& run, CompactionPass& pass,
                            const std::function<bool(uint64_t)>& keep_going, bool& stop) {
   // Replays first: a run with a part its source could still write again waits.
-  std::vector<Part> loaded;
+  std::vector<Part*> loaded;  // parts of `run`, which does not move them
   loaded.reserve(run.size());
-  uint64_t loaded_bytes = 0;  // decoded sizes of `loaded`
+  uint64_t loaded_bytes = 0;  // record bytes of `loaded`
   auto write = [&]() -> Status {
     Status s = WriteMerge(loaded, pass);
+    for (Part* p : loaded) {  // done with: their memory goes now, not with the run
+      p->row = proto::MainRow();
+      p->payload = std::string();
+      p->views = RecordViews();
+    }
     loaded.clear();
     loaded_bytes = 0;
     return s;
@@ -233,24 +247,25 @@ Status Compactor::MergeRun(std::vector<Part>& run, CompactionPass& pass,
       ++pass.unsafe_parts;
       return Status::Ok();  // the whole run waits: nothing written for it
     }
-    auto records = UnpackRecords(p.row.chunk(), options_.indexer.decode);
-    if (!records.ok() || p.row.chunk().severity() != SeverityCode(p.key.severity)) {
+    // Read in place: a record is copied once, into the merged chunk.
+    auto read = ViewRecords(ChunkRef::Of(p.row.chunk()), options_.indexer.decode, p.payload, p.views);
+    if (!read.ok() || p.row.chunk().severity() != SeverityCode(p.key.severity)) {
       ++pass.corrupt_parts;
       if (Status s = write(); !s.ok()) return s;
       continue;
     }
-    p.decoded = std::move(*records);
-    // Sizes of the decoded records, not the headers' uncompressed_size: the
-    // reader tolerates a wrong one in old stores, and the merged chunk must
-    // stay under the decode limit.
-    const uint64_t bytes = p.decoded.ByteSizeLong();
-    pass.bytes_read += bytes;
-    NoteBig(p.key.chunk, bytes);
-    if (!loaded.empty() && loaded_bytes + bytes > options_.target_bytes) {
+    // Sizes of the records as the merged chunk will hold them, not the
+    // headers' uncompressed_size: the reader tolerates a wrong one in old
+    // stores, and the merged chunk must stay under the decode limit.
+    p.bytes = 0;
+    for (const RecordView& r : p.views.records) p.bytes += ChunkWriter::SerializedRecordBytes(r.wire);
+    pass.bytes_read += p.bytes;
+    NoteBig(p.key.chunk, p.bytes);
+    if (!loaded.empty() && loaded_bytes + p.bytes > options_.target_bytes) {
       if (Status s = write(); !s.ok()) return s;
     }
-    loaded.push_back(std::move(p));
-    loaded_bytes += bytes;
+    loaded.push_back(&p);
+    loaded_bytes += p.bytes;
   }
   if (Status s = write(); !s.ok()) return s;
   if (keep_going && !keep_going(pass.bytes_read)) stop = true;
@@ -263,49 +278,64 @@ void Compactor::NoteBig(ChunkId id, uint64_t bytes) {
   big_.insert(id);
 }
 
-Status Compactor::WriteMerge(std::vector<Part>& parts, CompactionPass& pass) {
+Status Compactor::WriteMerge(std::vector<Part*>& parts, CompactionPass& pass) {
   if (parts.size() < 2) return Status::Ok();
   // Records by (time, part id, index in part): of one stream's records with
   // the same time, the query order (chunk id, index; descending) is kept
   // among the parts of this merge.
-  std::vector<std::tuple<int64_t, ChunkId, int, proto::LogRecord*>> order;
+  struct Entry {
+    int64_t ts;
+    ChunkId part;
+    uint32_t index;
+    const Part* p;
+  };
+  std::vector<Entry> order;
   std::vector<ChunkId> ids;
-  for (Part& p : parts) {
-    ids.push_back(p.key.chunk);
-    for (int i = 0; i < p.decoded.records_size(); ++i) {
-      proto::LogRecord* r = p.decoded.mutable_records(i);
-      order.emplace_back(r->ts_ms(), p.key.chunk, i, r);
+  for (const Part* p : parts) {
+    ids.push_back(p->key.chunk);
+    for (size_t i = 0; i < p->views.records.size(); ++i) {
+      order.push_back(Entry{p->views.records[i].ts_ms, p->key.chunk, static_cast<uint32_t>(i), p});
     }
   }
-  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
-    return std::tie(std::get<0>(a), std::get<1>(a), std::get<2>(a)) < std::tie(std::get<0>(b), std::get<1>(b), std::get<2>(b));
+  std::sort(order.begin(), order.end(), [](const Entry& a, const Entry& b) {
+    return std::tie(a.ts, a.part, a.index) < std::tie(b.ts, b.part, b.index);
   });
-  proto::RecordBatch merged_records;
-  merged_records.mutable_records()->Reserve(static_cast<int>(order.size()));
-  for (auto& entry : order) *merged_records.add_records() = std::move(*std::get<3>(entry));
 
   std::sort(ids.begin(), ids.end());
   std::string id_bytes;
   for (ChunkId id : ids) AppendBigEndian64(id_bytes, id.value());
   const ChunkId id = ChunkIdOf(Hash64(id_bytes), ids.size());
 
-  const proto::LogChunk& head = parts.front().row.chunk();
+  // Each record's stored bytes are written again as they are (a field a
+  // newer producer added is kept), through the one chunk encoder.
+  const proto::LogChunk& head = parts.front()->row.chunk();
   PackOptions po;
   po.codec = options_.codec;
   po.zstd_level = options_.zstd_level;
-  const proto::LogChunk merged = PackChunk(head.app(), head.host(), merged_records, po);
-  const std::string bytes = merged.SerializeAsString();
+  ChunkWriter writer(po.summarize_tags);
+  std::vector<std::string_view> messages;  // the token filter's input
+  messages.reserve(order.size());
+  for (const Entry& e : order) {
+    const RecordView& r = e.p->views.records[e.index];
+    writer.AddSerialized(r.ts_ms, r.severity, r.wire, e.p->views.TagsOf(r));
+    messages.push_back(r.message);
+  }
+  const uint64_t merged_record_bytes = writer.payload_bytes();
+  std::string bytes;
+  writer.Finish(head.app(), head.host(), po, &bytes);
+  proto::LogChunk merged;
+  LOGDEX_CHECK(merged.ParseFromString(bytes));  // written just above
 
   const ChunkId merged_id = id;
   WriteBatch batch;
   // The ledger: a re-send of a part, later, is recognised (IndexerOptions::merged_check_ms).
   batch.Put(kMergedTable,
-            MergedKey{HostIdOf(head.host()), AppIdOf(head.app()), parts.front().key.severity, merged.last_ts_ms(), id}
+            MergedKey{HostIdOf(head.host()), AppIdOf(head.app()), parts.front()->key.severity, merged.last_ts_ms(), id}
                 .Encode(),
             id_bytes);
   const IndexerCounters counted = indexer_.counters();
   const size_t merged_rows = batch.size();
-  if (Status s = indexer_.StageMerged(merged, bytes, id, merged_records, parts.front().row.source(), batch); !s.ok()) {
+  if (Status s = indexer_.StageMerged(merged, bytes, id, messages, parts.front()->row.source(), batch); !s.ok()) {
     indexer_.Settle(false);
     return s;
   }
@@ -318,28 +348,28 @@ Status Compactor::WriteMerge(std::vector<Part>& parts, CompactionPass& pass) {
   // keep leaves the merge's time. The ledger row above keeps the merge's.
   int64_t newest = 0;
   bool known = true;
-  for (const Part& p : parts) {
-    known = known && p.written_ms > 0;
-    newest = std::max(newest, p.written_ms);
+  for (const Part* p : parts) {
+    known = known && p->written_ms > 0;
+    newest = std::max(newest, p->written_ms);
   }
   if (known) batch.Restamp(merged_rows, newest);
   uint64_t bytes_in = 0, uncompressed = 0;
-  for (Part& p : parts) {
+  for (const Part* p : parts) {
     // The merged chunk's main key is new (its id is not a part's), so a
     // part's delete never removes it.
-    Indexer::StageRemoval(p.row.chunk(), p.key, p.decoded, batch);
-    bytes_in += p.row.chunk().ByteSizeLong();
-    uncompressed += p.row.chunk().uncompressed_size();
+    Indexer::StageRemoval(p->row.chunk(), p->key, p->views, batch);
+    bytes_in += p->row.chunk().ByteSizeLong();
+    uncompressed += p->row.chunk().uncompressed_size();
   }
   if (options_.store_epoch) options_.store_epoch->fetch_add(1);  // odd: a merge is landing
   Status s = store_.Write(batch);
   if (options_.store_epoch) options_.store_epoch->fetch_add(1);
   indexer_.Settle(s.ok());
   if (!s.ok()) return s;
-  NoteBig(merged_id, merged_records.ByteSizeLong());
+  NoteBig(merged_id, merged_record_bytes);
   ++pass.merges;
   pass.parts += parts.size();
-  pass.records += static_cast<uint64_t>(merged_records.records_size());
+  pass.records += order.size();
   pass.bytes_in += bytes_in;
   pass.bytes_out += bytes.size();
   pass.token_filters += indexer_.counters().token_filters - counted.token_filters;

@@ -156,7 +156,7 @@ class Compactor {
                          const std::function<bool(uint64_t)>& keep_going, bool& stop);
   Status MergeRun(std::vector<Part>& run, CompactionPass& pass,
                   const std::function<bool(uint64_t)>& keep_going, bool& stop);
-  Status WriteMerge(std::vector<Part>& parts, CompactionPass& pass);
+  Status WriteMerge(std::vector<Part*>& parts, CompactionPass& pass);
 
   void NoteBig(ChunkId id, uint64_t bytes);
 

@@ -299,7 +299,7 @@ void Indexer::Settle(bool written) {
 Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view bytes,
                               const proto::ChunkSource& source, ChunkId id, const proto::RecordBatch* records,
                               WriteBatch& batch, bool index_only, bool bytes_outlive_batch, bool merged,
-                              int64_t received_ms) {
+                              int64_t received_ms, std::span<const std::string_view> merged_messages) {
   StreamChunk c;
   c.chunk = &chunk;
   c.chunk_bytes = bytes;
@@ -346,9 +346,9 @@ Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view byt
       case TagGuard::Verdict::kKeyOverCap: ++counters_.tag_keys_over_cap; break;
     }
   }
-  if (merged && records && options_.token_filter_max_ratio > 0) {
+  if (merged && !merged_messages.empty() && options_.token_filter_max_ratio > 0) {
     const int64_t start_ns = ThreadCpuNs();
-    for (const proto::LogRecord& r : records->records()) token_set_.AddMessage(r.message());
+    for (std::string_view m : merged_messages) token_set_.AddMessage(m);
     TokenBloomOptions bo;
     bo.max_bytes = static_cast<size_t>(static_cast<double>(bytes.size()) * options_.token_filter_max_ratio);
     const std::string key = c.main_key.Encode();
@@ -476,17 +476,48 @@ Result<bool> Indexer::WasMerged(HostId host, AppId app, Severity severity, int64
 }
 
 Status Indexer::StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,
+                            std::span<const std::string_view> messages, const proto::ChunkSource& source,
+                            WriteBatch& batch) {
+  return StageMerged(merged, bytes, id, nullptr, messages, source, batch);
+}
+
+Status Indexer::StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,
                             const proto::RecordBatch& records, const proto::ChunkSource& source, WriteBatch& batch) {
+  std::vector<std::string_view> messages;
+  for (const proto::LogRecord& r : records.records()) messages.push_back(r.message());
+  return StageMerged(merged, bytes, id, &records, messages, source, batch);
+}
+
+// With `records`, a chunk without a tag summary is indexed by its records' tags.
+Status Indexer::StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,
+                            const proto::RecordBatch* records, std::span<const std::string_view> messages,
+                            const proto::ChunkSource& source, WriteBatch& batch) {
   if (!SeverityFromCode(merged.severity()) || merged.severity() == kMixedSeverity) {
     return Status(Errc::kInvalidArgument, "a merged chunk holds one severity");
   }
+  if (records == nullptr && !merged.has_tag_summary()) {
+    return Status(Errc::kInvalidArgument, "a merged chunk given without its records has a tag summary");
+  }
   ++counters_.chunks;
   counters_.records += merged.record_count();
-  return ObserveStream(merged, bytes, source, id, &records, batch, /*index_only=*/false,
-                       /*bytes_outlive_batch=*/false, /*merged=*/true);
+  return ObserveStream(merged, bytes, source, id, records, batch, /*index_only=*/false,
+                       /*bytes_outlive_batch=*/false, /*merged=*/true, /*received_ms=*/0, messages);
 }
 
 void Indexer::StageRemoval(const proto::LogChunk& part, const MainKey& key, const proto::RecordBatch& records,
+                           WriteBatch& batch) {
+  RecordViews views;
+  for (const proto::LogRecord& r : records.records()) {
+    RecordView v;
+    v.first_tag = static_cast<uint32_t>(views.tags.size());
+    for (const proto::Tag& t : r.tags()) views.tags.push_back({t.key(), t.value()});
+    v.tag_count = static_cast<uint32_t>(r.tags_size());
+    views.records.push_back(v);
+  }
+  StageRemoval(part, key, views, batch);
+}
+
+void Indexer::StageRemoval(const proto::LogChunk& part, const MainKey& key, const RecordViews& records,
                            WriteBatch& batch) {
   const int64_t last = part.last_ts_ms();
   batch.WriteLast(kMainTable);
@@ -496,9 +527,10 @@ void Indexer::StageRemoval(const proto::LogChunk& part, const MainKey& key, cons
   batch.Delete(kHostIndexTable, HostIndexKey{key.host, key.app, last, key.severity, key.chunk}.Encode());
   std::vector<TagId> tags;
   for (const proto::Tag& t : part.tag_summary().tags()) tags.push_back(TagIdOf(t.key(), t.value()));
-  for (const proto::LogRecord& r : records.records()) {
-    const int n = std::min(r.tags_size(), kMaxIndexedTagsPerRecord);
-    for (int i = 0; i < n; ++i) tags.push_back(TagIdOf(r.tags(i).key(), r.tags(i).value()));
+  for (const RecordView& r : records.records) {
+    const std::span<const TagView> own = records.TagsOf(r);
+    const size_t n = std::min<size_t>(own.size(), kMaxIndexedTagsPerRecord);
+    for (size_t i = 0; i < n; ++i) tags.push_back(TagIdOf(own[i].key, own[i].value));
   }
   std::sort(tags.begin(), tags.end());
   tags.erase(std::unique(tags.begin(), tags.end()), tags.end());

@@ -214,7 +214,13 @@ class Indexer {
 
   // The compactor's (indexer/compactor.h): every row of a merged chunk, with
   // its given id, never split, whatever its span; no meta rows (its records
-  // are within its stream's extent already). `records` are its records.
+  // are within its stream's extent already). `messages` are its records'
+  // messages (its token filter's input), and its tags are those of its tag
+  // summary (refused without one); observers see no records.
+  Status StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,
+                     std::span<const std::string_view> messages, const proto::ChunkSource& source, WriteBatch& batch);
+  // The same, of records built (tests): a chunk without a tag summary is
+  // indexed by its records' tags, and observers see the records.
   Status StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,
                      const proto::RecordBatch& records, const proto::ChunkSource& source, WriteBatch& batch);
 
@@ -222,6 +228,9 @@ class Indexer {
   // severity, host and tag index rows; not meta rows, which a merged chunk
   // of the same records keeps true). The tag rows deleted are those of its
   // tag summary and of its records' tags (a delete of an absent row is harmless).
+  static void StageRemoval(const proto::LogChunk& part, const MainKey& key, const RecordViews& records,
+                           WriteBatch& batch);
+  // The same, of records built (tests).
   static void StageRemoval(const proto::LogChunk& part, const MainKey& key, const proto::RecordBatch& records,
                            WriteBatch& batch);
 
@@ -244,7 +253,11 @@ class Indexer {
   Result<bool> WasMerged(HostId host, AppId app, Severity severity, int64_t last_ts_ms, ChunkId id);
   Status ObserveStream(const proto::LogChunk& chunk, std::string_view bytes, const proto::ChunkSource& source,
                        ChunkId id, const proto::RecordBatch* records, WriteBatch& batch, bool index_only,
-                       bool bytes_outlive_batch = false, bool merged = false, int64_t received_ms = 0);
+                       bool bytes_outlive_batch = false, bool merged = false, int64_t received_ms = 0,
+                       std::span<const std::string_view> merged_messages = {});
+  Status StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,
+                     const proto::RecordBatch* records, std::span<const std::string_view> messages,
+                     const proto::ChunkSource& source, WriteBatch& batch);
   // Whether some observer wants the records of a chunk of `severity`.
   bool ObserversWantRecords(Severity severity) const;
 
