@@ -209,8 +209,10 @@ struct RecordViews {
 // wrong: the walk checks each record as it reads it, so with several faults
 // it may name another) and the records its parse gives (of a repeated
 // singular field the last counts; unknown fields are skipped), held to it
-// by ChunkCodecTest and the chunk_decoder fuzz target. For readers that keep few of the records they read (a query
-// filters them): the parser allocates every message and tag. The views
+// by ChunkCodecTest and the chunk_decoder fuzz target. For readers that
+// keep few of the records they read (a query filters them) or copy their
+// bytes elsewhere (the compactor): the parser allocates every message and
+// tag. The views
 // stay valid while `scratch` and the chunk's payload are unchanged; reuse
 // `out` and `scratch` across chunks.
 ChunkResult<bool> ViewRecords(ChunkRef chunk, const DecodeOptions& options, std::string& scratch, RecordViews& out);

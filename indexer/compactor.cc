@@ -247,10 +247,14 @@ Status Compactor::MergeRun(std::vector<Part>& run, CompactionPass& pass,
       ++pass.unsafe_parts;
       return Status::Ok();  // the whole run waits: nothing written for it
     }
-    // Read in place: a record is copied once, into the merged chunk.
+    // Read in place: a record's bytes are copied from the decompressed
+    // payload straight into the merged chunk's.
     auto read = ViewRecords(ChunkRef::Of(p.row.chunk()), options_.indexer.decode, p.payload, p.views);
     if (!read.ok() || p.row.chunk().severity() != SeverityCode(p.key.severity)) {
       ++pass.corrupt_parts;
+      p.row = proto::MainRow();  // left as it is: its memory goes now, not with the run
+      p.payload = std::string();
+      p.views = RecordViews();
       if (Status s = write(); !s.ok()) return s;
       continue;
     }
@@ -307,7 +311,8 @@ Status Compactor::WriteMerge(std::vector<Part*>& parts, CompactionPass& pass) {
   const ChunkId id = ChunkIdOf(Hash64(id_bytes), ids.size());
 
   // Each record's stored bytes are written again as they are (a field a
-  // newer producer added is kept), through the one chunk encoder.
+  // newer producer added is kept, as PackChunk kept it), through the one
+  // chunk encoder.
   const proto::LogChunk& head = parts.front()->row.chunk();
   PackOptions po;
   po.codec = options_.codec;

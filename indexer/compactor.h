@@ -27,8 +27,10 @@
 //     stop coming or it closes by size or span;
 //   - a run is cut further so that a merged chunk holds at most target_bytes
 //     uncompressed.
-// A merge reads the parts' main rows, decodes them, sorts their records by
-// (time, part id, index in part), packs them (codec, zstd_level) and writes,
+// A merge reads the parts' main rows, reads their records in place
+// (ViewRecords), sorts them by (time, part id, index in part), writes each
+// record's stored bytes into the merged chunk (ChunkWriter; codec,
+// zstd_level) and writes,
 // in ONE atomic batch, the merged chunk's rows (Indexer::StageMerged) and the
 // deletes of every row of its parts (Indexer::StageRemoval). So:
 //   - a crash loses nothing and duplicates nothing: the batch landed or not;

@@ -92,7 +92,8 @@ struct StreamChunk {
   bool has_token_filter = false;
   // The chunk's records when they were decompressed; otherwise null. They
   // are when an observer wants them (ChunkObserver::WantsRecords), when the
-  // chunk was split, or when it came without a tag summary.
+  // chunk was split, or when it came without a tag summary; never for the
+  // compactor's merged chunks (StageMerged).
   const proto::RecordBatch* records = nullptr;
   // When the chunk reached Kafka (its message's timestamp), 0 when unknown:
   // the start of the alerting path's latency.
@@ -125,7 +126,8 @@ class ChunkObserver {
   virtual bool WantsRecords(Severity /*severity*/) const { return false; }
   // Whether this observer also sees the compactor's merged chunks
   // (Indexer::StageMerged): the meta rows and alerts of their records were
-  // made when the records arrived.
+  // made when the records arrived. A merged chunk comes without its records
+  // (StreamChunk::records is null).
   virtual bool ObservesMergedChunks() const { return true; }
   // Reads ahead, in one MultiGet per table, the rows Observe() will read to
   // stage `chunks` (a consumer batch, by their headers). Observe() reads

@@ -547,6 +547,12 @@ TEST_F(ChunkCodecTest, ViewRecordsReadsWhatUnpackRecordsBuilds) {
         EXPECT_EQ(tags[static_cast<size_t>(t)].key, want.tags(t).key()) << what << " #" << i << " tag " << t;
         EXPECT_EQ(tags[static_cast<size_t>(t)].value, want.tags(t).value()) << what << " #" << i << " tag " << t;
       }
+      // Its stored bytes are the record: parsed, they give what the parser
+      // built (unknown fields kept), which the compactor relies on when it
+      // writes them into a merged chunk.
+      proto::LogRecord reparsed;
+      ASSERT_TRUE(reparsed.ParseFromArray(got.wire.data(), static_cast<int>(got.wire.size()))) << what << " #" << i;
+      EXPECT_EQ(reparsed.SerializeAsString(), want.SerializeAsString()) << what << " #" << i;
     }
   };
   for (const auto& [c, what] : WithLyingHeaders(Pack(Records(50)))) agree(c, what);
