@@ -38,6 +38,13 @@ struct Compactor::Part {
   std::string payload;
   RecordViews views;
   uint64_t bytes = 0;  // the serialized size of its records, as a merged chunk holds them
+
+  // Done with (merged, or left as it is): its memory goes now, not with its run.
+  void Release() {
+    row = proto::MainRow();
+    payload = std::string();
+    views = RecordViews();
+  }
 };
 
 Result<int64_t> RecordLongestSpan(TableStore& store, int64_t span_ms) {
@@ -217,11 +224,7 @@ Status Compactor::MergeRun(std::vector<Part>& run, CompactionPass& pass,
   uint64_t loaded_bytes = 0;  // record bytes of `loaded`
   auto write = [&]() -> Status {
     Status s = WriteMerge(loaded, pass);
-    for (Part* p : loaded) {  // done with: their memory goes now, not with the run
-      p->row = proto::MainRow();
-      p->payload = std::string();
-      p->views = RecordViews();
-    }
+    for (Part* p : loaded) p->Release();
     loaded.clear();
     loaded_bytes = 0;
     return s;
@@ -252,9 +255,7 @@ Status Compactor::MergeRun(std::vector<Part>& run, CompactionPass& pass,
     auto read = ViewRecords(ChunkRef::Of(p.row.chunk()), options_.indexer.decode, p.payload, p.views);
     if (!read.ok() || p.row.chunk().severity() != SeverityCode(p.key.severity)) {
       ++pass.corrupt_parts;
-      p.row = proto::MainRow();  // left as it is: its memory goes now, not with the run
-      p.payload = std::string();
-      p.views = RecordViews();
+      p.Release();
       if (Status s = write(); !s.ok()) return s;
       continue;
     }
