@@ -496,7 +496,7 @@ Status Indexer::StageMerged(const proto::LogChunk& merged, std::string_view byte
     return Status(Errc::kInvalidArgument, "a merged chunk holds one severity");
   }
   if (records == nullptr && !merged.has_tag_summary()) {
-    return Status(Errc::kInvalidArgument, "a merged chunk given without its records has a tag summary");
+    return Status(Errc::kInvalidArgument, "a merged chunk given without its records must have a tag summary");
   }
   ++counters_.chunks;
   counters_.records += merged.record_count();
