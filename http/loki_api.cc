@@ -10,6 +10,7 @@
 #include <numeric>
 #include <optional>
 #include <set>
+#include <span>
 #include <tuple>
 #include <vector>
 
@@ -17,6 +18,7 @@
 #include "common/severity.h"
 #include "common/time_parse.h"
 #include "http/logql.h"
+#include "http/record_json.h"
 
 namespace logdex {
 namespace {
@@ -38,6 +40,8 @@ LokiReply Text(int status, const std::string& message) {
 LokiReply Json(const json& body) {
   return LokiReply{200, "application/json", body.dump(-1, ' ', false, json::error_handler_t::replace)};
 }
+
+LokiReply JsonText(std::string body) { return LokiReply{200, "application/json", std::move(body)}; }
 
 Error BadRequest(std::string message) { return Error{Errc::kInvalidArgument, std::move(message)}; }
 
@@ -325,18 +329,47 @@ json Sample(int64_t t_ms, double v) {
 
 json Success(json data) { return json{{"status", "success"}, {"data", std::move(data)}}; }
 
-// Records as Loki's "streams": a stream per label set, in the order of first
-// appearance, its values in the records' order.
-json StreamsJson(const std::vector<ResultRecord>& records) {
+// Appends records as Loki's "streams" array: a stream per label set, in the
+// order of first appearance, its values in the records' order. Written
+// straight into `out` (record_json.h's strings) rather than built as an
+// nlohmann object and dumped: the object's nodes and copies per line cost
+// several times the writing, on every query_range answer and tail message.
+// The bytes are that dump's, keys sorted (tests/server/record_json_test.cc).
+void AppendStreams(std::string& out, std::span<const ResultRecord* const> records) {
   std::map<Labels, size_t> stream_of;
-  json result = json::array();
-  for (const ResultRecord& r : records) {
-    auto [it, added] = stream_of.try_emplace(StreamLabels(r), result.size());
-    if (added) result.push_back(json{{"stream", it->first}, {"values", json::array()}});
-    result[it->second]["values"].push_back(json::array({std::to_string(r.ts_ms * kNsPerMs), r.message}));
+  std::vector<std::pair<const Labels*, std::vector<const ResultRecord*>>> streams;
+  for (const ResultRecord* r : records) {
+    auto [it, added] = stream_of.try_emplace(StreamLabels(*r), streams.size());
+    if (added) streams.emplace_back(&it->first, std::vector<const ResultRecord*>());
+    streams[it->second].second.push_back(r);
   }
-  return result;
+  out += '[';
+  for (size_t i = 0; i < streams.size(); ++i) {
+    out += i ? ",{\"stream\":{" : "{\"stream\":{";
+    bool first = true;
+    for (const auto& [k, v] : *streams[i].first) {
+      if (!first) out += ',';
+      first = false;
+      AppendJsonString(out, k);
+      out += ':';
+      AppendJsonString(out, v);
+    }
+    out += "},\"values\":[";
+    first = true;
+    for (const ResultRecord* r : streams[i].second) {
+      out += first ? "[\"" : ",[\"";
+      first = false;
+      out += std::to_string(r->ts_ms * kNsPerMs);
+      out += "\",";
+      AppendJsonString(out, r->message);
+      out += ']';
+    }
+    out += "]}";
+  }
+  out += ']';
 }
+
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 class Handler {
  public:
@@ -463,10 +496,22 @@ class Handler {
                     {"totalBytesProcessed", found->bytes},
                     {"totalEntriesReturned", found->records.size()},
                     {"totalChunksRead", found->chunks}}}};
-    json body = Success(
-        json{{"resultType", "streams"}, {"result", StreamsJson(found->records)}, {"stats", std::move(stats)}});
-    if (!found->warnings.empty()) body["warnings"] = found->warnings;
-    return Json(body);
+    // Success({"resultType": "streams", "result": ..., "stats": ...}) plus
+    // "warnings", with keys in the order nlohmann sorts them.
+    std::string body = "{\"data\":{\"result\":";
+    std::vector<const ResultRecord*> records;
+    records.reserve(found->records.size());
+    for (const ResultRecord& r : found->records) records.push_back(&r);
+    AppendStreams(body, records);
+    body += ",\"resultType\":\"streams\",\"stats\":";
+    body += Dump(stats);
+    body += "},\"status\":\"success\"";
+    if (!found->warnings.empty()) {
+      body += ",\"warnings\":";
+      body += Dump(json(found->warnings));
+    }
+    body += '}';
+    return JsonText(std::move(body));
   }
 
  public:
@@ -811,17 +856,23 @@ Result<std::string> LokiApi::TailBackfill(const LokiTail& tail) const {
 
 std::string LokiApi::TailMessage(const LokiTail& tail, const std::vector<ResultRecord>& records,
                                  uint64_t missed_batches, int64_t now_ms) {
-  std::vector<ResultRecord> pass;
+  std::vector<const ResultRecord*> pass;
   for (const ResultRecord& r : records) {
-    if (tail.passes(r)) pass.push_back(r);
+    if (tail.passes(r)) pass.push_back(&r);
   }
   if (pass.empty() && missed_batches == 0) return {};
-  json msg = {{"streams", StreamsJson(pass)}};
+  // {"dropped_entries": [...], "streams": [...]}, keys sorted as nlohmann sorts them.
+  std::string msg = "{";
   if (missed_batches > 0) {
-    msg["dropped_entries"] = json::array({json{{"labels", {{"__logdex_missed_batches__", std::to_string(missed_batches)}}},
-                                               {"timestamp", std::to_string(now_ms * kNsPerMs)}}});
+    msg += "\"dropped_entries\":";
+    msg += Dump(json::array({json{{"labels", {{"__logdex_missed_batches__", std::to_string(missed_batches)}}},
+                                  {"timestamp", std::to_string(now_ms * kNsPerMs)}}}));
+    msg += ',';
   }
-  return msg.dump(-1, ' ', false, json::error_handler_t::replace);
+  msg += "\"streams\":";
+  AppendStreams(msg, pass);
+  msg += '}';
+  return msg;
 }
 
 Result<LokiReply> LokiApi::Handle(std::string_view endpoint, const Params& params) const {

@@ -1,15 +1,19 @@
 // AppendRecordJson and AppendJsonString against what they replace: the
 // record built as an nlohmann::json object and dumped with invalid UTF-8
-// replaced (http_server.cc's RecordToJson and Dump, as they were).
+// replaced (http_server.cc's RecordToJson and Dump, as they were). Loki's
+// tail messages, written with them, against the object loki_api.cc built.
 #include "http/record_json.h"
 
 #include <gtest/gtest.h>
 
+#include <map>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <vector>
 
 #include "common/severity.h"
 #include "common/time_parse.h"
+#include "http/loki_api.h"
 
 namespace logdex {
 namespace {
@@ -97,6 +101,61 @@ TEST(RecordJson, AppendsToWhatIsThere) {
   AppendRecordJson(out, r);
   EXPECT_EQ(out, "data: {\"app\":\"web\",\"host\":\"h1\",\"message\":\"boom\",\"severity\":\"ERROR\",\"tags\":{\"a\":\"1\","
                  "\"b\":\"3\"},\"time\":\"" + FormatTimestamp(r.ts_ms) + "\",\"ts\":1764806400123}");
+}
+
+// The reference: loki_api.cc's tail message as it was, an object dumped.
+std::string ReferenceLokiTail(const std::vector<ResultRecord>& records, uint64_t missed_batches, int64_t now_ms) {
+  constexpr int64_t kNsPerMs = 1'000'000;
+  std::map<std::map<std::string, std::string>, size_t> stream_of;
+  json streams = json::array();
+  for (const ResultRecord& r : records) {
+    std::map<std::string, std::string> labels{
+        {"app", r.app}, {"host", r.host}, {"level", std::string(SeverityTableSuffix(r.severity))}};
+    for (const auto& [k, v] : r.tags) labels.emplace(k, v);
+    auto [it, added] = stream_of.try_emplace(std::move(labels), streams.size());
+    if (added) streams.push_back(json{{"stream", it->first}, {"values", json::array()}});
+    streams[it->second]["values"].push_back(json::array({std::to_string(r.ts_ms * kNsPerMs), r.message}));
+  }
+  json msg = {{"streams", std::move(streams)}};
+  if (missed_batches > 0) {
+    msg["dropped_entries"] = json::array({json{{"labels", {{"__logdex_missed_batches__", std::to_string(missed_batches)}}},
+                                               {"timestamp", std::to_string(now_ms * kNsPerMs)}}});
+  }
+  return Dumped(msg);
+}
+
+// Few apps, hosts and tag keys (app, host and level among them), so that
+// streams repeat and labels collide; the bytes as RandomBytes makes them.
+TEST(RecordJson, LokiTailMessagesAreWhatTheDomDumped) {
+  std::mt19937_64 rng(20261205);
+  LokiTail tail;
+  tail.passes = [](const ResultRecord& r) { return r.message.size() % 5 != 0; };
+  static const char* const kKeys[] = {"app", "host", "level", "k", "zone"};
+  for (int i = 0; i < 2'000; ++i) {
+    std::vector<ResultRecord> records(rng() % 12);
+    for (ResultRecord& r : records) {
+      r.ts_ms = static_cast<int64_t>(rng() % 4'000'000'000'000ull);
+      r.severity = kAllSeverities[rng() % kAllSeverities.size()];
+      r.app = rng() % 3 ? std::string(1, "ab"[rng() % 2]) : RandomBytes(rng);
+      r.host = rng() % 3 ? "h" : RandomBytes(rng);
+      r.message = RandomBytes(rng) + RandomBytes(rng);
+      for (int t = 0, n = static_cast<int>(rng() % 3); t < n; ++t) {
+        r.tags.emplace_back(kKeys[rng() % 5], rng() % 2 ? std::string("v") : RandomBytes(rng));
+      }
+    }
+    const uint64_t missed = rng() % 3 == 0 ? rng() % 1000 : 0;
+    const int64_t now = 1'764'806'400'123;
+    std::vector<ResultRecord> passing;
+    for (const ResultRecord& r : records) {
+      if (tail.passes(r)) passing.push_back(r);
+    }
+    const std::string got = LokiApi::TailMessage(tail, records, missed, now);
+    if (passing.empty() && missed == 0) {
+      EXPECT_EQ(got, "") << "message " << i;
+      continue;
+    }
+    ASSERT_EQ(got, ReferenceLokiTail(passing, missed, now)) << "message " << i;
+  }
 }
 
 }  // namespace
