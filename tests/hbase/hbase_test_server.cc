@@ -280,7 +280,8 @@ class RowsCursor {
   }
   bool Valid() const {
     if (reverse_) return pos_ != rows_.begin() && std::prev(pos_)->first >= start_;
-    return pos_ != top_;
+    // Not only pos_ != top_: with start past stop, pos_ starts beyond top_.
+    return pos_ != top_ && pos_ != rows_.end() && (top_ == rows_.end() || pos_->first < top_->first);
   }
   const std::string& key() const { return Current()->first; }
   const std::string& value() const { return Current()->second; }
@@ -908,8 +909,8 @@ class HBaseTestServer::Impl : public h2::THBaseServiceIf, public tt::server::TSe
 
   const HBaseTestServerOptions options_;
   mutable std::mutex mu_;  // serializes every call and guards the state below
-  // RocksDB keeps the tables across restarts; rows_ holds every table's rows
-  // as well, and reads come from it. Scanning RocksDB's memtables in reverse
+  // RocksDB keeps the tables across restarts; rows_ holds the rows of every
+  // table created through the gateway as well, and reads come from it. Scanning RocksDB's memtables in reverse
   // costs a skip-list search per step, over every version of a row rewritten
   // in place (most rows here are rewritten per cell): the HBase variants of
   // the indexer tests ran 3-4x slower than RocksDB's, mostly in the gateway.

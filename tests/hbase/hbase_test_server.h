@@ -1,7 +1,8 @@
 // HBaseTestServer: a THBaseService (HBase Thrift2 gateway) test fixture.
 //
 // Serves the subset in store/hbase/hbase.thrift on a loopback port (0 =
-// any free port) over an embedded RocksDbStore in `dir`, so that
+// any free port) over an embedded RocksDbStore in `dir` (reads are answered
+// from an in-memory copy of its tables, kept as it writes), so that
 // HBaseTableStore can be tested without HBase. It is a test fixture, not a
 // product feature. What it honours, as HBase does:
 // - namespaces ("default" and "hbase" always exist) and tables "ns:name"

@@ -134,7 +134,7 @@ TEST(RecordJson, LokiTailMessagesAreWhatTheDomDumped) {
   for (int i = 0; i < 2'000; ++i) {
     std::vector<ResultRecord> records(rng() % 12);
     for (ResultRecord& r : records) {
-      r.ts_ms = static_cast<int64_t>(rng() % 4'000'000'000'000ull);
+      r.ts_ms = static_cast<int64_t>(rng() % 4'000'000'000'000ull) - (rng() % 4 == 0 ? 1'000'000'000'000 : 0);
       r.severity = kAllSeverities[rng() % kAllSeverities.size()];
       r.app = rng() % 3 ? std::string(1, "ab"[rng() % 2]) : RandomBytes(rng);
       r.host = rng() % 3 ? "h" : RandomBytes(rng);
