@@ -37,9 +37,9 @@ LokiReply Text(int status, const std::string& message) {
   return LokiReply{status, "text/plain; charset=utf-8", message + "\n"};
 }
 
-LokiReply Json(const json& body) {
-  return LokiReply{200, "application/json", body.dump(-1, ' ', false, json::error_handler_t::replace)};
-}
+std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
+
+LokiReply Json(const json& body) { return LokiReply{200, "application/json", Dump(body)}; }
 
 LokiReply JsonText(std::string body) { return LokiReply{200, "application/json", std::move(body)}; }
 
@@ -368,8 +368,6 @@ void AppendStreams(std::string& out, std::span<const ResultRecord* const> record
   }
   out += ']';
 }
-
-std::string Dump(const json& j) { return j.dump(-1, ' ', false, json::error_handler_t::replace); }
 
 class Handler {
  public:
