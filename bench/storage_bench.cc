@@ -180,6 +180,10 @@ json RunOne(const BenchOptions& o, const Workload& w, proto::Codec codec, const 
     if (t == kMainTable) main_rows_after = n;
   }
   const StoreDiskUsage compacted = *store->disk_usage();
+  json sst_by_table = json::object();  // where the compacted SST bytes are, per raw byte
+  for (const auto& [table, bytes] : store->TableSstBytes()) {
+    if (bytes > 0) sst_by_table[table] = static_cast<double>(static_cast<int64_t>(bytes * 10000.0 / raw_bytes + 0.5)) / 10000;
+  }
 
   const double per_million = 1e6 / static_cast<double>(lines);
   auto ratio = [&](uint64_t bytes) { return static_cast<double>(static_cast<int64_t>(bytes * 1000.0 / raw_bytes + 0.5)) / 1000; };
@@ -202,6 +206,7 @@ json RunOne(const BenchOptions& o, const Workload& w, proto::Codec codec, const 
           {"all_rows_per_million_lines_compacted", Round2(all_rows_after * per_million)},
           {"disk_per_raw_byte_compacted", ratio(compacted.total())},
           {"sst_per_raw_byte_compacted", ratio(compacted.sst)},
+          {"sst_per_raw_byte_compacted_by_table", sst_by_table},
           {"compaction_cpu_s_per_million_lines", Round2(compaction_cpu * per_million)},
           {"compaction_cpu_per_ingest_cpu", Round2(compaction_cpu / ingest_cpu)},
           {"compaction_merges", pass->merges},

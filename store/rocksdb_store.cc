@@ -399,6 +399,17 @@ class RocksDbStore::Impl {
     return n;
   }
 
+  std::map<std::string, uint64_t> TableSstBytes() {
+    std::shared_lock lock(mu_);
+    std::map<std::string, uint64_t> out;
+    for (auto& [name, t] : tables_) {
+      rocksdb::ColumnFamilyMetaData meta;
+      db_->GetColumnFamilyMetaData(t->handle, &meta);
+      out[name] = meta.size;
+    }
+    return out;
+  }
+
   std::atomic<uint64_t>& rows_examined() { return rows_examined_; }
   const std::string& path() const { return options_.path; }
 
@@ -591,6 +602,7 @@ std::optional<StoreDiskUsage> RocksDbStore::disk_usage() const {
 Status RocksDbStore::Flush() { return impl_->Flush(); }
 Status RocksDbStore::CompactTable(std::string_view name) { return impl_->Compact(name); }
 Result<uint64_t> RocksDbStore::CountRawRows(std::string_view name) { return impl_->CountRaw(name); }
+std::map<std::string, uint64_t> RocksDbStore::TableSstBytes() const { return impl_->TableSstBytes(); }
 void RocksDbStore::SetWriteFaultHook(WriteFaultHook hook) { impl_->SetHook(std::move(hook)); }
 
 }  // namespace logdex

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 
@@ -77,6 +78,8 @@ class RocksDbStore final : public TableStore {
   Status CompactTable(std::string_view name);
   // Rows physically present in a table, expired or not (tests only).
   Result<uint64_t> CountRawRows(std::string_view name);
+  // Bytes of each table's SST files (benchmarks' breakdown of disk_usage).
+  std::map<std::string, uint64_t> TableSstBytes() const;
 
   // Test seam: called for each entry while a batch is assembled, before
   // anything is applied. A non-OK status fails the whole batch.
