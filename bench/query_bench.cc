@@ -289,9 +289,10 @@ json QueryOnHBase(const std::string& address, RocksDbStore& source, const std::v
   for (size_t i = 0; i < shapes.size(); ++i) {
     const uint64_t examined_before = (*store)->counters().rows_examined;
     json m = Measure(engine, shapes[i], runs);
-    // Rows HBase's scanners read and shipped through the gateway for one run
-    // of the shape (every page; main rows fetched by getMultiple are not
-    // counted): what scanner page sizes cost beyond rows_scanned.
+    // Rows every scanner page returned for one run of the shape (index rows,
+    // meta rows, and main rows of a full scan; rows from get and getMultiple
+    // are not counted): beside rows_scanned, the rows the engine used, what
+    // the scanners' page sizes fetch.
     m["gateway_scan_rows_per_run"] = ((*store)->counters().rows_examined - examined_before) / static_cast<uint64_t>(runs);
     if (!m.contains("error") && m["records"] != rocksdb[i]["records"]) {
       m = {{"query", shapes[i].name},

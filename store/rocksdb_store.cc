@@ -403,6 +403,7 @@ class RocksDbStore::Impl {
     std::shared_lock lock(mu_);
     std::map<std::string, uint64_t> out;
     for (auto& [name, t] : tables_) {
+      if (name == rocksdb::kDefaultColumnFamilyName) continue;  // not a table (Find)
       rocksdb::ColumnFamilyMetaData meta;
       db_->GetColumnFamilyMetaData(t->handle, &meta);
       out[name] = meta.size;

@@ -78,7 +78,8 @@ class RocksDbStore final : public TableStore {
   Status CompactTable(std::string_view name);
   // Rows physically present in a table, expired or not (tests only).
   Result<uint64_t> CountRawRows(std::string_view name);
-  // Bytes of each table's SST files (benchmarks' breakdown of disk_usage).
+  // Bytes of each table's SST files, as RocksDB's metadata gives them
+  // (benchmarks' breakdown of disk_usage().sst).
   std::map<std::string, uint64_t> TableSstBytes() const;
 
   // Test seam: called for each entry while a batch is assembled, before
