@@ -407,6 +407,35 @@ TEST(RocksDbStore, CompactionDropsExpiredRows) {
   EXPECT_EQ((*store)->CountRawRows("t").value(), 0u);
 }
 
+// TableSstBytes splits the SST bytes by table: a flushed table's rows are
+// in its own entry, a table never written has none, and RocksDB's default
+// column family (not a table) is not listed.
+TEST(RocksDbStore, TableSstBytesSplitsTheTableFilesByTable) {
+  TempDir dir;
+  RocksDbOptions o;
+  o.path = dir.path();
+  auto store = RocksDbStore::Open(o);
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->CreateTable("written", TableOptions{}).ok());
+  ASSERT_TRUE((*store)->CreateTable("empty", TableOptions{}).ok());
+  std::mt19937_64 rng(3);
+  std::string value(4096, '\0');
+  WriteBatch b;
+  for (int i = 0; i < 64; ++i) {
+    for (char& c : value) c = static_cast<char>(rng());  // incompressible
+    b.Put("written", "k" + std::to_string(i), value);
+  }
+  ASSERT_TRUE((*store)->Write(b).ok());
+  ASSERT_TRUE((*store)->Flush().ok());
+  const std::map<std::string, uint64_t> bytes = (*store)->TableSstBytes();
+  EXPECT_EQ(bytes.size(), 2u);
+  EXPECT_EQ(bytes.count("default"), 0u);
+  ASSERT_EQ(bytes.count("written"), 1u);
+  EXPECT_GE(bytes.at("written"), 64u * 4096);
+  EXPECT_LE(bytes.at("written"), (*store)->disk_usage()->sst);
+  EXPECT_EQ(bytes.at("empty"), 0u);
+}
+
 // A table written once pins every WAL file written after it until its
 // memtable is flushed; without a bound the WAL grew to about half the data
 // (issue 16). Two mechanisms bound it, each checked alone: the memtable
