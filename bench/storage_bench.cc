@@ -180,13 +180,17 @@ json RunOne(const BenchOptions& o, const Workload& w, proto::Codec codec, const 
     if (t == kMainTable) main_rows_after = n;
   }
   const StoreDiskUsage compacted = *store->disk_usage();
-  json sst_by_table = json::object();  // where the compacted SST bytes are, per raw byte
-  for (const auto& [table, bytes] : store->TableSstBytes()) {
-    if (bytes > 0) sst_by_table[table] = static_cast<double>(static_cast<int64_t>(bytes * 10000.0 / raw_bytes + 0.5)) / 10000;
-  }
 
   const double per_million = 1e6 / static_cast<double>(lines);
-  auto ratio = [&](uint64_t bytes) { return static_cast<double>(static_cast<int64_t>(bytes * 1000.0 / raw_bytes + 0.5)) / 1000; };
+  // Bytes per raw byte, rounded to 1 / `scale`.
+  auto per_raw = [&](uint64_t bytes, double scale) {
+    return static_cast<double>(static_cast<int64_t>(static_cast<double>(bytes) * scale / static_cast<double>(raw_bytes) + 0.5)) / scale;
+  };
+  auto ratio = [&](uint64_t bytes) { return per_raw(bytes, 1000); };
+  json sst_by_table = json::object();  // where the compacted SST bytes are
+  for (const auto& [table, bytes] : store->TableSstBytes()) {
+    if (bytes > 0) sst_by_table[table] = per_raw(bytes, 10000);
+  }
   return {{"workload", w.name},
           {"max_chunk_span_s", w.max_chunk_span_ms / 1000},
           {"codec", codec == proto::CODEC_ZSTD ? "zstd-" + std::to_string(kDefaultZstdLevel) : "snappy"},
