@@ -105,8 +105,26 @@ Status RecordAssembler::Process(std::string_view line) {
     Status s = Flush();
     if (!s.ok()) return s;
   }
+  if (!options_.multiline) return Emit(parsed_);  // complete now: no copy to hold it
   Start(parsed_);
   return Status::Ok();
+}
+
+// A line that is a whole record (no joining): passed on by view, the views
+// valid for the sink's call as the record contract says.
+Status RecordAssembler::Emit(const ParsedLine& p) {
+  RecordView r;
+  r.ts_ms = p.ts_ms;
+  r.severity = p.severity;
+  r.message = p.message;
+  r.tags = p.tags;
+  r.app = p.app;
+  r.host = p.host;
+  r.parsed = p.parsed;
+  r.first_line = lines_;
+  r.lines = 1;
+  ++records_;
+  return sink_.OnRecord(r);
 }
 
 Status RecordAssembler::Flush() {

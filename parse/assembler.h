@@ -18,6 +18,8 @@
 //
 // Since a record is complete only when the next record starts, the last one
 // waits in the assembler until Flush() (end of input, or an idle tail).
+// Without joining (multiline off) every line is a whole record: it goes to
+// the sink from AddLine, by view, and nothing waits.
 //
 // Format detection (a parser with Format::kAuto whose input has no format
 // yet): the first `detect_lines` lines (or 1 MiB of them) are held, given to
@@ -87,6 +89,7 @@ class RecordAssembler {
 
  private:
   void Start(const ParsedLine& p);
+  Status Emit(const ParsedLine& p);
   Status Process(std::string_view line);
   // Detects the format from the held lines, then parses them.
   Status Release();

@@ -209,15 +209,10 @@ struct LineParser::Impl {
   size_t values_used = 0, keys_used = 0;
   std::string repaired;    // a JSON line with its invalid UTF-8 replaced
   std::string json_error;  // why the last JSON line did not parse (ParsedLine::rejection)
-  struct JsonItem {
-    std::string_view key, value;
-    bool numeric;
-  };
   // Up to 3x kMaxJsonLineBytes: a line repaired to U+FFFD (3 bytes per bad byte).
   simdjson::dom::parser json_parser{3 * kMaxJsonLineBytes};
   bool json_ready = false;
   std::string json_padded;  // the line, then SIMDJSON_PADDING bytes
-  std::vector<JsonItem> json_items;
 
   TimeContext Ctx() const { return TimeContext{&zone, clock}; }
 
@@ -555,10 +550,11 @@ struct LineParser::Impl {
     to->append(buf, r.ptr);
   }
 
-  // Parses `line` (an object) into json_items; views into the parser's
-  // buffers and `values`, valid until the next Parse().
-  simdjson::error_code JsonFields(std::string_view line) {
-    json_items.clear();
+  // Parses `line` (an object) and applies its fields to `out` in their
+  // order; on an error nothing is applied (the DOM is built whole first).
+  // Values are views into the parser's buffers and `values`, valid until the
+  // next Parse().
+  simdjson::error_code JsonFields(std::string_view line, ParsedLine* out) {
     json_padded.assign(line.data(), line.size());
     json_padded.append(simdjson::SIMDJSON_PADDING, '\0');
     simdjson::dom::element doc;
@@ -566,29 +562,30 @@ struct LineParser::Impl {
     simdjson::dom::object object;
     if (auto e = doc.get_object().get(object)) return e;
     for (auto [key, v] : object) {
-      JsonItem item{key, {}, false};
+      std::string_view value;
+      bool numeric = false;
       switch (v.type()) {
-        case simdjson::dom::element_type::STRING: item.value = std::string_view(v); break;
+        case simdjson::dom::element_type::STRING: value = std::string_view(v); break;
         case simdjson::dom::element_type::INT64:
         case simdjson::dom::element_type::UINT64:
         case simdjson::dom::element_type::DOUBLE: {
           std::string* text = NextValue();
           AppendNumber(text, v);
-          item.value = *text;
-          item.numeric = true;
+          value = *text;
+          numeric = true;
           break;
         }
-        case simdjson::dom::element_type::BOOL: item.value = bool(v) ? "true" : "false"; break;
-        case simdjson::dom::element_type::NULL_VALUE: item.value = "null"; break;
+        case simdjson::dom::element_type::BOOL: value = bool(v) ? "true" : "false"; break;
+        case simdjson::dom::element_type::NULL_VALUE: value = "null"; break;
         case simdjson::dom::element_type::OBJECT:
         case simdjson::dom::element_type::ARRAY: {
           std::string* text = NextValue();
           *text = simdjson::minify(v);
-          item.value = *text;
+          value = *text;
           break;
         }
       }
-      json_items.push_back(item);
+      ApplyField(key, value, numeric, out);
     }
     return simdjson::SUCCESS;
   }
@@ -609,7 +606,6 @@ struct LineParser::Impl {
       return false;
     }
     if (!doc.is_object()) return false;
-    json_items.clear();
     for (auto it = doc.begin(); it != doc.end(); ++it) {
       std::string* k = NextValue();
       *k = it.key();
@@ -617,7 +613,7 @@ struct LineParser::Impl {
       const auto& val = it.value();
       if (val.is_string()) *v = val.get_ref<const std::string&>();
       else *v = val.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
-      json_items.push_back({*k, *v, val.is_number()});
+      ApplyField(*k, *v, val.is_number(), out);
     }
     return true;
   }
@@ -639,12 +635,12 @@ struct LineParser::Impl {
       }
       json_ready = true;
     }
-    simdjson::error_code err = JsonFields(line);
+    simdjson::error_code err = JsonFields(line, out);
     if (err == simdjson::UTF8_ERROR) {
       ReplaceInvalidUtf8(line, &repaired);
       line = repaired;
       out->utf8_replaced = true;
-      err = JsonFields(line);
+      err = JsonFields(line, out);
     }
     if (err == simdjson::DEPTH_ERROR) {
       out->rejection = kJsonTooDeep;
@@ -657,7 +653,6 @@ struct LineParser::Impl {
       out->rejection = json_error;
       return false;
     }
-    for (const JsonItem& i : json_items) ApplyField(i.key, i.value, i.numeric, out);
     if (out->message.empty()) out->message = line;
     return true;
   }
