@@ -151,10 +151,12 @@ uint32_t ChunkWriter::Summarize(std::string_view key, std::string_view value) {
   });
 }
 
-namespace {
+size_t ChunkWriter::SerializedRecordBytes(std::string_view record) {
+  return 1 + VarintSize(record.size()) + record.size();
+}
 
-size_t RecordBodySize(int64_t ts_ms, uint32_t severity, std::string_view message, std::span<const TagView> lead,
-                      std::span<const TagView> tags) {
+size_t ChunkWriter::RecordBodyBytes(int64_t ts_ms, uint32_t severity, std::string_view message,
+                                    std::span<const TagView> lead, std::span<const TagView> tags) {
   // LogRecord { int64 ts_ms = 1; uint32 severity = 2; bytes message = 3; repeated Tag tags = 4; }
   size_t body = VarintFieldSize(static_cast<uint64_t>(ts_ms)) + VarintFieldSize(severity) +
                 BytesFieldSize(message.size());
@@ -163,32 +165,22 @@ size_t RecordBodySize(int64_t ts_ms, uint32_t severity, std::string_view message
   return body;
 }
 
-}  // namespace
-
-size_t ChunkWriter::SerializedRecordBytes(std::string_view record) {
-  return 1 + VarintSize(record.size()) + record.size();
-}
-
-size_t ChunkWriter::RecordBytes(int64_t ts_ms, uint32_t severity, std::string_view message,
-                                std::span<const TagView> lead, std::span<const TagView> tags) {
-  const size_t body = RecordBodySize(ts_ms, severity, message, lead, tags);
-  return 1 + VarintSize(body) + body;
-}
+size_t ChunkWriter::RecordBytes(size_t body_bytes) { return 1 + VarintSize(body_bytes) + body_bytes; }
 
 void ChunkWriter::Add(int64_t ts_ms, uint32_t severity, std::string_view message, std::span<const TagView> lead,
-                      std::span<const TagView> tags) {
-  const size_t body = RecordBodySize(ts_ms, severity, message, lead, tags);
+                      std::span<const TagView> tags, size_t body_bytes) {
   // RecordBatch { repeated LogRecord records = 1; }
   const size_t at = payload_.size();
-  payload_.resize(at + 1 + VarintSize(body) + body);
+  payload_.resize(at + RecordBytes(body_bytes));
   char* p = payload_.data() + at;
   *p++ = static_cast<char>(Key(1, kLength));
-  p = PutVarint(p, body);
+  p = PutVarint(p, body_bytes);
   p = PutVarintField(p, Key(1, kVarint), static_cast<uint64_t>(ts_ms));
   p = PutVarintField(p, Key(2, kVarint), severity);
   p = PutBytesField(p, Key(3, kLength), message);
   for (const TagView& t : lead) p = PutTag(p, Key(4, kLength), t.key, t.value);
   for (const TagView& t : tags) p = PutTag(p, Key(4, kLength), t.key, t.value);
+  LOGDEX_CHECK(p == payload_.data() + payload_.size());  // body_bytes was this record's
   Account(ts_ms, severity, lead, tags);
 }
 

@@ -34,9 +34,14 @@ class ChunkWriter {
   ChunkWriter& operator=(ChunkWriter&&) noexcept;
 
   // Appends one record. `lead` tags come before `tags` (the re-stamp tag
-  // goes first, among the tags the indexer indexes).
+  // goes first, among the tags the indexer indexes). `body_bytes`: the
+  // record's RecordBodyBytes(), for a caller that needed them first.
   void Add(int64_t ts_ms, uint32_t severity, std::string_view message, std::span<const TagView> lead,
-           std::span<const TagView> tags);
+           std::span<const TagView> tags, size_t body_bytes);
+  void Add(int64_t ts_ms, uint32_t severity, std::string_view message, std::span<const TagView> lead,
+           std::span<const TagView> tags) {
+    Add(ts_ms, severity, message, lead, tags, RecordBodyBytes(ts_ms, severity, message, lead, tags));
+  }
   void Add(int64_t ts_ms, uint32_t severity, std::string_view message, std::span<const TagView> tags) {
     Add(ts_ms, severity, message, {}, tags);
   }
@@ -50,9 +55,11 @@ class ChunkWriter {
   // The bytes AddSerialized() appends to the payload for this record body.
   static size_t SerializedRecordBytes(std::string_view record);
 
-  // The bytes Add() appends to the payload for this record.
-  static size_t RecordBytes(int64_t ts_ms, uint32_t severity, std::string_view message, std::span<const TagView> lead,
-                            std::span<const TagView> tags);
+  // The serialized LogRecord of this record, without its field key and length.
+  static size_t RecordBodyBytes(int64_t ts_ms, uint32_t severity, std::string_view message,
+                                std::span<const TagView> lead, std::span<const TagView> tags);
+  // The bytes Add() appends to the payload for a record of `body_bytes`.
+  static size_t RecordBytes(size_t body_bytes);
 
   size_t records() const { return records_; }
   // The serialized RecordBatch so far (before compression).

@@ -78,7 +78,8 @@ Status Chunker::OnRecord(const RecordView& record) {
   const std::span<const TagView> lead =
       restamped_from.empty() ? std::span<const TagView>() : std::span<const TagView>(&restamp, 1);
   const uint32_t severity = SeverityCode(record.severity);
-  const size_t size = ChunkWriter::RecordBytes(ts_ms, severity, record.message, lead, tags);
+  const size_t body = ChunkWriter::RecordBodyBytes(ts_ms, severity, record.message, lead, tags);
+  const size_t size = ChunkWriter::RecordBytes(body);
   if (w.records() > 0 &&
       (w.payload_bytes() + size > options_.max_chunk_bytes || w.records() >= options_.max_chunk_records)) {
     Status st = Flush(*s);
@@ -90,7 +91,7 @@ Status Chunker::OnRecord(const RecordView& record) {
   } else if (options_.retention_ms > 0 && ts_ms < now - options_.retention_ms) {
     ++stats_.past_retention;
   }
-  w.Add(ts_ms, severity, record.message, lead, tags);
+  w.Add(ts_ms, severity, record.message, lead, tags, body);
   if (record.origin != 0) s->origins.push_back(record.origin);
   ++stats_.records;
   ++stats_.records_by_severity[SeverityIndex(record.severity)];
