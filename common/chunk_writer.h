@@ -35,7 +35,8 @@ class ChunkWriter {
 
   // Appends one record. `lead` tags come before `tags` (the re-stamp tag
   // goes first, among the tags the indexer indexes). `body_bytes`: the
-  // record's RecordBodyBytes(), for a caller that needed them first.
+  // record's RecordBodyBytes() of these same arguments, for a caller that
+  // needed them first (the writer aborts after writing if they differ).
   void Add(int64_t ts_ms, uint32_t severity, std::string_view message, std::span<const TagView> lead,
            std::span<const TagView> tags, size_t body_bytes);
   void Add(int64_t ts_ms, uint32_t severity, std::string_view message, std::span<const TagView> lead,
@@ -55,7 +56,8 @@ class ChunkWriter {
   // The bytes AddSerialized() appends to the payload for this record body.
   static size_t SerializedRecordBytes(std::string_view record);
 
-  // The serialized LogRecord of this record, without its field key and length.
+  // The size of this record's serialized LogRecord, without its field key
+  // and length: what Add() takes as `body_bytes`.
   static size_t RecordBodyBytes(int64_t ts_ms, uint32_t severity, std::string_view message,
                                 std::span<const TagView> lead, std::span<const TagView> tags);
   // The bytes Add() appends to the payload for a record of `body_bytes`.

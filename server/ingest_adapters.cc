@@ -166,7 +166,11 @@ Status ShipLineDecoder::Read(const InMessage& m, InputFormat format) {
                                                                                                : d.clock.NowMs();
 
   // Lines of the message; JSON lines are checked one by one, on the parse
-  // the assembler made (an explicit format: it holds no line back).
+  // the assembler made (an explicit format: it holds no line back). Without
+  // joining, the assembler hands a JSON line's record to this decoder from
+  // AddLine, before the checks: a bad line's own reason comes first (its
+  // record may have failed in OnRecord for another one, such as naming no
+  // app), and the message is discarded whole either way.
   std::string_view rest = m.value;
   size_t line_no = 0;
   uint64_t utf8_lines = 0;
@@ -176,7 +180,7 @@ Status ShipLineDecoder::Read(const InMessage& m, InputFormat format) {
     rest = nl == std::string_view::npos ? std::string_view() : rest.substr(nl + 1);
     ++line_no;
     if (line.empty() || line == "\r") continue;
-    if (Status s = assembler.AddLine(line); !s.ok()) return s;
+    const Status added = assembler.AddLine(line);
     if (json) {
       const parse::ParsedLine& parsed = assembler.last_line();
       if (!parsed.parsed && !parsed.rejection.empty()) {
@@ -191,6 +195,7 @@ Status ShipLineDecoder::Read(const InMessage& m, InputFormat format) {
                       "line " + std::to_string(line_no) + " has no timestamp (time, ts, @timestamp or timestamp)");
       }
     }
+    if (!added.ok()) return added;
   }
   if (Status s = assembler.Flush(); !s.ok()) return s;
   if (d.streams.empty()) return Status(Errc::kInvalidArgument, "the message holds no log line");

@@ -118,6 +118,32 @@ TEST(LineInput, JsonNestedPastTheGuardDeadLettersItsMessageWithTheReason) {
       << r.error().message;
 }
 
+// A JSON line's record reaches the decoder from AddLine, before its checks;
+// with no default app or host (serve's defaults) that record fails for naming
+// none, and the reason given must still be the line's own.
+TEST(LineInput, ABadJsonLineIsRefusedForItsOwnReasonWhenTheServerHasNoDefaultAppOrHost) {
+  ManualClock clock(kNow);
+  ShipLineDecoder d("", "", clock);
+  const std::string good = R"({"time":"2026-11-28T23:00:00Z","msg":"good","app":"a","host":"h"})" "\n";
+  struct Case {
+    std::string line, reason;
+  };
+  const Case cases[] = {
+      {"not json at all\n", "line 2 is not a JSON object"},
+      {R"({"time":"2026-11-28T23:00:00Z","msg":"m","x":)" + std::string(100, '[') + std::string(100, ']') + "}\n",
+       "line 2: JSON nested deeper than 64 levels"},
+      {R"({"msg":"no time","app":"a","host":"h"})" "\n", "line 2 has no timestamp"},
+  };
+  for (const Case& c : cases) {
+    auto r = d.Decode(Message(good + c.line, kNow), InputFormat::kJson);
+    ASSERT_FALSE(r.ok()) << c.line;
+    EXPECT_NE(r.error().message.find(c.reason), std::string::npos) << r.error().message;
+  }
+  auto ok = d.Decode(Message(good, kNow), InputFormat::kJson);
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  EXPECT_EQ(Records(*ok).size(), 1u) << "nothing of the refused messages is left in the next one";
+}
+
 TEST(LineInput, InvalidUtf8InAJsonLineIsKeptReplacedAndCounted) {
   ManualClock clock(kNow);
   ShipLineDecoder d("app", "host", clock);
