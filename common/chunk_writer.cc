@@ -151,9 +151,7 @@ uint32_t ChunkWriter::Summarize(std::string_view key, std::string_view value) {
   });
 }
 
-size_t ChunkWriter::SerializedRecordBytes(std::string_view record) {
-  return 1 + VarintSize(record.size()) + record.size();
-}
+size_t ChunkWriter::SerializedRecordBytes(std::string_view record) { return RecordBytes(record.size()); }
 
 size_t ChunkWriter::RecordBodyBytes(int64_t ts_ms, uint32_t severity, std::string_view message,
                                     std::span<const TagView> lead, std::span<const TagView> tags) {
@@ -187,7 +185,7 @@ void ChunkWriter::Add(int64_t ts_ms, uint32_t severity, std::string_view message
 void ChunkWriter::AddSerialized(int64_t ts_ms, uint32_t severity, std::string_view record,
                                 std::span<const TagView> tags) {
   const size_t at = payload_.size();
-  payload_.resize(at + 1 + VarintSize(record.size()) + record.size());
+  payload_.resize(at + RecordBytes(record.size()));
   char* p = payload_.data() + at;
   *p++ = static_cast<char>(Key(1, kLength));
   p = PutVarint(p, record.size());
