@@ -82,9 +82,19 @@ struct PackOptions {
   uint64_t producer_id = 0;
   uint64_t sequence = 0;
   // Write a TagSummary (distinct key=value pairs of each record's first
-  // kMaxIndexedTagsPerRecord tags) into the header.
+  // kMaxIndexedTagsPerRecord tags) into the header, unless it would take
+  // more than kMaxTagSummaryShare of the compressed payload's bytes.
   bool summarize_tags = true;
 };
+
+// A tag summary saves the indexer a read of the records, and costs its bytes
+// in every stored copy of the chunk. Where the tags vary per record (JSON
+// lines with request ids) it outgrows the compressed payload it summarizes
+// (`logdex bench ship`'s JSON chunks were 2.85x their size without it), so
+// it is left out past this share of the payload (an absent summary means
+// "unknown": the indexer reads the tags from the records, which its default
+// full check reads anyway). ChunkWriter also gives up building it early.
+inline constexpr double kMaxTagSummaryShare = 0.125;
 
 // Packs `batch` (records of one app and host) into a chunk. The stream
 // severity is the records' common severity, or kMixedSeverity.

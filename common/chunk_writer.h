@@ -25,9 +25,12 @@ namespace logdex {
 
 class ChunkWriter {
  public:
-  // `summarize_tags`: whether Finish writes a TagSummary (PackOptions). The
-  // summary holds each distinct tag among each record's first
-  // kMaxIndexedTagsPerRecord once, in the order first seen.
+  // `summarize_tags`: whether Finish writes a TagSummary (PackOptions); it
+  // leaves out one larger than kMaxTagSummaryShare of the compressed
+  // payload, or of the records' uncompressed bytes at some point past the
+  // chunk's first 8 KiB (then it stops building it). The summary holds each
+  // distinct tag among each record's first kMaxIndexedTagsPerRecord once, in
+  // the order first seen.
   explicit ChunkWriter(bool summarize_tags = true);
   ~ChunkWriter();
   ChunkWriter(ChunkWriter&&) noexcept;
@@ -91,6 +94,9 @@ class ChunkWriter {
   uint32_t severity_ = kMixedSeverity;
   int64_t first_ts_ = 0, last_ts_ = 0;
   std::unique_ptr<Summary> summary_;  // null: no summary
+  // This chunk's summary was given up on: too large for its records (Account).
+  bool summary_given_up_ = false;
+  static constexpr size_t kSummaryCheckBytes = 8 << 10;
   // The summary entry of the last record's tag at each position (records of
   // a stream tend to repeat their keys, and many values): a cheap check first.
   std::vector<uint32_t> last_at_;

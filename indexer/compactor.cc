@@ -341,7 +341,12 @@ Status Compactor::WriteMerge(std::vector<Part*>& parts, CompactionPass& pass) {
             id_bytes);
   const IndexerCounters counted = indexer_.counters();
   const size_t merged_rows = batch.size();
-  if (Status s = indexer_.StageMerged(merged, bytes, id, messages, parts.front()->row.source(), batch); !s.ok()) {
+  std::vector<TagView> record_tags;  // what the index holds when the writer left the summary out
+  if (!merged.has_tag_summary()) {
+    for (const Entry& e : order) AppendIndexedTags(e.p->views.TagsOf(e.p->views.records[e.index]), record_tags);
+  }
+  if (Status s = indexer_.StageMerged(merged, bytes, id, messages, record_tags, parts.front()->row.source(), batch);
+      !s.ok()) {
     indexer_.Settle(false);
     return s;
   }

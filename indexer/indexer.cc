@@ -299,7 +299,8 @@ void Indexer::Settle(bool written) {
 Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view bytes,
                               const proto::ChunkSource& source, ChunkId id, const proto::RecordBatch* records,
                               WriteBatch& batch, bool index_only, bool bytes_outlive_batch, bool merged,
-                              int64_t received_ms, std::span<const std::string_view> merged_messages) {
+                              int64_t received_ms, std::span<const std::string_view> merged_messages,
+                              std::span<const TagView> record_tags) {
   StreamChunk c;
   c.chunk = &chunk;
   c.chunk_bytes = bytes;
@@ -329,11 +330,15 @@ Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view byt
   std::vector<std::pair<std::string_view, std::string_view>> tags;
   if (chunk.has_tag_summary()) {
     for (const proto::Tag& t : chunk.tag_summary().tags()) tags.emplace_back(t.key(), t.value());
-  } else if (records) {
-    for (const proto::LogRecord& r : records->records()) {
-      const int n = std::min(r.tags_size(), kMaxIndexedTagsPerRecord);
-      for (int i = 0; i < n; ++i) tags.emplace_back(r.tags(i).key(), r.tags(i).value());
-      counters_.tags_over_record_cap += static_cast<uint64_t>(r.tags_size() - n);
+  } else {
+    if (records) {
+      for (const proto::LogRecord& r : records->records()) {
+        const int n = std::min(r.tags_size(), kMaxIndexedTagsPerRecord);
+        for (int i = 0; i < n; ++i) tags.emplace_back(r.tags(i).key(), r.tags(i).value());
+        counters_.tags_over_record_cap += static_cast<uint64_t>(r.tags_size() - n);
+      }
+    } else {
+      for (const TagView& t : record_tags) tags.emplace_back(t.key, t.value);
     }
     std::sort(tags.begin(), tags.end());
     tags.erase(std::unique(tags.begin(), tags.end()), tags.end());
@@ -410,6 +415,22 @@ ChunkResult<StagedChunk> Indexer::Stage(ChunkRef ref, std::string_view chunk_byt
     staged.stored_chunks = 1;
     return staged;
   }
+  if (!mixed && !too_long && !ObserversWantRecords(*SeverityFromCode(chunk.severity()))) {
+    // No tag summary (its producer left it out, or wrote none): the tags come
+    // from the records, read in place, which checks them as UnpackRecords
+    // would, whatever `verify` says.
+    if (auto ok = ViewRecords(ref, options_.decode, verify_scratch_, view_scratch_); !ok.ok()) return ok.error();
+    staged.decompressed = true;
+    ++counters_.decompressed;
+    record_tags_.clear();
+    for (const RecordView& r : view_scratch_.records) {
+      counters_.tags_over_record_cap += AppendIndexedTags(view_scratch_.TagsOf(r), record_tags_);
+    }
+    staged.store_failure = ObserveStream(chunk, chunk_bytes, source, id, nullptr, batch, false, bytes_outlive_batch,
+                                         false, received_ms, {}, record_tags_);
+    staged.stored_chunks = 1;
+    return staged;
+  }
 
   auto records = UnpackRecords(ref, options_.decode);
   if (!records.ok()) return records.error();
@@ -476,32 +497,31 @@ Result<bool> Indexer::WasMerged(HostId host, AppId app, Severity severity, int64
 }
 
 Status Indexer::StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,
-                            std::span<const std::string_view> messages, const proto::ChunkSource& source,
-                            WriteBatch& batch) {
-  return StageMerged(merged, bytes, id, nullptr, messages, source, batch);
+                            std::span<const std::string_view> messages, std::span<const TagView> record_tags,
+                            const proto::ChunkSource& source, WriteBatch& batch) {
+  return StageMerged(merged, bytes, id, nullptr, messages, record_tags, source, batch);
 }
 
 Status Indexer::StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,
                             const proto::RecordBatch& records, const proto::ChunkSource& source, WriteBatch& batch) {
   std::vector<std::string_view> messages;
   for (const proto::LogRecord& r : records.records()) messages.push_back(r.message());
-  return StageMerged(merged, bytes, id, &records, messages, source, batch);
+  return StageMerged(merged, bytes, id, &records, messages, {}, source, batch);
 }
 
-// With `records`, a chunk without a tag summary is indexed by its records' tags.
+// Without a tag summary, a merged chunk is indexed by its records' tags
+// (`records`, or else `record_tags`).
 Status Indexer::StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,
                             const proto::RecordBatch* records, std::span<const std::string_view> messages,
-                            const proto::ChunkSource& source, WriteBatch& batch) {
+                            std::span<const TagView> record_tags, const proto::ChunkSource& source,
+                            WriteBatch& batch) {
   if (!SeverityFromCode(merged.severity()) || merged.severity() == kMixedSeverity) {
     return Status(Errc::kInvalidArgument, "a merged chunk holds one severity");
-  }
-  if (records == nullptr && !merged.has_tag_summary()) {
-    return Status(Errc::kInvalidArgument, "a merged chunk given without its records must have a tag summary");
   }
   ++counters_.chunks;
   counters_.records += merged.record_count();
   return ObserveStream(merged, bytes, source, id, records, batch, /*index_only=*/false,
-                       /*bytes_outlive_batch=*/false, /*merged=*/true, /*received_ms=*/0, messages);
+                       /*bytes_outlive_batch=*/false, /*merged=*/true, /*received_ms=*/0, messages, record_tags);
 }
 
 void Indexer::StageRemoval(const proto::LogChunk& part, const MainKey& key, const proto::RecordBatch& records,

@@ -10,11 +10,12 @@
 //   into time windows of `max_chunk_span_ms` when it spans more, so that every
 //   stored chunk has one severity and a bounded span (sub-chunk ids derive
 //   from the chunk id, so splitting is deterministic too);
-// - builds the records only when it must: mixed severity, no tag summary,
-//   too long a span, ERROR/FATAL records (returned for alerting); the others
-//   get VerifyRecords with IngestVerify::kFull (the default: decompressed and
-//   every record checked in one pass over the wire bytes) or VerifyPayload
-//   (the snappy length header, or with kSnappy the whole stream).
+// - builds the records only when it must: mixed severity, too long a span,
+//   records an observer wants (alerting's severities); a chunk without a tag
+//   summary has its records read in place (ViewRecords) for their tags; the
+//   others get VerifyRecords with IngestVerify::kFull (the default:
+//   decompressed and every record checked in one pass over the wire bytes) or
+//   VerifyPayload (the snappy length header, or with kSnappy the whole stream).
 //
 // Index rows are keyed by the chunk's LAST record time, so that a newest-first
 // scan can emit records as soon as it passes their time (see query.h).
@@ -22,6 +23,8 @@
 // Thread-safety: an Indexer is used by one thread at a time.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <map>
 #include <memory>
 #include <span>
@@ -217,10 +220,12 @@ class Indexer {
   // The compactor's (indexer/compactor.h): every row of a merged chunk, with
   // its given id, never split, whatever its span; no meta rows (its records
   // are within its stream's extent already). `messages` are its records'
-  // messages (its token filter's input), and its tags are those of its tag
-  // summary (refused without one); observers see no records.
+  // messages (its token filter's input). Its tags are those of its tag
+  // summary or, when it has none, `record_tags`: its records' tags as
+  // AppendIndexedTags gives them (repeats allowed). Observers see no records.
   Status StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,
-                     std::span<const std::string_view> messages, const proto::ChunkSource& source, WriteBatch& batch);
+                     std::span<const std::string_view> messages, std::span<const TagView> record_tags,
+                     const proto::ChunkSource& source, WriteBatch& batch);
   // The same, of records built (tests): a chunk without a tag summary is
   // indexed by its records' tags, and observers see the records.
   Status StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,
@@ -256,10 +261,11 @@ class Indexer {
   Status ObserveStream(const proto::LogChunk& chunk, std::string_view bytes, const proto::ChunkSource& source,
                        ChunkId id, const proto::RecordBatch* records, WriteBatch& batch, bool index_only,
                        bool bytes_outlive_batch = false, bool merged = false, int64_t received_ms = 0,
-                       std::span<const std::string_view> merged_messages = {});
+                       std::span<const std::string_view> merged_messages = {},
+                       std::span<const TagView> record_tags = {});
   Status StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,
                      const proto::RecordBatch* records, std::span<const std::string_view> messages,
-                     const proto::ChunkSource& source, WriteBatch& batch);
+                     std::span<const TagView> record_tags, const proto::ChunkSource& source, WriteBatch& batch);
   // Whether some observer wants the records of a chunk of `severity`.
   bool ObserversWantRecords(Severity severity) const;
 
@@ -270,8 +276,19 @@ class Indexer {
   IndexerCounters counters_;
   std::map<std::string, uint64_t> past_retention_;
   std::string verify_scratch_;  // decompressed bytes of the chunk being verified
+  RecordViews view_scratch_;    // the records of a chunk without a tag summary, read in place
+  std::vector<TagView> record_tags_;  // their tags (AppendIndexedTags)
   TokenSet token_set_;          // a merged chunk's tokens (reused: its buffers stay allocated)
 };
+
+// Appends the tags of one record that the index holds, its first
+// kMaxIndexedTagsPerRecord (what a tag summary holds), to `out`; returns how
+// many it has past them (IndexerCounters::tags_over_record_cap).
+inline uint64_t AppendIndexedTags(std::span<const TagView> record_tags, std::vector<TagView>& out) {
+  const size_t n = std::min<size_t>(record_tags.size(), kMaxIndexedTagsPerRecord);
+  out.insert(out.end(), record_tags.begin(), record_tags.begin() + static_cast<std::ptrdiff_t>(n));
+  return record_tags.size() - n;
+}
 
 // The id of a stored chunk: hash(producer id, sequence), or hash of the Kafka
 // source when the producer set neither.

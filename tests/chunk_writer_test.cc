@@ -51,6 +51,15 @@ std::vector<Rec> EdgeRecords() {
   return out;
 }
 
+// `n` letters that compress about as well as log text does, no better: a
+// message long enough that a record's tags are a small part of its chunk.
+std::string Noise(size_t n, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::string s(n, ' ');
+  for (char& c : s) c = static_cast<char>('a' + rng() % 26);
+  return s;
+}
+
 std::vector<TagView> Views(const Rec& r) {
   std::vector<TagView> v;
   for (const auto& [k, val] : r.tags) v.push_back({k, val});
@@ -86,8 +95,11 @@ std::vector<std::pair<std::string, std::string>> ExpectedSummary(const std::vect
   return out;
 }
 
-// Writes `recs` with `w` and checks the chunk against protobuf's own bytes.
-void ExpectProtobufBytes(ChunkWriter& w, const std::vector<Rec>& recs, proto::Codec codec) {
+// Writes `recs` with `w` and checks the chunk against protobuf's own bytes,
+// with its tag summary when that is at most kMaxTagSummaryShare of the
+// compressed payload; `summarized`: whether it should have been.
+void ExpectProtobufBytes(ChunkWriter& w, const std::vector<Rec>& recs, proto::Codec codec, bool summarized,
+                         bool* summary_given_up = nullptr) {
   for (const Rec& r : recs) w.Add(r.ts, r.severity, r.message, Views(r));
   const proto::RecordBatch batch = Batch(recs);
   EXPECT_EQ(w.payload_bytes(), batch.ByteSizeLong());
@@ -138,35 +150,80 @@ void ExpectProtobufBytes(ChunkWriter& w, const std::vector<Rec>& recs, proto::Co
   expected.set_uncompressed_size(batch.ByteSizeLong());
   expected.set_producer_id(9);
   expected.set_sequence(300);
-  proto::TagSummary* summary = expected.mutable_tag_summary();
+  proto::TagSummary summary;
   for (const auto& [k, v] : ExpectedSummary(recs)) {
-    proto::Tag* t = summary->add_tags();
+    proto::Tag* t = summary.add_tags();
     t->set_key(k);
     t->set_value(v);
   }
-  EXPECT_EQ(written, expected.SerializeAsString()) << "codec " << codec << ", " << recs.size() << " records";
+  // The writer gives up on the summary when, past the chunk's first 8 KiB
+  // of records, the summary of the records before one outweighs the share
+  // of the records up to it.
+  bool given_up = false;
+  {
+    proto::RecordBatch upto;
+    proto::TagSummary so_far;
+    std::set<std::pair<std::string, std::string>> seen;
+    for (const proto::LogRecord& r : batch.records()) {
+      *upto.add_records() = r;
+      const size_t payload_now = upto.ByteSizeLong();
+      if (payload_now >= 8192 &&
+          static_cast<double>(so_far.ByteSizeLong()) > kMaxTagSummaryShare * static_cast<double>(payload_now)) {
+        given_up = true;
+        break;
+      }
+      for (int i = 0; i < r.tags_size() && i < kMaxIndexedTagsPerRecord; ++i) {
+        if (seen.insert({r.tags(i).key(), r.tags(i).value()}).second) *so_far.add_tags() = r.tags(i);
+      }
+    }
+  }
+  if (summary_given_up) *summary_given_up = given_up;
+  const bool fits = !given_up && static_cast<double>(summary.ByteSizeLong()) <=
+                                     kMaxTagSummaryShare * static_cast<double>(payload.size());
+  EXPECT_EQ(fits, summarized) << "codec " << codec << ", " << recs.size() << " records: not the case the test means";
+  if (fits) *expected.mutable_tag_summary() = summary;
+  EXPECT_EQ(parsed.has_tag_summary(), fits) << "codec " << codec << ", " << recs.size() << " records";
+  EXPECT_TRUE(written == expected.SerializeAsString()) << "codec " << codec << ", " << recs.size() << " records";
   EXPECT_TRUE(VerifyPayload(parsed, DecodeOptions{}).ok());
 }
 
 TEST(ChunkWriter, WritesTheBytesProtobufWritesForTheSameChunk) {
   const std::vector<Rec> recs = EdgeRecords();
+  std::vector<Rec> padded = {{kNow, 30, Noise(2 << 20, 9), {}}};
+  padded.insert(padded.end(), recs.begin(), recs.end());
   // 300 distinct tags: the summary's set outgrows 127 slots, is cleared and
   // sized again by Finish; the next chunk of the same writer is checked too.
-  std::vector<Rec> many;
-  for (int i = 0; i < 300; ++i) many.push_back({kNow + i, 30, "m", {{"id", std::to_string(i)}, {"dc", "east"}}});
+  // With long messages the summary is written; with one-letter messages it
+  // is larger than the payload it summarizes, and left out: given up on
+  // past 8 KiB of records (1,000 of them), or at Finish (200).
+  std::vector<Rec> many, many_short, few_short;
+  for (int i = 0; i < 1000; ++i) {
+    if (i < 300) many.push_back({kNow + i, 30, Noise(400, i), {{"id", std::to_string(i)}, {"dc", "east"}}});
+    many_short.push_back({kNow + i, 30, "m", {{"id", std::to_string(i)}, {"dc", "east"}}});
+    if (i < 200) few_short.push_back(many_short.back());
+  }
   for (proto::Codec codec : {proto::CODEC_NONE, proto::CODEC_SNAPPY, proto::CODEC_ZSTD}) {
     ChunkWriter w;
-    ExpectProtobufBytes(w, many, codec);
-    ExpectProtobufBytes(w, recs, codec);
-    ExpectProtobufBytes(w, {}, codec);  // no record (serve refuses it; the bytes are still protobuf's)
-    ExpectProtobufBytes(w, many, codec);
+    ExpectProtobufBytes(w, many, codec, true);
+    // The edge records' long tag values outweigh their records: no summary.
+    // After a long first record, they are a small share, and the summary's
+    // encoding of them is checked too.
+    ExpectProtobufBytes(w, recs, codec, false);
+    ExpectProtobufBytes(w, padded, codec, true);
+    ExpectProtobufBytes(w, {}, codec, true);  // no record (serve refuses it; the bytes are still protobuf's)
+    bool given_up = false;
+    ExpectProtobufBytes(w, many_short, codec, false, &given_up);
+    EXPECT_TRUE(given_up);
+    ExpectProtobufBytes(w, few_short, codec, false, &given_up);
+    EXPECT_FALSE(given_up);
+    ExpectProtobufBytes(w, many, codec, true);
   }
 }
 
 // PackChunk (re-packing received records: the indexer's split path) keeps
 // the fields of a newer producer that this build does not know.
 TEST(ChunkWriter, PackChunkKeepsUnknownFieldsOfRecordsAndTags) {
-  proto::RecordBatch batch = Batch({{kNow, 30, "with extras", {{"dc", "east"}}}});
+  proto::RecordBatch batch = Batch({{kNow, 30, "with extras " + Noise(200, 1), {{"dc", "east"}}}});
   proto::LogRecord* r = batch.mutable_records(0);
   ASSERT_TRUE(r->MergeFromString(std::string("\xa0\x06\x2a", 3)));  // field 100, varint 42
   ASSERT_TRUE(r->mutable_tags(0)->MergeFromString(std::string("\x18\x07", 2)));  // field 3, varint 7
@@ -197,7 +254,9 @@ TEST(ChunkWriter, ChunksItWritesPassServesDecode) {
   EXPECT_EQ(chunk->severity(), SeverityCode(Severity::kWarn));
   EXPECT_EQ(chunk->first_ts_ms(), kNow - 1000);
   EXPECT_EQ(chunk->last_ts_ms(), kNow - 501);
-  EXPECT_EQ(chunk->tag_summary().tags_size(), 503);  // 3 hosts, 500 requests
+  // 3 hosts and 500 request ids: a summary larger than the compressed
+  // payload, left out (the indexer reads the tags from the records).
+  EXPECT_FALSE(chunk->has_tag_summary());
   auto records = UnpackRecords(*chunk, dop);
   ASSERT_TRUE(records.ok()) << records.error().ToString();
   EXPECT_EQ(records->SerializeAsString(), Batch(recs).SerializeAsString());
@@ -208,13 +267,13 @@ TEST(ChunkWriter, ChunksItWritesPassServesDecode) {
 TEST(ChunkWriter, FinishStartsAFreshChunk) {
   ChunkWriter w;
   std::vector<TagView> tags = {{"dc", "east"}};
-  w.Add(kNow, SeverityCode(Severity::kError), "first", tags);
+  w.Add(kNow, SeverityCode(Severity::kError), "first " + Noise(200, 1), tags);
   std::string one;
   w.Finish("a", "h", PackOptions{}, &one);
   EXPECT_EQ(w.records(), 0u);
   EXPECT_EQ(w.payload_bytes(), 0u);
   tags = {{"dc", "east"}};  // the same tag at the same position: in the new chunk's summary too
-  w.Add(kNow - 5, SeverityCode(Severity::kInfo), "second", tags);
+  w.Add(kNow - 5, SeverityCode(Severity::kInfo), "second " + Noise(200, 2), tags);
   std::string two;
   w.Finish("a", "h", PackOptions{}, &two);
   proto::LogChunk c;
@@ -234,7 +293,7 @@ TEST(ChunkWriter, LeadTagsComeFirstAndCountTowardTheIndexedCap) {
   for (int i = 0; i < kMaxIndexedTagsPerRecord; ++i) values.push_back(std::to_string(i));
   std::vector<TagView> tags;
   for (const std::string& v : values) tags.push_back({"k", v});
-  w.Add(kNow, SeverityCode(Severity::kInfo), "m", std::span<const TagView>(&lead, 1), tags);
+  w.Add(kNow, SeverityCode(Severity::kInfo), Noise(8000, 1), std::span<const TagView>(&lead, 1), tags);
   std::string bytes;
   w.Finish("a", "h", PackOptions{}, &bytes);
   proto::LogChunk c;

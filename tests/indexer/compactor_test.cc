@@ -632,6 +632,78 @@ TEST(Compactor, RunsCutByTheByteTargetAreNotReadAgainByLaterPasses) {
   ExpectSameAnswers(engine, queries, before);
 }
 
+// Records with an id each (request ids): the merged chunk's tag summary
+// would outweigh its compressed payload and is left out; the index rows of
+// the merged chunk come from its records' tags, and every id finds its
+// record as before.
+TEST(Compactor, AMergedChunkWithoutItsTagSummaryIsIndexedByItsRecordsTags) {
+  Fixture f(3, 1, /*ingest=*/false);
+  const int64_t start = 1'790'000'000'000;
+  std::vector<std::string> chunks;
+  for (int c = 0; c < 100; ++c) {
+    proto::RecordBatch b;
+    for (int i = 0; i < 3; ++i) {
+      const int n = 3 * c + i;
+      proto::LogRecord* r = b.add_records();
+      r->set_ts_ms(start + 1000 * n);
+      r->set_severity(SeverityCode(Severity::kInfo));
+      r->set_message("GET /api/items 200");
+      for (auto [k, v] : {std::pair<std::string, std::string>{"req", "r" + std::to_string(n)}, {"k", "v1"}}) {
+        proto::Tag* t = r->add_tags();
+        t->set_key(k);
+        t->set_value(v);
+      }
+    }
+    PackOptions po;
+    po.codec = proto::CODEC_ZSTD;
+    po.producer_id = 5;
+    po.sequence = static_cast<uint64_t>(c + 1);
+    chunks.push_back(PackChunk("api", "h0", b, po).SerializeAsString());
+  }
+  Indexer indexer(*f.store, IndexerOptions{});
+  IngestInBatches(indexer, chunks);
+  const uint64_t tag_rows_before = f.Rows(kTagIndexTable);
+  EXPECT_EQ(tag_rows_before, 300u + 100u) << "a row per id, and one per chunk for k=v1";
+
+  QueryEngine engine(*f.store, f.EngineOptions());
+  std::vector<Query> queries;
+  for (int n : {0, 1, 150, 299}) {
+    Query q;
+    q.tags = {{"req", "r" + std::to_string(n)}};
+    q.from_ms = start - 60'000;
+    q.to_ms = start + 400'000;
+    queries.push_back(q);
+  }
+  Query all;
+  all.tags = {{"k", "v1"}};
+  all.from_ms = start - 60'000;
+  all.to_ms = start + 400'000;
+  all.limit = 50;
+  queries.push_back(all);
+  const auto before = Answers(engine, queries);
+  for (size_t i = 0; i + 1 < queries.size(); ++i) EXPECT_EQ(before[i].size(), 1u) << "query " << i;
+  EXPECT_EQ(before.back().size(), 300u);
+
+  CompactorOptions o = f.Options();
+  auto compactor = Compactor::Create(*f.store, o);
+  ASSERT_TRUE(compactor.ok()) << compactor.error().ToString();
+  auto pass = (*compactor)->Pass(start + 300'000 + o.settle_ms + o.max_span_ms + 1);
+  ASSERT_TRUE(pass.ok()) << pass.error().ToString();
+  ASSERT_GT(pass->merges, 0u);
+  EXPECT_EQ(pass->parts, 100u);
+  uint64_t merged = 0;
+  ASSERT_TRUE(f.store->Scan(ScanSpec{std::string(kMainTable), "", "", false, 0}, [&](auto, std::string_view v) {
+    proto::MainRow row;
+    EXPECT_TRUE(row.ParseFromArray(v.data(), static_cast<int>(v.size())));
+    EXPECT_FALSE(row.chunk().has_tag_summary()) << "300 ids outweigh 300 near-identical records";
+    ++merged;
+    return true;
+  }).ok());
+  EXPECT_EQ(merged, pass->merges);
+  EXPECT_EQ(f.Rows(kTagIndexTable), 300u + merged) << "a row per id, and one per merged chunk for k=v1";
+  ExpectSameAnswers(engine, queries, before);
+}
+
 // Every chunk sent again after the merges (ship's journal replay, a
 // producer's retry: same producer id and sequence, new offsets): the ledger
 // recognises the merged ones, which are not stored again, and the others

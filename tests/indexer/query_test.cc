@@ -751,6 +751,92 @@ TEST_P(IndexerQuery, ARecordWithTwentyThousandKeysWritesBoundedIndexRowsAndKeeps
   EXPECT_EQ(a->records[0].tags.size(), 20'000u) << "every tag stays in the record";
 }
 
+// A producer leaves the tag summary out where it would outgrow the payload
+// (kMaxTagSummaryShare: a request id per record): the indexer reads the tags
+// from the records, and writes the index rows the summary would have given,
+// alert-wanted severity or not, and finds each record by its own id.
+TEST_P(IndexerQuery, AChunkWhoseTagSummaryWasLeftOutIsIndexedByItsRecordsTags) {
+  const auto chunk_of = [&](Severity severity, uint64_t sequence) {
+    proto::RecordBatch b;
+    for (int i = 0; i < 300; ++i) {
+      proto::LogRecord* r = b.add_records();
+      r->set_ts_ms(clock_.NowMs() - 60'000 + i);
+      r->set_severity(SeverityCode(severity));
+      r->set_message("GET /api/items");
+      for (auto [k, v] : {std::pair<std::string, std::string>{"request", "r" + std::to_string(i)}, {"dc", "east"}}) {
+        proto::Tag* t = r->add_tags();
+        t->set_key(k);
+        t->set_value(v);
+      }
+    }
+    PackOptions po;
+    po.codec = proto::CODEC_ZSTD;
+    po.producer_id = 21;
+    po.sequence = sequence;
+    return PackChunk("api", "h0", b, po);
+  };
+  proto::LogChunk left_out = chunk_of(Severity::kInfo, 1);
+  ASSERT_FALSE(left_out.has_tag_summary()) << "301 distinct tags outweigh 300 near-identical records";
+  // The same chunk with the summary its records give, written by hand.
+  proto::LogChunk summarized = left_out;
+  std::vector<std::pair<std::string, std::string>> tags;
+  for (int i = 0; i < 300; ++i) tags.emplace_back("request", "r" + std::to_string(i));
+  tags.emplace_back("dc", "east");
+  for (const auto& [k, v] : tags) {
+    proto::Tag* t = summarized.mutable_tag_summary()->add_tags();
+    t->set_key(k);
+    t->set_value(v);
+  }
+  // And an ERROR one, whose records the indexer builds for its observers.
+  proto::LogChunk error = chunk_of(Severity::kError, 2);
+  ASSERT_FALSE(error.has_tag_summary());
+
+  // An observer that wants the ERROR chunks' records, as alerting does.
+  struct WantsErrors : ChunkObserver {
+    explicit WantsErrors(uint64_t& seen) : seen(seen) {}
+    Status Observe(const StreamChunk& c, WriteBatch&) override {
+      if (c.records) seen += static_cast<uint64_t>(c.records->records_size());
+      return Status::Ok();
+    }
+    bool WantsRecords(Severity s) const override { return s == Severity::kError; }
+    uint64_t& seen;
+  };
+  std::unique_ptr<TableStore> b = Open("b");
+  ASSERT_NE(b, nullptr);
+  {
+    uint64_t seen = 0, seen_with_summary = 0;
+    Indexer indexer(*store_, Options());
+    indexer.AddObserver(std::make_unique<WantsErrors>(seen));
+    Ingest({left_out.SerializeAsString(), error.SerializeAsString()}, indexer);
+    EXPECT_EQ(indexer.counters().decompressed, 2u);
+    Indexer with_summary(*b, Options());
+    with_summary.AddObserver(std::make_unique<WantsErrors>(seen_with_summary));
+    Ingest({summarized.SerializeAsString(), error.SerializeAsString()}, with_summary);
+    EXPECT_EQ(with_summary.counters().decompressed, 1u) << "only the ERROR chunk's records were read";
+    EXPECT_EQ(seen, 300u);
+    EXPECT_EQ(seen_with_summary, 300u);
+  }
+  const auto index_rows = Dump(*store_, /*with_main=*/false);
+  EXPECT_EQ(index_rows, Dump(*b, /*with_main=*/false));
+  EXPECT_EQ(index_rows.at(std::string(kTagIndexTable)).size(), 2u * 301u);
+
+  QueryEngine engine(*store_, QOptions());
+  for (Severity severity : {Severity::kInfo, Severity::kError}) {
+    for (int i : {0, 7, 299}) {
+      Query q;
+      q.app = "api";
+      q.severities = {severity};
+      q.tags.emplace_back("request", "r" + std::to_string(i));
+      q.from_ms = clock_.NowMs() - 3'600'000;
+      q.to_ms = clock_.NowMs();
+      auto a = engine.Run(q);
+      ASSERT_TRUE(a.ok()) << a.error().ToString();
+      ASSERT_EQ(a->records.size(), 1u) << "request r" << i;
+      EXPECT_EQ(a->records[0].ts_ms, clock_.NowMs() - 60'000 + i);
+    }
+  }
+}
+
 TEST_P(IndexerQuery, TagCapLimitsIndexedValuesAndScanStillFindsThem) {
   WorkloadSpec spec;
   spec.records = 4000;

@@ -89,13 +89,21 @@ struct Pipeline {
 };
 
 // A chunk of 3 records of `severity` from `host`, tagged, by producer 9.
+// Their messages are long enough that the chunk keeps its tag summary
+// (kMaxTagSummaryShare), which names the tag keys to read ahead.
 std::string Chunk(const std::string& host, Severity severity, uint64_t seq) {
   proto::RecordBatch b;
+  uint64_t noise = seq;
   for (int i = 0; i < 3; ++i) {
     proto::LogRecord* r = b.add_records();
     r->set_ts_ms(kNow - 10'000 + static_cast<int64_t>(seq) * 10 + i);
     r->set_severity(SeverityCode(severity));
-    r->set_message("order " + std::to_string(seq) + " step " + std::to_string(i));
+    std::string message = "order " + std::to_string(seq) + " step " + std::to_string(i) + " ";
+    for (int c = 0; c < 150; ++c) {
+      noise = noise * 6364136223846793005ull + 1442695040888963407ull;
+      message.push_back(static_cast<char>('a' + (noise >> 59) % 26));
+    }
+    r->set_message(message);
     proto::Tag* t = r->add_tags();
     t->set_key("region");
     t->set_value(i % 2 ? "eu" : "us");

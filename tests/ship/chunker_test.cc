@@ -113,16 +113,22 @@ TEST(Chunker, LineHostAndAppBecomeTagsOrPickTheStream) {
     d.clock = &clock;
     auto chunk = DecodeChunk(sink.chunks[0].value, d);
     ASSERT_TRUE(chunk.ok());
+    auto records = UnpackRecords(*chunk, d);
+    ASSERT_TRUE(records.ok()) << records.error().ToString();
+    ASSERT_EQ(records->records_size(), 1);
+    const proto::LogRecord& got = records->records(0);
     if (mode == LineIdentity::kTags) {
       EXPECT_EQ(chunk->host(), "h1");
-      ASSERT_EQ(chunk->tag_summary().tags_size(), 2);
-      EXPECT_EQ(chunk->tag_summary().tags(0).key(), "app");
-      EXPECT_EQ(chunk->tag_summary().tags(0).value(), "sshd");
+      ASSERT_EQ(got.tags_size(), 2);
+      EXPECT_EQ(got.tags(0).key(), "app");
+      EXPECT_EQ(got.tags(0).value(), "sshd");
+      EXPECT_EQ(got.tags(1).key(), "host");
+      EXPECT_EQ(got.tags(1).value(), "combo");
     } else {
       EXPECT_EQ(chunk->host(), "combo");
       EXPECT_EQ(chunk->app(), "sshd");
       EXPECT_EQ(sink.chunks[0].key, "sshd/combo/INFO");
-      EXPECT_EQ(chunk->tag_summary().tags_size(), 0);
+      EXPECT_EQ(got.tags_size(), 0);
     }
   }
 }
