@@ -30,6 +30,7 @@ struct Compactor::Part {
   MainKey key;
   int64_t last_ts = 0;
   uint32_t records = 0;
+  bool has_token_filter = false;  // its index rows say so (IndexValue)
   proto::MainRow row;
   int64_t written_ms = 0;  // when its main row was written (0: the store does not say)
   // Its records, read in place (ViewRecords) from `row` or from `payload`,
@@ -180,6 +181,7 @@ Status Compactor::PassOverHostApp(HostId host, AppId app, int64_t lo, int64_t cu
     part.key = value->main_key;
     part.last_ts = key->ts_ms;
     part.records = value->record_count;
+    part.has_token_filter = value->has_token_filter;
     run.records += value->record_count;
     run.first = std::min(run.first, value->main_key.first_ts_ms);
     run.last = std::max(run.last, key->ts_ms);
@@ -368,7 +370,7 @@ Status Compactor::WriteMerge(std::vector<Part*>& parts, CompactionPass& pass) {
   for (const Part* p : parts) {
     // The merged chunk's main key is new (its id is not a part's), so a
     // part's delete never removes it.
-    Indexer::StageRemoval(p->row.chunk(), p->key, p->views, batch);
+    Indexer::StageRemoval(p->row.chunk(), p->key, p->views, batch, p->has_token_filter);
     bytes_in += p->row.chunk().ByteSizeLong();
     uncompressed += p->row.chunk().uncompressed_size();
   }

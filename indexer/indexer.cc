@@ -538,11 +538,11 @@ void Indexer::StageRemoval(const proto::LogChunk& part, const MainKey& key, cons
 }
 
 void Indexer::StageRemoval(const proto::LogChunk& part, const MainKey& key, const RecordViews& records,
-                           WriteBatch& batch) {
+                           WriteBatch& batch, bool has_token_filter) {
   const int64_t last = part.last_ts_ms();
   batch.WriteLast(kMainTable);
   batch.Delete(kMainTable, key.Encode());
-  batch.Delete(kTokenTable, key.Encode());  // a merged part's, if any
+  if (has_token_filter) batch.Delete(kTokenTable, key.Encode());  // a merged part's
   batch.Delete(LevelIndexTable(key.severity), LevelIndexKey{key.app, last, key.host, key.chunk}.Encode());
   batch.Delete(kHostIndexTable, HostIndexKey{key.host, key.app, last, key.severity, key.chunk}.Encode());
   std::vector<TagId> tags;

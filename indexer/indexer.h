@@ -235,8 +235,10 @@ class Indexer {
   // severity, host and tag index rows; not meta rows, which a merged chunk
   // of the same records keeps true). The tag rows deleted are those of its
   // tag summary and of its records' tags (a delete of an absent row is harmless).
+  // Its `tok` row only when its index rows say it has one (`has_token_filter`,
+  // IndexValue): most parts have none, and a delete is a memtable insert.
   static void StageRemoval(const proto::LogChunk& part, const MainKey& key, const RecordViews& records,
-                           WriteBatch& batch);
+                           WriteBatch& batch, bool has_token_filter = true);
   // The same, of records built (tests).
   static void StageRemoval(const proto::LogChunk& part, const MainKey& key, const proto::RecordBatch& records,
                            WriteBatch& batch);

@@ -587,6 +587,17 @@ void LateArrivals(int64_t settle_ms, double at_most) {
   const double per_record = static_cast<double>(rewritten) / static_cast<double>(late.w.records.size());
   std::printf("late records: each rewritten %.2f times on average over %d passes\n", per_record, kSlices + 3);
   EXPECT_LT(per_record, at_most) << "merged at every pass, a record is rewritten about " << kSlices / 2 << " times";
+  // A merged chunk merged again takes its token filter with it (its index
+  // rows say it has one): no filter outlives its chunk.
+  uint64_t filters = 0;
+  ASSERT_TRUE(late.store->Scan(ScanSpec{std::string(kTokenTable), "", "", false, 0}, [&](std::string_view k, auto) {
+    ++filters;
+    auto chunk = late.store->Get(kMainTable, k);
+    EXPECT_TRUE(chunk.ok() && chunk->has_value()) << "a token filter without its chunk";
+    return true;
+  }).ok());
+  EXPECT_GT(filters, 0u);
+  EXPECT_GT(per_record, 1.0) << "the premise: merged chunks were merged again";
 
   // The same answers as the workload indexed at once and compacted in one pass, in as many chunks.
   Fixture once(19, kRecords / 4);
