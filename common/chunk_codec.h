@@ -83,7 +83,8 @@ struct PackOptions {
   uint64_t sequence = 0;
   // Write a TagSummary (distinct key=value pairs of each record's first
   // kMaxIndexedTagsPerRecord tags) into the header, unless it would take
-  // more than kMaxTagSummaryShare of the compressed payload's bytes.
+  // more than kMaxTagSummaryShare of the compressed payload's bytes (or of
+  // the records' uncompressed bytes past the first 8 KiB: ChunkWriter).
   bool summarize_tags = true;
 };
 

@@ -300,7 +300,7 @@ Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view byt
                               const proto::ChunkSource& source, ChunkId id, const proto::RecordBatch* records,
                               WriteBatch& batch, bool index_only, bool bytes_outlive_batch, bool merged,
                               int64_t received_ms, std::span<const std::string_view> merged_messages,
-                              std::span<const TagView> record_tags) {
+                              std::span<const TagView> record_tags, uint64_t record_tags_past_cap) {
   StreamChunk c;
   c.chunk = &chunk;
   c.chunk_bytes = bytes;
@@ -339,6 +339,7 @@ Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view byt
       }
     } else {
       for (const TagView& t : record_tags) tags.emplace_back(t.key, t.value);
+      counters_.tags_over_record_cap += record_tags_past_cap;
     }
     std::sort(tags.begin(), tags.end());
     tags.erase(std::unique(tags.begin(), tags.end()), tags.end());
@@ -398,8 +399,8 @@ ChunkResult<StagedChunk> Indexer::Stage(ChunkRef ref, std::string_view chunk_byt
 
   const bool mixed = chunk.severity() == kMixedSeverity;
   const bool too_long = chunk.last_ts_ms() - chunk.first_ts_ms() >= options_.max_chunk_span_ms;
-  const bool need_records = mixed || too_long || !chunk.has_tag_summary() ||
-                            ObserversWantRecords(*SeverityFromCode(chunk.severity()));
+  const bool wanted = ObserversWantRecords(*SeverityFromCode(chunk.severity()));
+  const bool need_records = mixed || too_long || !chunk.has_tag_summary() || wanted;
   const ChunkId id = StoredChunkId(chunk, source);
 
   if (!need_records) {
@@ -415,7 +416,7 @@ ChunkResult<StagedChunk> Indexer::Stage(ChunkRef ref, std::string_view chunk_byt
     staged.stored_chunks = 1;
     return staged;
   }
-  if (!mixed && !too_long && !ObserversWantRecords(*SeverityFromCode(chunk.severity()))) {
+  if (!mixed && !too_long && !wanted) {
     // No tag summary (its producer left it out, or wrote none): the tags come
     // from the records, read in place, which checks them as UnpackRecords
     // would, whatever `verify` says.
@@ -423,12 +424,18 @@ ChunkResult<StagedChunk> Indexer::Stage(ChunkRef ref, std::string_view chunk_byt
     staged.decompressed = true;
     ++counters_.decompressed;
     record_tags_.clear();
-    for (const RecordView& r : view_scratch_.records) {
-      counters_.tags_over_record_cap += AppendIndexedTags(view_scratch_.TagsOf(r), record_tags_);
-    }
+    uint64_t past_cap = 0;
+    for (const RecordView& r : view_scratch_.records) past_cap += AppendIndexedTags(view_scratch_.TagsOf(r), record_tags_);
     staged.store_failure = ObserveStream(chunk, chunk_bytes, source, id, nullptr, batch, false, bytes_outlive_batch,
-                                         false, received_ms, {}, record_tags_);
+                                         false, received_ms, {}, record_tags_, past_cap);
     staged.stored_chunks = 1;
+    // Views of one huge chunk are not kept for the life of the indexer.
+    constexpr size_t kKeepTags = 1 << 16;
+    if (record_tags_.capacity() > kKeepTags || view_scratch_.tags.capacity() > kKeepTags ||
+        view_scratch_.records.capacity() > kKeepTags) {
+      record_tags_ = {};
+      view_scratch_ = RecordViews();
+    }
     return staged;
   }
 

@@ -11,9 +11,9 @@
 //   stored chunk has one severity and a bounded span (sub-chunk ids derive
 //   from the chunk id, so splitting is deterministic too);
 // - builds the records only when it must: mixed severity, too long a span,
-//   records an observer wants (alerting's severities); a chunk without a tag
-//   summary has its records read in place (ViewRecords) for their tags; the
-//   others get VerifyRecords with IngestVerify::kFull (the default:
+//   records an observer wants (alerting's severities); any other chunk
+//   without a tag summary has its records read in place (ViewRecords) for
+//   their tags; the others get VerifyRecords with IngestVerify::kFull (the default:
 //   decompressed and every record checked in one pass over the wire bytes) or
 //   VerifyPayload (the snappy length header, or with kSnappy the whole stream).
 //
@@ -93,10 +93,11 @@ struct StreamChunk {
   std::vector<std::pair<std::string_view, std::string_view>> tags;
   // A token filter of the chunk is staged in `tok` (merged chunks).
   bool has_token_filter = false;
-  // The chunk's records when they were decompressed; otherwise null. They
-  // are when an observer wants them (ChunkObserver::WantsRecords), when the
-  // chunk was split, or when it came without a tag summary; never for the
-  // compactor's merged chunks (StageMerged).
+  // The chunk's records when they were built; otherwise null. They are when
+  // an observer wants them (ChunkObserver::WantsRecords), when the chunk was
+  // split, or when a chunk of mixed severity came without a tag summary;
+  // never for the compactor's merged chunks (StageMerged). Other chunks
+  // without a tag summary are read in place for their tags only.
   const proto::RecordBatch* records = nullptr;
   // When the chunk reached Kafka (its message's timestamp), 0 when unknown:
   // the start of the alerting path's latency.
@@ -134,7 +135,8 @@ class ChunkObserver {
   virtual bool ObservesMergedChunks() const { return true; }
   // Reads ahead, in one MultiGet per table, the rows Observe() will read to
   // stage `chunks` (a consumer batch, by their headers). Observe() reads
-  // what this missed (the parts of a split chunk) itself, and what it could
+  // what this missed itself (the parts of a split chunk, the names of tag
+  // keys first seen in a chunk without a tag summary), and what it could
   // not read: a failed read ahead is no error, Observe() then reads each
   // row and fails as it would have. Called only on a store with batched_gets().
   virtual void Prefetch(std::span<const ChunkToStage> /*chunks*/) {}
@@ -264,7 +266,7 @@ class Indexer {
                        ChunkId id, const proto::RecordBatch* records, WriteBatch& batch, bool index_only,
                        bool bytes_outlive_batch = false, bool merged = false, int64_t received_ms = 0,
                        std::span<const std::string_view> merged_messages = {},
-                       std::span<const TagView> record_tags = {});
+                       std::span<const TagView> record_tags = {}, uint64_t record_tags_past_cap = 0);
   Status StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,
                      const proto::RecordBatch* records, std::span<const std::string_view> messages,
                      std::span<const TagView> record_tags, const proto::ChunkSource& source, WriteBatch& batch);

@@ -99,7 +99,7 @@ std::vector<std::pair<std::string, std::string>> ExpectedSummary(const std::vect
 // with its tag summary when that is at most kMaxTagSummaryShare of the
 // compressed payload; `summarized`: whether it should have been.
 void ExpectProtobufBytes(ChunkWriter& w, const std::vector<Rec>& recs, proto::Codec codec, bool summarized,
-                         bool* summary_given_up = nullptr) {
+                         bool* summary_given_up = nullptr, bool* fits_at_finish = nullptr) {
   for (const Rec& r : recs) w.Add(r.ts, r.severity, r.message, Views(r));
   const proto::RecordBatch batch = Batch(recs);
   EXPECT_EQ(w.payload_bytes(), batch.ByteSizeLong());
@@ -178,8 +178,10 @@ void ExpectProtobufBytes(ChunkWriter& w, const std::vector<Rec>& recs, proto::Co
     }
   }
   if (summary_given_up) *summary_given_up = given_up;
-  const bool fits = !given_up && static_cast<double>(summary.ByteSizeLong()) <=
-                                     kMaxTagSummaryShare * static_cast<double>(payload.size());
+  const bool fits_finish =
+      static_cast<double>(summary.ByteSizeLong()) <= kMaxTagSummaryShare * static_cast<double>(payload.size());
+  if (fits_at_finish) *fits_at_finish = fits_finish;
+  const bool fits = !given_up && fits_finish;
   EXPECT_EQ(fits, summarized) << "codec " << codec << ", " << recs.size() << " records: not the case the test means";
   if (fits) *expected.mutable_tag_summary() = summary;
   EXPECT_EQ(parsed.has_tag_summary(), fits) << "codec " << codec << ", " << recs.size() << " records";
@@ -196,12 +198,16 @@ TEST(ChunkWriter, WritesTheBytesProtobufWritesForTheSameChunk) {
   // With long messages the summary is written; with one-letter messages it
   // is larger than the payload it summarizes, and left out: given up on
   // past 8 KiB of records (1,000 of them), or at Finish (200).
+  // Given up on, it stays out even when long records without new tags
+  // follow, which would have made it fit (`ids_then_long`).
   std::vector<Rec> many, many_short, few_short;
   for (int i = 0; i < 1000; ++i) {
     if (i < 300) many.push_back({kNow + i, 30, Noise(400, i), {{"id", std::to_string(i)}, {"dc", "east"}}});
     many_short.push_back({kNow + i, 30, "m", {{"id", std::to_string(i)}, {"dc", "east"}}});
     if (i < 200) few_short.push_back(many_short.back());
   }
+  std::vector<Rec> ids_then_long = many_short;
+  for (int i = 0; i < 200; ++i) ids_then_long.push_back({kNow + i, 30, Noise(2000, 1000 + i), {}});
   for (proto::Codec codec : {proto::CODEC_NONE, proto::CODEC_SNAPPY, proto::CODEC_ZSTD}) {
     ChunkWriter w;
     ExpectProtobufBytes(w, many, codec, true);
@@ -216,6 +222,10 @@ TEST(ChunkWriter, WritesTheBytesProtobufWritesForTheSameChunk) {
     EXPECT_TRUE(given_up);
     ExpectProtobufBytes(w, few_short, codec, false, &given_up);
     EXPECT_FALSE(given_up);
+    bool fits_at_finish = false;
+    ExpectProtobufBytes(w, ids_then_long, codec, false, &given_up, &fits_at_finish);
+    EXPECT_TRUE(given_up);
+    EXPECT_TRUE(fits_at_finish) << "the case where giving up early changes the chunk";
     ExpectProtobufBytes(w, many, codec, true);
   }
 }

@@ -89,9 +89,9 @@ struct Pipeline {
 };
 
 // A chunk of 3 records of `severity` from `host`, tagged, by producer 9.
-// Their messages are long enough that the chunk keeps its tag summary
-// (kMaxTagSummaryShare), which names the tag keys to read ahead.
-std::string Chunk(const std::string& host, Severity severity, uint64_t seq) {
+// With `summarized`, their messages are long enough that the chunk keeps its
+// tag summary (kMaxTagSummaryShare), which names the tag keys to read ahead.
+std::string Chunk(const std::string& host, Severity severity, uint64_t seq, bool summarized = true) {
   proto::RecordBatch b;
   uint64_t noise = seq;
   for (int i = 0; i < 3; ++i) {
@@ -99,7 +99,7 @@ std::string Chunk(const std::string& host, Severity severity, uint64_t seq) {
     r->set_ts_ms(kNow - 10'000 + static_cast<int64_t>(seq) * 10 + i);
     r->set_severity(SeverityCode(severity));
     std::string message = "order " + std::to_string(seq) + " step " + std::to_string(i) + " ";
-    for (int c = 0; c < 150; ++c) {
+    for (int c = 0; summarized && c < 150; ++c) {
       noise = noise * 6364136223846793005ull + 1442695040888963407ull;
       message.push_back(static_cast<char>('a' + (noise >> 59) % 26));
     }
@@ -118,7 +118,7 @@ std::string Chunk(const std::string& host, Severity severity, uint64_t seq) {
 }
 
 // 40 messages: 4 hosts x (INFO, ERROR) x 5 chunks, sequences from `first_seq`.
-std::vector<InMessage> Messages(uint64_t first_seq) {
+std::vector<InMessage> Messages(uint64_t first_seq, bool summarized = true) {
   std::vector<InMessage> out;
   uint64_t seq = first_seq;
   for (int h = 0; h < 4; ++h) {
@@ -128,7 +128,7 @@ std::vector<InMessage> Messages(uint64_t first_seq) {
         m.topic = "logs";
         m.offset = static_cast<int64_t>(seq);
         m.timestamp_ms = kNow - 1'000;
-        m.value = Chunk("web-" + std::to_string(h), s, seq++);
+        m.value = Chunk("web-" + std::to_string(h), s, seq++, summarized);
       }
     }
   }
@@ -140,6 +140,36 @@ std::vector<std::tuple<std::string, std::string, std::string>> Rows(const WriteB
   for (const WriteBatch::Entry& e : batch.entries()) rows.emplace_back(e.table, e.key, e.Value());
   std::sort(rows.begin(), rows.end());
   return rows;
+}
+
+// Chunks without a tag summary (records with short messages: the summary
+// outweighs them) name their tag keys only in their records: the name rows
+// of keys not yet known are read one by one, once, and remembered.
+TEST(BatchReads, ChunksWithoutATagSummaryReadEachNewTagKeyNameOnce) {
+  TempDir dir;
+  Pipeline ahead(dir.path() + "/ahead", /*batched=*/true);
+  Pipeline one_by_one(dir.path() + "/gets", /*batched=*/false);
+  const std::vector<InMessage> messages = Messages(1, /*summarized=*/false);
+  proto::LogChunk first;
+  ASSERT_TRUE(first.ParseFromString(std::string(messages[0].value.view())));
+  ASSERT_FALSE(first.has_tag_summary());
+
+  ProcessedBatch a, b;
+  ahead.processor->Add(messages, a);
+  one_by_one.processor->Add(messages, b);
+  ASSERT_TRUE(a.failed.ok()) << a.failed.ToString();
+  ASSERT_TRUE(b.failed.ok()) << b.failed.ToString();
+  EXPECT_EQ(a.chunks, 40u);
+  EXPECT_EQ(Rows(a.writes), Rows(b.writes));
+  EXPECT_EQ(ahead.store->multi_gets[std::string(kMetaTable)], 1);
+  EXPECT_EQ(ahead.store->gets[std::string(kMetaTable)], 2) << "the names of \"region\" and \"shard\"";
+
+  ASSERT_TRUE(ahead.store->Write(a.writes).ok());
+  ahead.processor->Settle(true);
+  ProcessedBatch c;
+  ahead.processor->Add(Messages(1000, /*summarized=*/false), c);
+  ASSERT_TRUE(c.failed.ok()) << c.failed.ToString();
+  EXPECT_EQ(ahead.store->gets[std::string(kMetaTable)], 2) << "known since the first batch";
 }
 
 TEST(BatchReads, ABatchReadsItsMetaAndSeenRowsInOneMultiGetEachAndStagesTheSameRows) {
