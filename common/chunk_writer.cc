@@ -151,6 +151,13 @@ uint32_t ChunkWriter::Summarize(std::string_view key, std::string_view value) {
   });
 }
 
+namespace {
+// Whether a summary of `summary` bytes is within kMaxTagSummaryShare of `payload` bytes.
+bool SummaryFits(size_t summary, size_t payload) {
+  return static_cast<double>(summary) <= kMaxTagSummaryShare * static_cast<double>(payload);
+}
+}  // namespace
+
 size_t ChunkWriter::SerializedRecordBytes(std::string_view record) { return RecordBytes(record.size()); }
 
 size_t ChunkWriter::RecordBodyBytes(int64_t ts_ms, uint32_t severity, std::string_view message,
@@ -211,8 +218,7 @@ void ChunkWriter::Account(int64_t ts_ms, uint32_t severity, std::span<const TagV
   // building it is given up for this chunk (on JSON lines with an id each,
   // building it was 14 % of ship's time). Checked once the chunk holds
   // enough records for the share to mean something.
-  if (payload_.size() >= kSummaryCheckBytes &&
-      static_cast<double>(summary_->wire.size()) > kMaxTagSummaryShare * static_cast<double>(payload_.size())) {
+  if (payload_.size() >= kSummaryCheckBytes && !SummaryFits(summary_->wire.size(), payload_.size())) {
     summary_given_up_ = true;
     return;
   }
@@ -247,9 +253,7 @@ void ChunkWriter::Finish(std::string_view app, std::string_view host, const Pack
     payload = std::string_view(compressed.data(), n);
   }
   const uint32_t crc = Crc32c(payload);
-  const bool summarize =
-      summary_ != nullptr && !summary_given_up_ &&
-      static_cast<double>(summary_->wire.size()) <= kMaxTagSummaryShare * static_cast<double>(payload.size());
+  const bool summarize = summary_ != nullptr && !summary_given_up_ && SummaryFits(summary_->wire.size(), payload.size());
   const std::string_view summary = summarize ? std::string_view(summary_->wire) : std::string_view();
   const uint64_t record_count = static_cast<uint32_t>(records_);
 
