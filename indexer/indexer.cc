@@ -108,11 +108,20 @@ class TagIndexObserver final : public ChunkObserver {
 // time, and host-only queries would then skip the stream's older data.
 // What it remembers is bounded (kMaxKnown rows; then it starts afresh, and
 // rows are read again on first use).
+// On a store other members write too (TableStore::shared(), HBase), an
+// extent is remembered for its batch only: another member may have widened
+// it since (a partition that moved away and back), and writing back a stale
+// extent widened by this chunk alone would narrow the stored one, hiding
+// chunks from host-only and every-stream queries. Names never change and
+// are remembered on every store. Left open: two members staging one stream
+// in the same moment (line input whose message keys spread a stream over
+// partitions) can still write over each other's widening, since this
+// client sends no conditional writes.
 class MetaObserver final : public ChunkObserver {
  public:
   static constexpr size_t kMaxKnown = 100'000;
 
-  explicit MetaObserver(TableStore& store) : store_(store) {}
+  explicit MetaObserver(TableStore& store) : store_(store), shared_(store.shared()) {}
 
   // A merged chunk holds records its stream's extent already covers, and
   // this indexer's cached extents would be stale beside serve's.
@@ -143,10 +152,13 @@ class MetaObserver final : public ChunkObserver {
   void Settle(bool written) override {
     if (written) {
       if (known_.size() + pending_.size() > kMaxKnown) known_.clear();
-      for (auto& [k, v] : pending_) known_[k] = std::move(v);
+      for (auto& [k, v] : pending_) {
+        if (!ForThisBatchOnly(k)) known_[k] = std::move(v);
+      }
     }
     pending_.clear();
     absent_.clear();  // read ahead for this batch only
+    batch_known_.clear();
   }
 
   static std::string EncodeExtent(int64_t first, int64_t last) {
@@ -163,7 +175,7 @@ class MetaObserver final : public ChunkObserver {
     std::vector<std::string> keys;
     std::unordered_set<std::string> listed;
     auto want = [&](std::string key) {
-      if (pending_.contains(key) || known_.contains(key) || absent_.contains(key)) return;
+      if (pending_.contains(key) || known_.contains(key) || batch_known_.contains(key) || absent_.contains(key)) return;
       if (listed.insert(key).second) keys.push_back(std::move(key));
     };
     for (const ChunkToStage& c : chunks) {
@@ -182,7 +194,7 @@ class MetaObserver final : public ChunkObserver {
     if (!rows.ok()) return;  // Observe() reads them one by one
     for (size_t i = 0; i < keys.size(); ++i) {
       if ((*rows)[i]) {
-        known_[keys[i]] = std::move(*(*rows)[i]);
+        CacheFor(keys[i])[keys[i]] = std::move(*(*rows)[i]);
       } else {
         absent_.insert(std::move(keys[i]));
       }
@@ -205,11 +217,12 @@ class MetaObserver final : public ChunkObserver {
   Result<const std::string*> Lookup(const std::string& key) {
     if (auto it = pending_.find(key); it != pending_.end()) return &it->second;
     if (auto it = known_.find(key); it != known_.end()) return &it->second;
+    if (auto it = batch_known_.find(key); it != batch_known_.end()) return &it->second;
     if (absent_.contains(key)) return static_cast<const std::string*>(nullptr);
     auto stored = store_.Get(kMetaTable, key);
     if (!stored.ok()) return stored.error();
     if (!stored->has_value()) return static_cast<const std::string*>(nullptr);
-    std::string& slot = known_[key];
+    std::string& slot = CacheFor(key)[key];
     slot = std::move(**stored);
     return &slot;
   }
@@ -224,8 +237,18 @@ class MetaObserver final : public ChunkObserver {
     return std::pair<int64_t, int64_t>{static_cast<int64_t>(GetBigEndian64(p)), static_cast<int64_t>(GetBigEndian64(p + 8))};
   }
 
+  // A stream's extent on a shared store (see the class comment).
+  bool ForThisBatchOnly(const std::string& key) const {
+    return shared_ && key.size() == MetaKey::kStreamSize && key[0] == static_cast<char>(MetaKind::kStream);
+  }
+  std::unordered_map<std::string, std::string>& CacheFor(const std::string& key) {
+    return ForThisBatchOnly(key) ? batch_known_ : known_;
+  }
+
   TableStore& store_;
+  const bool shared_;
   std::unordered_map<std::string, std::string> known_, pending_;
+  std::unordered_map<std::string, std::string> batch_known_;  // read this batch, forgotten at Settle
   std::unordered_set<std::string> absent_;  // read ahead (Prefetch) and not in the store
 };
 

@@ -1293,6 +1293,45 @@ TEST_P(IndexerQuery, AFailedMetaReadFailsTheStagingInsteadOfNarrowingTheStreamEx
   EXPECT_EQ(a->records.size(), 2u) << "the stream's older record too";
 }
 
+// Members sharing a store (HBase): a stream's partition moves from member A
+// to B and back. A used to remember the extent it had written and, widening
+// that stale extent by its next chunk, wrote back one narrower than B's: the
+// stream's newest minutes were then skipped by host-only queries.
+TEST_P(IndexerQuery, AMemberNeverNarrowsAStreamExtentAnotherMemberWidened) {
+  if (!store_->shared()) GTEST_SKIP() << "one process owns an embedded store";
+  auto chunk = [&](uint64_t seq, int64_t ts) {
+    proto::RecordBatch b;
+    proto::LogRecord* r = b.add_records();
+    r->set_ts_ms(ts);
+    r->set_severity(SeverityCode(Severity::kInfo));
+    r->set_message("record " + std::to_string(seq));
+    PackOptions po;
+    po.producer_id = 12;
+    po.sequence = seq;
+    return PackChunk("moved-app", "moved-host", b, po).SerializeAsString();
+  };
+  const int64_t now = clock_.NowMs();
+  Indexer a(*store_, Options()), b(*store_, Options());
+  Ingest({chunk(1, now - 3 * 3'600'000)}, a);
+  Ingest({chunk(2, now - 60'000)}, b);       // the partition moved to b
+  Ingest({chunk(3, now - 2 * 3'600'000)}, a);  // and back to a, which replays an older chunk
+
+  QueryEngine engine(*store_, QOptions());
+  Query q;
+  q.host = "moved-host";
+  q.from_ms = now - 30 * 60'000;
+  q.to_ms = now;
+  q.limit = 100;
+  auto got = engine.Run(q);
+  ASSERT_TRUE(got.ok()) << got.error().ToString();
+  ASSERT_EQ(got->records.size(), 1u) << "b's chunk, past the extent a remembered";
+  EXPECT_EQ(got->records[0].message, "record 2");
+  q.from_ms = now - 4 * 3'600'000;
+  got = engine.Run(q);
+  ASSERT_TRUE(got.ok()) << got.error().ToString();
+  EXPECT_EQ(got->records.size(), 3u);
+}
+
 TEST_P(IndexerQuery, RefusesQueriesThatAreWrong) {
   QueryEngine engine(*store_, QOptions());
   auto expect_bad = [&](Query q, const std::string& says) {
