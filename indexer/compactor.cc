@@ -62,6 +62,24 @@ Result<int64_t> RecordLongestSpan(TableStore& store, int64_t span_ms) {
   return span_ms;
 }
 
+Result<int64_t> MergedCheckMs(TableStore& store, std::optional<int64_t> settle_ms, int64_t longest_span_ms,
+                              int64_t max_chunk_span_ms) {
+  auto stored = store.Get(kMetaTable, kShortestSettleRow);
+  if (!stored.ok()) return stored.error();
+  std::optional<int64_t> shortest;
+  if (stored->has_value() && (*stored)->size() == 8) shortest = static_cast<int64_t>(GetBigEndian64((*stored)->data()));
+  if (settle_ms && (!shortest || *settle_ms < *shortest)) {
+    std::string value;
+    AppendBigEndian64(value, static_cast<uint64_t>(std::max<int64_t>(*settle_ms, 0)));
+    WriteBatch batch;
+    batch.Put(kMetaTable, std::string(kShortestSettleRow), std::move(value));
+    if (Status s = store.Write(batch); !s.ok()) return s.error();
+    shortest = std::max<int64_t>(*settle_ms, 0);
+  }
+  if (shortest) return std::max<int64_t>(*shortest, 1);  // settle 0 still checks
+  return longest_span_ms > max_chunk_span_ms ? 1 : 0;
+}
+
 Result<std::unique_ptr<Compactor>> Compactor::Create(TableStore& store, CompactorOptions options) {
   if (!store.atomic_writes()) {
     return Error{Errc::kFailedPrecondition,

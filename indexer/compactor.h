@@ -72,6 +72,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
@@ -89,6 +90,22 @@ inline constexpr std::string_view kLongestSpanRow = "\xff" "store.longest_chunk_
 // Raises the store's longest span to `span_ms` when it is below, and returns
 // the store's (the larger of the two).
 Result<int64_t> RecordLongestSpan(TableStore& store, int64_t span_ms);
+
+// The meta row holding the shortest settle a compactor of the store ever
+// used (8 bytes, big-endian ms).
+inline constexpr std::string_view kShortestSettleRow = "\xff" "store.shortest_compaction_settle_ms";
+
+// How old a chunk must be for ingest to look it up in the merge ledger
+// (IndexerOptions::merged_check_ms; 0: none is): a chunk younger than every
+// settle a compactor of the store used was never merged. `settle_ms`: this
+// process's compactor's settle (nullopt: it does not compact), recorded
+// first when it is the shortest. So turning compaction off, or raising its
+// settle, keeps a re-send of a merged part from being stored beside its
+// merged chunk. A store whose longest span (RecordLongestSpan) exceeds
+// `max_chunk_span_ms` without a settle row was compacted before the row
+// existed: every chunk is looked up (1).
+Result<int64_t> MergedCheckMs(TableStore& store, std::optional<int64_t> settle_ms, int64_t longest_span_ms,
+                              int64_t max_chunk_span_ms);
 
 struct CompactorOptions {
   // A chunk is left alone until its last record is this old. Default 10 min.

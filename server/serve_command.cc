@@ -192,14 +192,15 @@ Result<ServeConfig> MergedConfig(const ServeFlags& flags) {
 }
 
 // The indexer serve runs; `longest_span`: the longest chunk span the store
-// may hold (RecordLongestSpan).
-IndexerOptions IndexerOptionsOf(const ServeConfig& config, bool compacting, int64_t longest_span) {
+// may hold (RecordLongestSpan); `merged_check_ms`: MergedCheckMs.
+IndexerOptions IndexerOptionsOf(const ServeConfig& config, int64_t merged_check_ms, int64_t longest_span) {
   IndexerOptions io;
-  if (compacting) {
-    // A settled chunk the compactor may have merged is checked against its
-    // ledger: a re-send is not stored beside the merged chunk. The window is
-    // the longest span a merge may have had (settle 0 still checks).
-    io.merged_check_ms = std::max<int64_t>(config.compaction.settle_ms, 1);
+  if (merged_check_ms > 0) {
+    // A chunk old enough to have been merged (by this process's compactor or
+    // an earlier one) is checked against the ledger: a re-send is not stored
+    // beside the merged chunk. The window is the longest span a merge may
+    // have had.
+    io.merged_check_ms = merged_check_ms;
     io.merged_max_span_ms = longest_span;
   }
   io.salt_buckets = config.store.salt_buckets;
@@ -412,7 +413,14 @@ int Serve(const ServeFlags& flags) {
     return 1;
   }
 
-  const IndexerOptions io = IndexerOptionsOf(config, compacting, *longest_span);
+  auto merged_check_ms =
+      MergedCheckMs(**store, compacting ? std::optional<int64_t>(config.compaction.settle_ms) : std::nullopt,
+                    *longest_span, config.indexer.max_chunk_span_ms);
+  if (!merged_check_ms.ok()) {
+    std::fprintf(stderr, "logdex serve: store: %s\n", merged_check_ms.error().ToString().c_str());
+    return 1;
+  }
+  const IndexerOptions io = IndexerOptionsOf(config, *merged_check_ms, *longest_span);
   Indexer indexer(**store, io);
   if (alerting_config->enabled) {
     // The last link of the chain: notifications join the batch of their chunk.

@@ -741,6 +741,59 @@ TEST(Compactor, ChunksSentAgainAfterTheirMergeAreNotStoredTwice) {
   ExpectSameAnswers(engine, queries, before);
 }
 
+// Serve with compaction on records its settle; restarted with compaction off
+// (or a longer settle), it still looks a settled chunk up in the ledger, so
+// a re-send of a merged part is not stored beside its merged chunk. Before,
+// only a compacting serve looked.
+TEST(Compactor, ChunksSentAgainAfterCompactionWasTurnedOffAreNotStoredTwice) {
+  Fixture f(22, kRecords / 4);
+  constexpr int64_t kChunkSpan = 60'000;  // indexer.max_chunk_span
+  const CompactorOptions co = f.Options();
+  auto on = MergedCheckMs(*f.store, co.settle_ms, co.max_span_ms, kChunkSpan);  // serve's start, compacting
+  ASSERT_TRUE(on.ok());
+  EXPECT_EQ(*on, std::max<int64_t>(co.settle_ms, 1));
+  QueryEngine engine(*f.store, f.EngineOptions());
+  const std::vector<Query> queries = RandomQueries(f.w, 10);
+  const std::vector<std::vector<std::string>> before = Answers(engine, queries);
+  auto compactor = Compactor::Create(*f.store, co);
+  ASSERT_TRUE(compactor.ok());
+  auto pass = (*compactor)->Pass(f.Settled((*compactor)->options()));
+  ASSERT_TRUE(pass.ok());
+  ASSERT_GT(pass->merges, 0u);
+  const uint64_t main_rows = f.Rows(kMainTable);
+
+  auto off = MergedCheckMs(*f.store, std::nullopt, co.max_span_ms, kChunkSpan);  // restarted, not compacting
+  ASSERT_TRUE(off.ok());
+  EXPECT_EQ(*off, *on);
+  auto longer = MergedCheckMs(*f.store, co.settle_ms + 3'600'000, co.max_span_ms, kChunkSpan);
+  ASSERT_TRUE(longer.ok());
+  EXPECT_EQ(*longer, *on) << "the shortest settle ever used";
+  IndexerOptions io;
+  io.merged_check_ms = *off;
+  io.merged_max_span_ms = co.max_span_ms;
+  Indexer again(*f.store, io);
+  IngestInBatches(again, f.w.chunks);
+  EXPECT_EQ(again.counters().merged_resends, pass->parts);
+  EXPECT_EQ(f.Rows(kMainTable), main_rows);
+  ExpectSameAnswers(engine, queries, before);
+}
+
+// Without a settle row: a store never compacted checks nothing; one whose
+// longest span says it was compacted (before the row existed) checks every
+// chunk.
+TEST(Compactor, MergedCheckWithoutARecordedSettle) {
+  Fixture f(23, 100);
+  auto never = MergedCheckMs(*f.store, std::nullopt, 60'000, 60'000);
+  ASSERT_TRUE(never.ok());
+  EXPECT_EQ(*never, 0);
+  auto earlier = MergedCheckMs(*f.store, std::nullopt, 3 * 3'600'000, 60'000);
+  ASSERT_TRUE(earlier.ok());
+  EXPECT_EQ(*earlier, 1);
+  auto zero = MergedCheckMs(*f.store, 0, 3 * 3'600'000, 60'000);
+  ASSERT_TRUE(zero.ok());
+  EXPECT_EQ(*zero, 1) << "settle 0 still checks";
+}
+
 // Identical records (same time, stream, message, tags) in several chunks,
 // paged two at a time while a merge moves them into one chunk: each is
 // returned once, none lost, none twice.
