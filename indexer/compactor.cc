@@ -392,9 +392,16 @@ Status Compactor::WriteMerge(std::vector<Part*>& parts, CompactionPass& pass) {
     bytes_in += p->row.chunk().ByteSizeLong();
     uncompressed += p->row.chunk().uncompressed_size();
   }
+  std::unique_lock<std::shared_mutex> gate;
+  if (options_.merge_gate) {
+    ++options_.merge_gate->merges_waiting;
+    gate = std::unique_lock(options_.merge_gate->mu);
+    --options_.merge_gate->merges_waiting;
+  }
   if (options_.store_epoch) options_.store_epoch->fetch_add(1);  // odd: a merge is landing
   Status s = store_.Write(batch);
   if (options_.store_epoch) options_.store_epoch->fetch_add(1);
+  if (gate.owns_lock()) gate.unlock();
   indexer_.Settle(s.ok());
   if (!s.ok()) return s;
   NoteBig(merged_id, merged_record_bytes);

@@ -128,6 +128,9 @@ struct CompactorOptions {
   // Bumped (to odd) before and (to even) after every merge batch; queries
   // read it (QueryOptions::store_epoch). May be null.
   std::atomic<uint64_t>* store_epoch = nullptr;
+  // Ingest's indexer in this process (IndexerOptions::merge_gate): a merge
+  // waits for a batch that checked the ledger to settle. May be null.
+  MergeGate* merge_gate = nullptr;
   // Salt buckets, tag rules and decode limits: the serving indexer's.
   IndexerOptions indexer;
 };

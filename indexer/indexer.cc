@@ -317,6 +317,7 @@ void Indexer::Prefetch(std::span<const ChunkToStage> chunks) {
 
 void Indexer::Settle(bool written) {
   for (auto& o : observers_) o->Settle(written);
+  if (gate_lock_.owns_lock()) gate_lock_.unlock();
 }
 
 Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view bytes,
@@ -340,6 +341,8 @@ Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view byt
   // Before the tag guard: a re-send that is not stored uses none of its caps.
   if (!index_only && !merged && options_.merged_check_ms > 0 &&
       chunk.last_ts_ms() < options_.decode.clock->NowMs() - options_.merged_check_ms) {
+    // No merge lands between this check and the batch's write (MergeGate).
+    if (options_.merge_gate && !gate_lock_.owns_lock()) gate_lock_ = std::shared_lock(options_.merge_gate->mu);
     auto was = WasMerged(c.host, c.app, c.severity, chunk.last_ts_ms(), id);
     if (!was.ok()) {
       ++counters_.store_read_failures;

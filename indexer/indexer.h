@@ -25,8 +25,10 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <atomic>
 #include <map>
 #include <memory>
+#include <shared_mutex>
 #include <span>
 #include <string>
 #include <string_view>
@@ -43,6 +45,8 @@
 #include "store/table_store.h"
 
 namespace logdex {
+
+class MergeGate;  // below
 
 struct IndexerOptions {
   // Salt buckets of the main table. Default 16. Must match the query side.
@@ -71,9 +75,25 @@ struct IndexerOptions {
   // 0: not checked. merged_max_span_ms: the compactor's max_span.
   int64_t merged_check_ms = 0;
   int64_t merged_max_span_ms = 0;
+  // Shared with the compactor that merges into this store (see MergeGate);
+  // null when none does in this process. Must outlive the indexer.
+  MergeGate* merge_gate = nullptr;
   // The token filter of a merged chunk (common/token_bloom.h) may take at
   // most this share of the chunk's stored bytes; 0: none is written.
   double token_filter_max_ratio = 0.05;
+};
+
+// Orders ingest's merge-ledger checks (merged_check_ms) with the compactor's
+// merges in one process (serve shares one between its consumer's Indexer and
+// its Compactor): a batch holds it shared from its first ledger check until
+// it is settled (Settle, written or not), a merge holds it alone while it
+// writes. Without it a re-send staged as "not merged" could be written after
+// the merge of its original had landed and deleted it: its records twice.
+class MergeGate {
+ public:
+  std::shared_mutex mu;
+  // Merges waiting for a batch to settle.
+  std::atomic<uint64_t> merges_waiting{0};
 };
 
 // One stored chunk (one stream: app, host, severity) as the observers see it.
@@ -283,6 +303,7 @@ class Indexer {
   RecordViews view_scratch_;    // the records of a chunk without a tag summary, read in place
   std::vector<TagView> record_tags_;  // their tags (AppendIndexedTags)
   TokenSet token_set_;          // a merged chunk's tokens (reused: its buffers stay allocated)
+  std::shared_lock<std::shared_mutex> gate_lock_;  // on options_.merge_gate, from a ledger check to Settle
 };
 
 // Appends the tags of one record that the index holds, its first

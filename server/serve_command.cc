@@ -319,6 +319,8 @@ void AnnounceOnceAssigned(const EmbeddedKafka& embedded, const ServeFlags& flags
 Result<std::unique_ptr<Compactor>> MakeCompactor(const ServeConfig& config, TableStore& store,
                                                   const IndexerOptions& io, std::atomic<uint64_t>* store_epoch,
                                                   GroupConsumer& consumer) {
+  // io.merge_gate: the consumer's indexer's, so that no merge lands between
+  // a batch's ledger checks and its write.
   CompactorOptions co;
   co.settle_ms = config.compaction.settle_ms;
   co.max_span_ms = config.compaction.max_span_ms;
@@ -328,8 +330,10 @@ Result<std::unique_ptr<Compactor>> MakeCompactor(const ServeConfig& config, Tabl
   co.max_pass_bytes = config.compaction.max_pass_bytes;
   co.zstd_level = config.compaction.zstd_level;
   co.store_epoch = store_epoch;
+  co.merge_gate = io.merge_gate;
   co.indexer = io;
   co.indexer.merged_check_ms = 0;  // the compactor's own indexer writes merged chunks only
+  co.indexer.merge_gate = nullptr;
   co.indexer.token_filter_max_ratio = config.compaction.token_filter_percent / 100.0;
   // A replay can no longer write a committed part again beside the merged chunk.
   co.replay_safe = [&consumer](const proto::ChunkSource& src) {
@@ -420,7 +424,9 @@ int Serve(const ServeFlags& flags) {
     std::fprintf(stderr, "logdex serve: store: %s\n", merged_check_ms.error().ToString().c_str());
     return 1;
   }
-  const IndexerOptions io = IndexerOptionsOf(config, *merged_check_ms, *longest_span);
+  MergeGate merge_gate;  // outlives the indexer and the compactor below
+  IndexerOptions io = IndexerOptionsOf(config, *merged_check_ms, *longest_span);
+  if (compacting) io.merge_gate = &merge_gate;
   Indexer indexer(**store, io);
   if (alerting_config->enabled) {
     // The last link of the chain: notifications join the batch of their chunk.

@@ -778,6 +778,54 @@ TEST(Compactor, ChunksSentAgainAfterCompactionWasTurnedOffAreNotStoredTwice) {
   ExpectSameAnswers(engine, queries, before);
 }
 
+// A re-send staged as "not merged" (the ledger checked) must be written
+// before a merge of its original lands, or that merge would delete the
+// original and the re-send would then store its records beside the merged
+// chunk. The batch holds the MergeGate until it settles: the pass waits.
+TEST(Compactor, AMergeWaitsForABatchThatCheckedTheLedgerToSettle) {
+  Fixture f(24, kRecords / 4);
+  MergeGate gate;
+  CompactorOptions co = f.Options();
+  co.merge_gate = &gate;
+  auto compactor = Compactor::Create(*f.store, co);
+  ASSERT_TRUE(compactor.ok());
+  QueryEngine engine(*f.store, f.EngineOptions());
+  const std::vector<Query> queries = RandomQueries(f.w, 10);
+  const std::vector<std::vector<std::string>> before = Answers(engine, queries);
+  const uint64_t main_rows = f.Rows(kMainTable);
+
+  IndexerOptions io;
+  io.merged_check_ms = co.settle_ms;
+  io.merged_max_span_ms = co.max_span_ms;
+  io.merge_gate = &gate;
+  Indexer again(*f.store, io);
+  WriteBatch batch;  // every chunk sent again, staged while none is merged yet
+  std::vector<proto::LogChunk> decoded(f.w.chunks.size());
+  for (size_t i = 0; i < f.w.chunks.size(); ++i) {
+    ASSERT_TRUE(decoded[i].ParseFromString(f.w.chunks[i]));
+    auto staged = again.Stage(decoded[i], f.w.chunks[i], proto::ChunkSource{}, batch, /*bytes_outlive_batch=*/true);
+    ASSERT_TRUE(staged.ok() && staged->store_failure.ok());
+  }
+  ASSERT_EQ(again.counters().merged_resends, 0u);
+  const bool free = gate.mu.try_lock();
+  if (free) gate.mu.unlock();
+  ASSERT_FALSE(free) << "the batch holds the gate from its ledger checks";
+
+  Result<CompactionPass> pass = Error{Errc::kInternal, "not run"};
+  std::thread compacting([&] { pass = (*compactor)->Pass(f.Settled((*compactor)->options())); });
+  EXPECT_TRUE(testing::WaitFor([&] { return gate.merges_waiting.load() == 1; }, 60'000)) << "a merge waits";
+  EXPECT_EQ(f.Rows(kMainTable), main_rows) << "no merge landed while the batch was open";
+  EXPECT_TRUE(f.store->Write(batch).ok());
+  again.Settle(true);  // lets the pass go on, whatever was checked above
+  compacting.join();
+  ASSERT_TRUE(pass.ok()) << pass.error().ToString();
+  ASSERT_GT(pass->merges, 0u);
+  EXPECT_LT(f.Rows(kMainTable), main_rows);
+  ExpectSameAnswers(engine, queries, before);
+  EXPECT_TRUE(gate.mu.try_lock()) << "released";
+  gate.mu.unlock();
+}
+
 // Without a settle row: a store never compacted checks nothing; one whose
 // longest span says it was compacted (before the row existed) checks every
 // chunk.
