@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <optional>
 #include <chrono>
 #include <climits>
 #include <condition_variable>
@@ -159,6 +160,12 @@ class Pool {
     for (auto& c : idle_) Close(*c);
   }
 
+  // Connections made so far. A gateway restarted on the same address numbers
+  // its scanners afresh, and one of its scanners may get the id one of ours
+  // had: a scanner id is used only while no connection was made since it
+  // was opened (a restart breaks every connection, so none is reused).
+  uint64_t connects() const { return connects_.load(); }
+
   // A borrowed connection, returned to the pool on destruction.
   class Lease {
    public:
@@ -225,6 +232,7 @@ class Pool {
     }
     c.transport = std::move(transport);
     c.client = std::make_unique<h2::THBaseServiceClient>(protocol);
+    ++connects_;
     return Status::Ok();
   }
 
@@ -252,6 +260,7 @@ class Pool {
   std::mutex mu_;
   std::condition_variable cv_;
   std::vector<std::unique_ptr<Connection>> idle_;
+  std::atomic<uint64_t> connects_{0};
 };
 
 }  // namespace
@@ -281,10 +290,16 @@ class HBaseTableStore::Impl {
   }
 
   // One attempt of `fn(client)`, Thrift exceptions turned into a Status.
+  // `scanner_connects`: for a call on a scanner, Pool::connects() when it
+  // was opened; if a connection was made since, the call is not sent
+  // (kInvalidArgument, retryable: the caller reopens the scan).
   template <class Fn>
-  Attempt Once(std::string_view what, Fn&& fn) {
+  Attempt Once(std::string_view what, Fn&& fn, std::optional<uint64_t> scanner_connects = std::nullopt) {
     auto lease = pool_.Borrow();
     if (!lease.ok()) return {Status(lease.error()), lease.error().code == Errc::kUnavailable};
+    if (scanner_connects && *scanner_connects != pool_.connects()) {
+      return {Status(Errc::kInvalidArgument, std::string(what) + ": scanner opened before a reconnect"), true};
+    }
     try {
       fn(lease->client());
       return {};
@@ -628,6 +643,8 @@ class HBaseTableStore::Impl {
       write_failures_{0}, retries_{0};
   HBaseOptions options_;
 
+  uint64_t connects() const { return pool_.connects(); }
+
  private:
   Pool pool_;
   std::atomic<bool> namespace_ready_{false};
@@ -735,12 +752,13 @@ class ScannerIterator final : public RowIterator {
     return s;
   }
 
+  // Best effort: the gateway may expire idle scanners, the repo's bridge
+  // does not. Not after a reconnect: the id may be another scan's now.
   void CloseScanner() {
     if (!scanner_) return;
     const int32_t id = *scanner_;
     scanner_.reset();
-    // Best effort: the gateway expires idle scanners anyway.
-    (void)store_.Once("closeScanner", [&](auto& c) { c.closeScanner(id); });
+    (void)store_.Once("closeScanner", [&](auto& c) { c.closeScanner(id); }, scanner_connects_);
   }
 
   // Fetches pages until a row is buffered or the range is exhausted. The
@@ -767,18 +785,27 @@ class ScannerIterator final : public RowIterator {
         if (!scanner_) {
           const h2::TScan scan = MakeScan();
           int32_t id = 0;
+          // Read before the call: a connection made during it (by this call
+          // or another thread) may have met a restarted gateway, so the
+          // scanner is then reopened once rather than trusted.
+          const uint64_t connects = store_.connects();
           a = store_.Once("openScanner " + hname_, [&](auto& c) { id = c.openScanner(hname_, scan); });
-          if (a.status.ok()) scanner_ = id;
+          if (a.status.ok()) {
+            scanner_ = id;
+            scanner_connects_ = connects;
+          }
         }
         if (a.status.ok()) {
           const int32_t id = *scanner_;
-          a = store_.Once("getScannerRows " + hname_, [&](auto& c) { c.getScannerRows(page, id, n); });
-          // An unknown scanner id (gateway restarted, lease expired): reopen.
+          a = store_.Once("getScannerRows " + hname_, [&](auto& c) { c.getScannerRows(page, id, n); },
+                          scanner_connects_);
+          // An unknown scanner id (gateway restarted, lease expired), or one
+          // opened before a reconnect: reopen.
           if (!a.status.ok() && a.status.code() == Errc::kInvalidArgument) a.retryable = true;
         }
       }
       if (!a.status.ok()) {
-        scanner_.reset();  // its state is unknown: reopen past the last row seen
+        CloseScanner();  // its state is unknown: reopen past the last row seen
         if (!a.retryable || failures >= store_.options_.retries) {
           status_ = a.status;
           break;
@@ -834,6 +861,7 @@ class ScannerIterator final : public RowIterator {
   std::string from_, upper_;
   bool skip_equal_ = false;
   std::optional<int32_t> scanner_;
+  uint64_t scanner_connects_ = 0;  // Pool::connects() when scanner_ was opened
   bool first_page_done_ = false;
   std::deque<std::pair<std::string, std::string>> rows_;
   bool done_ = false;

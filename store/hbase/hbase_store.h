@@ -36,6 +36,10 @@
 //   matches rows longer or shorter than the fuzzy key by prefix). A reversed one
 //   sends no filter and matches every row of the range here: HBase 2.6's
 //   FuzzyRowFilter never completes a reversed scan (the call times out).
+//   A gateway numbers its scanners from 1 again after a restart, so a
+//   scanner id is used only while the pool made no connection since it was
+//   opened; otherwise (and after a failed page) the scan reopens past the
+//   last row it returned, closing the old scanner when that is still safe.
 // - Errors: Thrift exceptions never leave this class; they become Status.
 //   TIOError with canRetry = true and transport failures (the connection is
 //   rebuilt) are retried up to `retries` times with exponential backoff

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <random>
@@ -553,6 +554,67 @@ TEST(HBaseStoreReconnect, SurvivesAGatewayRestartOnTheSamePort) {
   b.Put("t", "k", "v2");
   ASSERT_TRUE((*store)->Write(b).ok());
   EXPECT_EQ((*store)->Get("t", "k")->value_or(""), "v2");
+}
+
+// A restarted gateway numbers its scanners afresh: a scan opened after the
+// restart may get the id an older scan still holds. That older scan used to
+// read the newer scan's rows as its own (from another table here); now a
+// scanner is used only while no connection was made since it was opened,
+// and is reopened past its last row otherwise.
+TEST(HBaseStoreReconnect, AScannerFromBeforeAGatewayRestartIsReopenedNotConfusedWithANewOne) {
+  TempDir dir;
+  ManualClock clock(1'800'000'000'000);
+  HBaseTestServerOptions so;
+  so.dir = dir.path();
+  so.clock = &clock;
+  auto server = HBaseTestServer::Start(so);
+  ASSERT_TRUE(server.ok()) << server.error().ToString();
+  HBaseOptions o = ServedHBaseStore::DefaultClientOptions();
+  o.port = (*server)->port();
+  o.scanner_caching = 16;  // pages past the first come from an open scanner
+  auto store = HBaseTableStore::Open(o);
+  ASSERT_TRUE(store.ok());
+  constexpr int kRows = 100;
+  auto key = [](int i) {
+    char k[16];
+    std::snprintf(k, sizeof k, "k%04d", i);
+    return std::string(k);
+  };
+  for (const char* t : {"t1", "t2"}) {
+    ASSERT_TRUE((*store)->CreateTable(t, TableOptions{}).ok());
+    WriteBatch b;
+    for (int i = 0; i < kRows; ++i) b.Put(t, key(i), t);
+    ASSERT_TRUE((*store)->Write(b).ok());
+  }
+  // Reads `it` to row `until` (exclusive), checking each row is `table`'s, in order.
+  auto read = [&](RowIterator& it, const std::string& table, int& at, int until) {
+    for (; at < until && it.Valid(); ++at, it.Next()) {
+      ASSERT_EQ(it.key(), key(at)) << table;
+      ASSERT_EQ(it.value(), table) << "row " << key(at) << " of " << table;
+    }
+  };
+  auto first = (*store)->NewIterator(ScanSpec{"t1", "", "", false, 0});
+  int at1 = 0;
+  read(*first, "t1", at1, 40);  // a scanner is open now (the first page came without one)
+  const uint64_t opened = (*server)->stats().calls["openScanner"];
+  ASSERT_EQ(opened, 1u);
+
+  server->reset();  // the gateway restarts on the same port
+  so.port = o.port;
+  server = HBaseTestServer::Start(so);
+  ASSERT_TRUE(server.ok()) << server.error().ToString();
+  auto second = (*store)->NewIterator(ScanSpec{"t2", "", "", false, 0});
+  int at2 = 0;
+  read(*second, "t2", at2, 40);  // its scanner gets the first id of the new gateway: the first scan's id
+  ASSERT_EQ((*server)->stats().calls["openScanner"], 1u);
+
+  read(*first, "t1", at1, kRows);
+  EXPECT_EQ(at1, kRows);
+  EXPECT_FALSE(first->Valid());
+  EXPECT_TRUE(first->status().ok()) << first->status().ToString();
+  read(*second, "t2", at2, kRows);
+  EXPECT_EQ(at2, kRows) << "the second scan lost no rows to the first";
+  EXPECT_TRUE(second->status().ok()) << second->status().ToString();
 }
 
 // Many threads share a small pool: every write lands, every scan is whole.
