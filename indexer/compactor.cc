@@ -112,6 +112,14 @@ Compactor::Compactor(TableStore& store, CompactorOptions options)
 Result<CompactionPass> Compactor::Pass(int64_t now_ms, const std::function<bool(uint64_t)>& keep_going) {
   CompactionPass pass;
   const int64_t cpu0 = ThreadCpuNs();
+  Status s = RunPass(now_ms, keep_going, pass);
+  pass.cpu_ns = ThreadCpuNs() - cpu0;
+  last_pass_ = pass;
+  if (!s.ok()) return s.error();
+  return pass;
+}
+
+Status Compactor::RunPass(int64_t now_ms, const std::function<bool(uint64_t)>& keep_going, CompactionPass& pass) {
   const int64_t cutoff = SaturatingSub(now_ms, options_.settle_ms);
   const int64_t lo = SaturatingSub(now_ms, options_.lookback_ms);
 
@@ -129,12 +137,10 @@ Result<CompactionPass> Compactor::Pass(int64_t now_ms, const std::function<bool(
                            if (last > lo && first < cutoff) ranges.emplace(key->stream_host(), key->stream_app());
                            return true;
                          });
-  if (!s.ok()) return s.error();
+  if (!s.ok()) return s;
   bool stop_pass = false;
   for (const auto& [host, app] : ranges) {
-    if (Status r = PassOverHostApp(host, app, lo, cutoff, now_ms, pass, keep_going, stop_pass); !r.ok()) {
-      return r.error();
-    }
+    if (Status r = PassOverHostApp(host, app, lo, cutoff, now_ms, pass, keep_going, stop_pass); !r.ok()) return r;
     if (stop_pass) break;
   }
   // Streams neither seen by a whole pass nor merged within `settle` are
@@ -147,8 +153,7 @@ Result<CompactionPass> Compactor::Pass(int64_t now_ms, const std::function<bool(
   if (clock_closed_.size() > (1u << 20)) clock_closed_.clear();
   ++passes_;
   if (pass.runs_left > 0 && pass.lag_ms > 0) pass.lag_ms = std::max<int64_t>(0, now_ms - pass.lag_ms);
-  pass.cpu_ns = ThreadCpuNs() - cpu0;
-  return pass;
+  return Status::Ok();
 }
 
 Status Compactor::PassOverHostApp(HostId host, AppId app, int64_t lo, int64_t cutoff, int64_t now_ms,
@@ -185,7 +190,8 @@ Status Compactor::PassOverHostApp(HostId host, AppId app, int64_t lo, int64_t cu
     auto value = IndexValue::Decode(it->value());
     if (!key || !value) continue;  // not a row of ours: left alone
     Run& run = runs[SeverityCode(key->severity)];
-    if (value->record_count >= options_.target_records || big_.count(value->main_key.chunk)) {
+    if (value->record_count >= options_.target_records || big_.count(value->main_key.chunk) ||
+        corrupt_.count(value->main_key.chunk)) {
       if (Status st = close(run); !st.ok()) return st;
       continue;
     }
@@ -254,6 +260,11 @@ Status Compactor::MergeRun(std::vector<Part>& run, CompactionPass& pass,
   // main table has no block cache; a Get per part re-read and re-checked a
   // 64 KiB block each time).
   std::unique_ptr<RowIterator> it = store_.NewIterator(ScanSpec{std::string(kMainTable), "", "", false, 0});
+  // A bad part: counted once, and later passes cut runs around it unread.
+  auto corrupt = [&](const Part& p) {
+    if (corrupt_.size() >= (1u << 16)) return;
+    if (corrupt_.insert(p.key.chunk).second) ++pass.corrupt_parts;
+  };
   for (Part& p : run) {
     const std::string key = p.key.Encode();
     it->Seek(key);
@@ -261,20 +272,22 @@ Status Compactor::MergeRun(std::vector<Part>& run, CompactionPass& pass,
     const bool found = it->Valid() && it->key() == key;
     if (!found || !p.row.ParseFromArray(it->value().data(), static_cast<int>(it->value().size()))) {
       // Gone (expired) or unreadable: the run is cut around it.
-      if (found) ++pass.corrupt_parts;
+      if (found) corrupt(p);
       if (Status s = write(); !s.ok()) return s;
       continue;
     }
     p.written_ms = it->written_ms();
     if (options_.replay_safe && !p.row.source().topic().empty() && !options_.replay_safe(p.row.source())) {
-      ++pass.unsafe_parts;
-      return Status::Ok();  // the whole run waits: nothing written for it
+      // The rest of the run waits, with what was read of it and not written
+      // (a cut may have merged its start already).
+      pass.unsafe_parts += loaded.size() + static_cast<uint64_t>(&run.back() - &p) + 1;
+      return Status::Ok();
     }
     // Read in place: a record's bytes are copied from the decompressed
     // payload straight into the merged chunk's.
     auto read = ViewRecords(ChunkRef::Of(p.row.chunk()), options_.indexer.decode, p.payload, p.views);
     if (!read.ok() || p.row.chunk().severity() != SeverityCode(p.key.severity)) {
-      ++pass.corrupt_parts;
+      corrupt(p);
       p.Release();
       if (Status s = write(); !s.ok()) return s;
       continue;

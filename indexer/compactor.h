@@ -150,8 +150,8 @@ struct CompactionPass {
   uint64_t token_filter_cpu_ns = 0;    // CPU time building them
   uint64_t uncompressed = 0;   // merged parts' uncompressed bytes
   uint64_t bytes_read = 0;     // uncompressed bytes of every part read, merged or not (budget, pacing)
-  uint64_t corrupt_parts = 0;  // parts that did not decode: left as they are
-  uint64_t unsafe_parts = 0;   // parts not yet replay-safe: their runs wait
+  uint64_t corrupt_parts = 0;  // parts found not to decode this pass (each once): left as they are
+  uint64_t unsafe_parts = 0;   // parts of runs that wait for one not yet replay-safe
   uint64_t runs_left = 0;      // closed runs the pass had no budget for
   uint64_t runs_growing = 0;   // runs the clock closed that wait: grown since the last pass, or merged within settle
   int64_t lag_ms = 0;          // now - the last record of the oldest run left (0: none)
@@ -165,8 +165,11 @@ class Compactor {
 
   // One pass at `now_ms`. `keep_going` (may be null) is called after each
   // run read with the pass's bytes_read so far; false stops the pass
-  // (shutdown, pacing). Errors are the store's; what was merged stays merged.
+  // (shutdown, pacing). Errors are the store's; what was merged stays merged
+  // (last_pass() counts it).
   Result<CompactionPass> Pass(int64_t now_ms, const std::function<bool(uint64_t)>& keep_going = nullptr);
+  // The counts of the latest Pass(), also when it stopped on an error.
+  const CompactionPass& last_pass() const { return last_pass_; }
 
   const CompactorOptions& options() const { return options_; }
 
@@ -179,6 +182,7 @@ class Compactor {
   Status MergeRun(std::vector<Part>& run, CompactionPass& pass,
                   const std::function<bool(uint64_t)>& keep_going, bool& stop);
   Status WriteMerge(std::vector<Part*>& parts, CompactionPass& pass);
+  Status RunPass(int64_t now_ms, const std::function<bool(uint64_t)>& keep_going, CompactionPass& pass);
 
   void NoteBig(ChunkId id, uint64_t bytes);
 
@@ -186,6 +190,10 @@ class Compactor {
   CompactorOptions options_;
   Indexer indexer_;
   std::unordered_set<ChunkId> big_;  // chunks of target_bytes / 2 or more (see above)
+  // Parts that did not decode: counted once, then runs are cut around them
+  // unread (the first 64 Ki; past them, a bad part is read and counted again).
+  std::unordered_set<ChunkId> corrupt_;
+  CompactionPass last_pass_;
   // Streams (host, app, severity) whose run the clock closed: that run as
   // last seen (a hash of its parts' ids), the pass that saw it, and when
   // such a run of the stream was last merged.

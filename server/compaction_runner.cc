@@ -43,7 +43,7 @@ CompactionRunner::CompactionRunner(prometheus::Registry& registry, Compactor& co
   failures_ = Counter(registry, "logdex_compaction_failures_total",
                       "Compaction passes a store error stopped (what was merged stays merged; the next pass retries)");
   corrupt_ = Counter(registry, "logdex_compaction_corrupt_parts_total",
-                     "Stored chunks the compactor could not decode: left as they are");
+                     "Stored chunks the compactor could not decode, each counted once: left as they are");
   waiting_ = Gauge(registry, "logdex_compaction_waiting_parts",
                    "Parts the last pass left because their Kafka offsets are not committed yet");
   growing_ = Gauge(registry, "logdex_compaction_growing_runs",
@@ -74,12 +74,14 @@ Result<CompactionPass> CompactionRunner::RunOnce() {
     if (wait_ns > 0) cv_.wait_for(lock, std::chrono::nanoseconds(wait_ns), [this] { return stop_; });
     return !stop_;
   };
-  auto pass = compactor_.Pass(clock_.NowMs(), pace);
+  auto result = compactor_.Pass(clock_.NowMs(), pace);
   passes_->Increment();
-  if (!pass.ok()) {
+  // What a pass that stopped on an error merged before it is counted too.
+  const CompactionPass* pass = &compactor_.last_pass();
+  if (!result.ok()) {
     failures_->Increment();
-    spdlog::warn("compaction: the pass stopped on a store error ({}); the next pass retries", pass.error().ToString());
-    return pass;
+    spdlog::warn("compaction: the pass stopped on a store error ({}) after {} merges; the next pass retries",
+                 result.error().ToString(), pass->merges);
   }
   merges_->Increment(static_cast<double>(pass->merges));
   parts_->Increment(static_cast<double>(pass->parts));
@@ -91,10 +93,12 @@ Result<CompactionPass> CompactionRunner::RunOnce() {
   token_filter_bytes_->Increment(static_cast<double>(pass->token_filter_bytes));
   token_filters_skipped_->Increment(static_cast<double>(pass->token_filters_skipped));
   corrupt_->Increment(static_cast<double>(pass->corrupt_parts));
-  waiting_->Set(static_cast<double>(pass->unsafe_parts));
-  runs_left_->Set(static_cast<double>(pass->runs_left));
-  growing_->Set(static_cast<double>(pass->runs_growing));
-  lag_->Set(static_cast<double>(pass->lag_ms) / 1000.0);
+  if (result.ok()) {  // a pass cut short saw only part of what waits
+    waiting_->Set(static_cast<double>(pass->unsafe_parts));
+    runs_left_->Set(static_cast<double>(pass->runs_left));
+    growing_->Set(static_cast<double>(pass->runs_growing));
+    lag_->Set(static_cast<double>(pass->lag_ms) / 1000.0);
+  }
   if (pass->merges > 0) {
     spdlog::info("compaction: merged {} chunks into {} ({} records; {} -> {} bytes) in {:.1f} ms of CPU", pass->parts,
                  pass->merges, pass->records, pass->bytes_in, pass->bytes_out, pass->cpu_ns / 1e6);
@@ -114,7 +118,7 @@ Result<CompactionPass> CompactionRunner::RunOnce() {
                  "compaction.max_rate)",
                  pass->runs_left, pass->lag_ms / 1000);
   }
-  return pass;
+  return result;
 }
 
 void CompactionRunner::Start() {

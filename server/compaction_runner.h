@@ -6,8 +6,9 @@
 //   logdex_compaction_records_total, logdex_compaction_bytes_total{dir="in"|"out"}
 //   (stored chunk bytes of parts and of merged chunks),
 //   logdex_compaction_cpu_seconds_total, logdex_compaction_passes_total,
-//   logdex_compaction_failures_total (a pass the store failed: retried next pass),
-//   logdex_compaction_corrupt_parts_total, logdex_compaction_waiting_parts
+//   logdex_compaction_failures_total (a pass the store failed: retried next
+//   pass; what it merged before is counted), logdex_compaction_corrupt_parts_total
+//   (each bad part once), logdex_compaction_waiting_parts
 //   (parts not yet replay-safe at the last pass), logdex_compaction_runs_left and
 //   logdex_compaction_lag_seconds (closed runs the last pass had no budget
 //   for, and the age of the oldest: the compactor is behind; a warn line says

@@ -457,6 +457,26 @@ TEST(Compactor, AFailedBatchChangesNothingAndTheNextPassMerges) {
   ExpectSameAnswers(engine, queries, before);
 }
 
+// A pass a store error stops keeps what it merged before, and says so
+// (last_pass(): serve's metrics count those merges).
+TEST(Compactor, APassStoppedByAStoreErrorStillCountsTheMergesThatLanded) {
+  Fixture f(26, kRecords / 4);
+  const uint64_t main_rows = f.Rows(kMainTable);
+  int batches = 0;
+  f.store->SetWriteFaultHook([&](const WriteBatch::Entry&, size_t index) {
+    if (index == 0) ++batches;
+    return batches == 3 && index == 0 ? Status(Errc::kUnavailable, "injected") : Status::Ok();
+  });
+  auto compactor = Compactor::Create(*f.store, f.Options());
+  ASSERT_TRUE(compactor.ok());
+  auto failed = (*compactor)->Pass(f.Settled((*compactor)->options()));
+  f.store->SetWriteFaultHook(nullptr);
+  ASSERT_FALSE(failed.ok());
+  const CompactionPass& counted = (*compactor)->last_pass();
+  EXPECT_EQ(counted.merges, 2u);
+  EXPECT_EQ(f.Rows(kMainTable), main_rows - counted.parts + counted.merges);
+}
+
 TEST(Compactor, PartsAReplayCouldWriteAgainWait) {
   Fixture f(15, kRecords / 4);
   // Re-ingest the workload as if from Kafka: offsets 0.. of logs[0].
@@ -477,12 +497,39 @@ TEST(Compactor, PartsAReplayCouldWriteAgainWait) {
   auto pass = (*compactor)->Pass(f.Settled(o));
   ASSERT_TRUE(pass.ok());
   EXPECT_EQ(pass->merges, 0u);
-  EXPECT_GT(pass->unsafe_parts, 0u);
+  const uint64_t waiting = pass->unsafe_parts;
   committed = static_cast<int64_t>(f.w.chunks.size());  // all committed now
   pass = (*compactor)->Pass(f.Settled(o));
   ASSERT_TRUE(pass.ok());
   EXPECT_GT(pass->merges, 0u);
   EXPECT_EQ(pass->unsafe_parts, 0u);
+  EXPECT_EQ(waiting, pass->parts) << "every part that waited, not a count of runs";
+}
+
+// A stored chunk that does not decode is left as it is, counted once (not
+// at every pass), and the chunks around it are merged.
+TEST(Compactor, APartThatDoesNotDecodeIsCountedOnceAndLeftAlone) {
+  Fixture f(25, kRecords / 4);
+  std::string bad;
+  ASSERT_TRUE(f.store->Scan(ScanSpec{std::string(kMainTable), "", "", false, 1}, [&](std::string_view k, auto) {
+    bad = std::string(k);
+    return false;
+  }).ok());
+  WriteBatch b;
+  b.Put(kMainTable, bad, std::string("\xff\xff\xff not a main row"));
+  ASSERT_TRUE(f.store->Write(b).ok());
+  auto compactor = Compactor::Create(*f.store, f.Options());
+  ASSERT_TRUE(compactor.ok());
+  auto pass = (*compactor)->Pass(f.Settled((*compactor)->options()));
+  ASSERT_TRUE(pass.ok());
+  EXPECT_EQ(pass->corrupt_parts, 1u);
+  EXPECT_GT(pass->merges, 0u);
+  pass = (*compactor)->Pass(f.Settled((*compactor)->options()));
+  ASSERT_TRUE(pass.ok());
+  EXPECT_EQ(pass->corrupt_parts, 0u) << "counted once";
+  auto kept = f.store->Get(kMainTable, bad);
+  ASSERT_TRUE(kept.ok() && kept->has_value());
+  EXPECT_EQ(**kept, "\xff\xff\xff not a main row") << "left as it is";
 }
 
 TEST(Compactor, APassStopsAtItsBudgetReportsWhatIsLeftAndLaterPassesFinish) {
