@@ -528,27 +528,42 @@ TEST(HBaseStoreTransports, BufferedTransportAndCompactProtocolWork) {
 
 // A gateway restart breaks every pooled connection: the next calls see a
 // transport error, rebuild the connection and retry.
-TEST(HBaseStoreReconnect, SurvivesAGatewayRestartOnTheSamePort) {
-  TempDir dir;
-  ManualClock clock(1'800'000'000'000);
-  HBaseTestServerOptions so;
-  so.dir = dir.path();
-  so.clock = &clock;
-  auto server = HBaseTestServer::Start(so);
-  ASSERT_TRUE(server.ok()) << server.error().ToString();
-  HBaseOptions o = ServedHBaseStore::DefaultClientOptions();
-  o.port = (*server)->port();
-  auto store = HBaseTableStore::Open(o);
+// A test gateway that can be restarted on its port, and a client's options for it.
+class HBaseStoreReconnect : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    so_.dir = dir_.path();
+    so_.clock = &clock_;
+    server_ = HBaseTestServer::Start(so_);
+    ASSERT_TRUE(server_.ok()) << server_.error().ToString();
+    so_.port = (*server_)->port();
+    o_ = ServedHBaseStore::DefaultClientOptions();
+    o_.port = so_.port;
+  }
+  // Stops the gateway (the client's pooled connections die) and starts it again.
+  void Restart() {
+    server_->reset();
+    server_ = HBaseTestServer::Start(so_);
+    ASSERT_TRUE(server_.ok()) << server_.error().ToString();
+  }
+  TestServerStats Stats() { return (*server_)->stats(); }
+
+  TempDir dir_;
+  ManualClock clock_{1'800'000'000'000};
+  HBaseTestServerOptions so_;
+  Result<std::unique_ptr<HBaseTestServer>> server_ = Error{Errc::kInternal, "not started"};
+  HBaseOptions o_;
+};
+
+TEST_F(HBaseStoreReconnect, SurvivesAGatewayRestartOnTheSamePort) {
+  auto store = HBaseTableStore::Open(o_);
   ASSERT_TRUE(store.ok());
   ASSERT_TRUE((*store)->CreateTable("t", TableOptions{}).ok());
   WriteBatch b;
   b.Put("t", "k", "v1");
   ASSERT_TRUE((*store)->Write(b).ok());
 
-  server->reset();  // stop; the client's pooled connections are now dead
-  so.port = o.port;
-  server = HBaseTestServer::Start(so);
-  ASSERT_TRUE(server.ok()) << server.error().ToString();
+  ASSERT_NO_FATAL_FAILURE(Restart());
   EXPECT_EQ((*store)->Get("t", "k")->value_or(""), "v1");
   b.Clear();
   b.Put("t", "k", "v2");
@@ -561,18 +576,9 @@ TEST(HBaseStoreReconnect, SurvivesAGatewayRestartOnTheSamePort) {
 // read the newer scan's rows as its own (from another table here); now a
 // scanner is used only while no connection was made since it was opened,
 // and is reopened past its last row otherwise.
-TEST(HBaseStoreReconnect, AScannerFromBeforeAGatewayRestartIsReopenedNotConfusedWithANewOne) {
-  TempDir dir;
-  ManualClock clock(1'800'000'000'000);
-  HBaseTestServerOptions so;
-  so.dir = dir.path();
-  so.clock = &clock;
-  auto server = HBaseTestServer::Start(so);
-  ASSERT_TRUE(server.ok()) << server.error().ToString();
-  HBaseOptions o = ServedHBaseStore::DefaultClientOptions();
-  o.port = (*server)->port();
-  o.scanner_caching = 16;  // pages past the first come from an open scanner
-  auto store = HBaseTableStore::Open(o);
+TEST_F(HBaseStoreReconnect, AScannerFromBeforeAGatewayRestartIsReopenedNotConfusedWithANewOne) {
+  o_.scanner_caching = 16;  // pages past the first come from an open scanner
+  auto store = HBaseTableStore::Open(o_);
   ASSERT_TRUE(store.ok());
   constexpr int kRows = 100;
   auto key = [](int i) {
@@ -596,17 +602,13 @@ TEST(HBaseStoreReconnect, AScannerFromBeforeAGatewayRestartIsReopenedNotConfused
   auto first = (*store)->NewIterator(ScanSpec{"t1", "", "", false, 0});
   int at1 = 0;
   read(*first, "t1", at1, 40);  // a scanner is open now (the first page came without one)
-  const uint64_t opened = (*server)->stats().calls["openScanner"];
-  ASSERT_EQ(opened, 1u);
+  ASSERT_EQ(Stats().calls["openScanner"], 1u);
 
-  server->reset();  // the gateway restarts on the same port
-  so.port = o.port;
-  server = HBaseTestServer::Start(so);
-  ASSERT_TRUE(server.ok()) << server.error().ToString();
+  ASSERT_NO_FATAL_FAILURE(Restart());  // the gateway restarts on the same port
   auto second = (*store)->NewIterator(ScanSpec{"t2", "", "", false, 0});
   int at2 = 0;
   read(*second, "t2", at2, 40);  // its scanner gets the first id of the new gateway: the first scan's id
-  ASSERT_EQ((*server)->stats().calls["openScanner"], 1u);
+  ASSERT_EQ(Stats().calls["openScanner"], 1u);
 
   read(*first, "t1", at1, kRows);
   EXPECT_EQ(at1, kRows);

@@ -67,6 +67,20 @@ class IndexerQuery : public ::testing::TestWithParam<Backend> {
     return o;
   }
 
+  // A serialized chunk of one INFO record, "record <seq>", at `ts`.
+  static std::string OneRecordChunk(const std::string& app, const std::string& host, uint64_t producer, uint64_t seq,
+                                    int64_t ts) {
+    proto::RecordBatch b;
+    proto::LogRecord* r = b.add_records();
+    r->set_ts_ms(ts);
+    r->set_severity(SeverityCode(Severity::kInfo));
+    r->set_message("record " + std::to_string(seq));
+    PackOptions po;
+    po.producer_id = producer;
+    po.sequence = seq;
+    return PackChunk(app, host, b, po).SerializeAsString();
+  }
+
   void Ingest(const std::vector<std::string>& chunks, Indexer& indexer) {
     proto::ChunkSource src;
     src.set_topic("t");
@@ -1244,17 +1258,7 @@ TEST_P(IndexerQuery, TheDefaultVerifyRefusesAChunkWhoseHeaderLiesAboutItsRecords
 // only where a stream's extent says it has data) then missed its older
 // records. Now the staging reports the store failure and the batch is retried.
 TEST_P(IndexerQuery, AFailedMetaReadFailsTheStagingInsteadOfNarrowingTheStreamExtent) {
-  auto chunk = [&](uint64_t seq, int64_t ts) {
-    proto::RecordBatch b;
-    proto::LogRecord* r = b.add_records();
-    r->set_ts_ms(ts);
-    r->set_severity(SeverityCode(Severity::kInfo));
-    r->set_message("record " + std::to_string(seq));
-    PackOptions po;
-    po.producer_id = 11;
-    po.sequence = seq;
-    return PackChunk("extent-app", "extent-host", b, po).SerializeAsString();
-  };
+  auto chunk = [](uint64_t seq, int64_t ts) { return OneRecordChunk("extent-app", "extent-host", 11, seq, ts); };
   const int64_t old_ts = clock_.NowMs() - 2 * 3'600'000;
   const int64_t new_ts = clock_.NowMs() - 60'000;
   {
@@ -1299,17 +1303,7 @@ TEST_P(IndexerQuery, AFailedMetaReadFailsTheStagingInsteadOfNarrowingTheStreamEx
 // stream's newest minutes were then skipped by host-only queries.
 TEST_P(IndexerQuery, AMemberNeverNarrowsAStreamExtentAnotherMemberWidened) {
   if (!store_->shared()) GTEST_SKIP() << "one process owns an embedded store";
-  auto chunk = [&](uint64_t seq, int64_t ts) {
-    proto::RecordBatch b;
-    proto::LogRecord* r = b.add_records();
-    r->set_ts_ms(ts);
-    r->set_severity(SeverityCode(Severity::kInfo));
-    r->set_message("record " + std::to_string(seq));
-    PackOptions po;
-    po.producer_id = 12;
-    po.sequence = seq;
-    return PackChunk("moved-app", "moved-host", b, po).SerializeAsString();
-  };
+  auto chunk = [](uint64_t seq, int64_t ts) { return OneRecordChunk("moved-app", "moved-host", 12, seq, ts); };
   const int64_t now = clock_.NowMs();
   Indexer a(*store_, Options()), b(*store_, Options());
   Ingest({chunk(1, now - 3 * 3'600'000)}, a);
