@@ -62,8 +62,7 @@ Result<int64_t> RecordLongestSpan(TableStore& store, int64_t span_ms) {
   return span_ms;
 }
 
-Result<int64_t> MergedCheckMs(TableStore& store, std::optional<int64_t> settle_ms, int64_t longest_span_ms,
-                              int64_t max_chunk_span_ms) {
+Result<int64_t> MergedCheckMs(TableStore& store, std::optional<int64_t> settle_ms) {
   auto stored = store.Get(kMetaTable, kShortestSettleRow);
   if (!stored.ok()) return stored.error();
   std::optional<int64_t> shortest;
@@ -77,7 +76,15 @@ Result<int64_t> MergedCheckMs(TableStore& store, std::optional<int64_t> settle_m
     shortest = std::max<int64_t>(*settle_ms, 0);
   }
   if (shortest) return std::max<int64_t>(*shortest, 1);  // settle 0 still checks
-  return longest_span_ms > max_chunk_span_ms ? 1 : 0;
+  // No compactor recorded its settle: one that ran before the row existed
+  // left ledger rows, and then any chunk may have been merged.
+  bool merged = false;
+  Status s = store.Scan(ScanSpec{std::string(kMergedTable), "", "", false, 1}, [&](std::string_view, std::string_view) {
+    merged = true;
+    return false;
+  });
+  if (!s.ok()) return s.error();
+  return merged ? 1 : 0;
 }
 
 Result<std::unique_ptr<Compactor>> Compactor::Create(TableStore& store, CompactorOptions options) {
@@ -262,7 +269,10 @@ Status Compactor::MergeRun(std::vector<Part>& run, CompactionPass& pass,
   std::unique_ptr<RowIterator> it = store_.NewIterator(ScanSpec{std::string(kMainTable), "", "", false, 0});
   // A bad part: counted once, and later passes cut runs around it unread.
   auto corrupt = [&](const Part& p) {
-    if (corrupt_.size() >= (1u << 16)) return;
+    if (corrupt_.size() >= (1u << 16)) {
+      ++pass.corrupt_parts;  // past the first 64 Ki: read and counted at every pass
+      return;
+    }
     if (corrupt_.insert(p.key.chunk).second) ++pass.corrupt_parts;
   };
   for (Part& p : run) {

@@ -101,11 +101,11 @@ inline constexpr std::string_view kShortestSettleRow = "\xff" "store.shortest_co
 // process's compactor's settle (nullopt: it does not compact), recorded
 // first when it is the shortest. So turning compaction off, or raising its
 // settle, keeps a re-send of a merged part from being stored beside its
-// merged chunk. A store whose longest span (RecordLongestSpan) exceeds
-// `max_chunk_span_ms` without a settle row was compacted before the row
-// existed: every chunk is looked up (1).
-Result<int64_t> MergedCheckMs(TableStore& store, std::optional<int64_t> settle_ms, int64_t longest_span_ms,
-                              int64_t max_chunk_span_ms);
+// merged chunk. The shortest settle only goes down: after a run with a short
+// one, older chunks are looked up for good (a range read of the ledger
+// each). A store without a settle row whose ledger has rows was compacted
+// before the row existed: every chunk is looked up (1).
+Result<int64_t> MergedCheckMs(TableStore& store, std::optional<int64_t> settle_ms);
 
 struct CompactorOptions {
   // A chunk is left alone until its last record is this old. Default 10 min.
@@ -129,7 +129,7 @@ struct CompactorOptions {
   // read it (QueryOptions::store_epoch). May be null.
   std::atomic<uint64_t>* store_epoch = nullptr;
   // Ingest's indexer in this process (IndexerOptions::merge_gate): a merge
-  // waits for a batch that checked the ledger to settle. May be null.
+  // waits for a batch being staged or written to settle. May be null.
   MergeGate* merge_gate = nullptr;
   // Salt buckets, tag rules and decode limits: the serving indexer's.
   IndexerOptions indexer;
@@ -191,7 +191,9 @@ class Compactor {
   Indexer indexer_;
   std::unordered_set<ChunkId> big_;  // chunks of target_bytes / 2 or more (see above)
   // Parts that did not decode: counted once, then runs are cut around them
-  // unread (the first 64 Ki; past them, a bad part is read and counted again).
+  // unread, for the life of the compactor (even if a good copy replaces one:
+  // it then stays unmerged). Past the first 64 Ki, a bad part is read and
+  // counted at every pass.
   std::unordered_set<ChunkId> corrupt_;
   CompactionPass last_pass_;
   // Streams (host, app, severity) whose run the clock closed: that run as

@@ -338,11 +338,15 @@ Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view byt
   c.records = records;
   c.received_ms = received_ms;
 
+  // No merge lands between here and the batch's write (MergeGate): not
+  // between the ledger check and the write, nor, for a chunk too young to
+  // check, while the batch waits past its original's settle.
+  if (!index_only && !merged && options_.merge_gate && !gate_lock_.owns_lock()) {
+    gate_lock_ = std::shared_lock(options_.merge_gate->mu);
+  }
   // Before the tag guard: a re-send that is not stored uses none of its caps.
   if (!index_only && !merged && options_.merged_check_ms > 0 &&
       chunk.last_ts_ms() < options_.decode.clock->NowMs() - options_.merged_check_ms) {
-    // No merge lands between this check and the batch's write (MergeGate).
-    if (options_.merge_gate && !gate_lock_.owns_lock()) gate_lock_ = std::shared_lock(options_.merge_gate->mu);
     auto was = WasMerged(c.host, c.app, c.severity, chunk.last_ts_ms(), id);
     if (!was.ok()) {
       ++counters_.store_read_failures;
@@ -596,9 +600,15 @@ Status Indexer::IngestSerialized(const std::vector<std::string>& chunks, const p
   WriteBatch batch;
   for (const std::string& bytes : chunks) {
     auto chunk = DecodeChunk(bytes, options_.decode);
-    if (!chunk.ok()) return Status(Errc::kCorruption, chunk.error().ToString());
+    if (!chunk.ok()) {
+      Settle(false);
+      return Status(Errc::kCorruption, chunk.error().ToString());
+    }
     auto staged = Stage(*chunk, bytes, source, batch, /*bytes_outlive_batch=*/true);
-    if (!staged.ok()) return Status(Errc::kCorruption, staged.error().ToString());
+    if (!staged.ok()) {
+      Settle(false);
+      return Status(Errc::kCorruption, staged.error().ToString());
+    }
     if (!staged->store_failure.ok()) {
       Settle(false);
       return staged->store_failure;

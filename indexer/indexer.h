@@ -85,10 +85,11 @@ struct IndexerOptions {
 
 // Orders ingest's merge-ledger checks (merged_check_ms) with the compactor's
 // merges in one process (serve shares one between its consumer's Indexer and
-// its Compactor): a batch holds it shared from its first ledger check until
+// its Compactor): a batch holds it shared from its first chunk staged until
 // it is settled (Settle, written or not), a merge holds it alone while it
-// writes. Without it a re-send staged as "not merged" could be written after
-// the merge of its original had landed and deleted it: its records twice.
+// writes. Without it a re-send staged as "not merged" (checked, or too young
+// to check) could be written after the merge of its original had landed and
+// deleted it: its records twice.
 class MergeGate {
  public:
   std::shared_mutex mu;
@@ -303,7 +304,7 @@ class Indexer {
   RecordViews view_scratch_;    // the records of a chunk without a tag summary, read in place
   std::vector<TagView> record_tags_;  // their tags (AppendIndexedTags)
   TokenSet token_set_;          // a merged chunk's tokens (reused: its buffers stay allocated)
-  std::shared_lock<std::shared_mutex> gate_lock_;  // on options_.merge_gate, from a ledger check to Settle
+  std::shared_lock<std::shared_mutex> gate_lock_;  // on options_.merge_gate, from a batch's first Stage to Settle
 };
 
 // Appends the tags of one record that the index holds, its first

@@ -418,8 +418,7 @@ int Serve(const ServeFlags& flags) {
   }
 
   auto merged_check_ms =
-      MergedCheckMs(**store, compacting ? std::optional<int64_t>(config.compaction.settle_ms) : std::nullopt,
-                    *longest_span, config.indexer.max_chunk_span_ms);
+      MergedCheckMs(**store, compacting ? std::optional<int64_t>(config.compaction.settle_ms) : std::nullopt);
   if (!merged_check_ms.ok()) {
     std::fprintf(stderr, "logdex serve: store: %s\n", merged_check_ms.error().ToString().c_str());
     return 1;

@@ -126,6 +126,7 @@ auto ValueOf(R& r) -> decltype(&r.columnValues[0].value) {
 struct Attempt {
   Status status;
   bool retryable = false;
+  bool stale_scanner = false;  // not sent: the scanner predates a connection (Pool::connects)
 };
 
 }  // namespace
@@ -292,13 +293,14 @@ class HBaseTableStore::Impl {
   // One attempt of `fn(client)`, Thrift exceptions turned into a Status.
   // `scanner_connects`: for a call on a scanner, Pool::connects() when it
   // was opened; if a connection was made since, the call is not sent
-  // (kInvalidArgument, retryable: the caller reopens the scan).
+  // (stale_scanner: the caller reopens the scan).
   template <class Fn>
   Attempt Once(std::string_view what, Fn&& fn, std::optional<uint64_t> scanner_connects = std::nullopt) {
     auto lease = pool_.Borrow();
     if (!lease.ok()) return {Status(lease.error()), lease.error().code == Errc::kUnavailable};
     if (scanner_connects && *scanner_connects != pool_.connects()) {
-      return {Status(Errc::kInvalidArgument, std::string(what) + ": scanner opened before a reconnect"), true};
+      return {Status(Errc::kUnavailable, std::string(what) + ": scanner opened before a connection was made"), true,
+              true};
     }
     try {
       fn(lease->client());
@@ -753,7 +755,8 @@ class ScannerIterator final : public RowIterator {
   }
 
   // Best effort: the gateway may expire idle scanners, the repo's bridge
-  // does not. Not after a reconnect: the id may be another scan's now.
+  // does not. Not once a connection was made since it opened (the id may be
+  // another scan's now): such a scanner is left to the gateway.
   void CloseScanner() {
     if (!scanner_) return;
     const int32_t id = *scanner_;
@@ -767,7 +770,7 @@ class ScannerIterator final : public RowIterator {
   // it. A page shorter than asked for is the last one: the gateway's
   // ResultScanner.next(n) only returns fewer than n rows at the end.
   void Fill() {
-    int failures = 0;
+    int failures = 0, stale_reopens = 0;
     while (rows_.empty() && !done_ && status_.ok()) {
       if (RangeEmpty()) {
         done_ = true;
@@ -799,10 +802,15 @@ class ScannerIterator final : public RowIterator {
           const int32_t id = *scanner_;
           a = store_.Once("getScannerRows " + hname_, [&](auto& c) { c.getScannerRows(page, id, n); },
                           scanner_connects_);
-          // An unknown scanner id (gateway restarted, lease expired), or one
-          // opened before a reconnect: reopen.
+          // An unknown scanner id (gateway restarted, lease expired): reopen.
           if (!a.status.ok() && a.status.code() == Errc::kInvalidArgument) a.retryable = true;
         }
+      }
+      if (a.stale_scanner && ++stale_reopens < 8) {
+        // Not a failure (any connection made since it opened, a first one
+        // too, voids it): reopen past the last row seen, at once.
+        scanner_.reset();
+        continue;
       }
       if (!a.status.ok()) {
         CloseScanner();  // its state is unknown: reopen past the last row seen

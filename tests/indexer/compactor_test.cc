@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdio>
+#include <future>
 #include <map>
 #include <random>
 #include <thread>
@@ -527,6 +528,11 @@ TEST(Compactor, APartThatDoesNotDecodeIsCountedOnceAndLeftAlone) {
   pass = (*compactor)->Pass(f.Settled((*compactor)->options()));
   ASSERT_TRUE(pass.ok());
   EXPECT_EQ(pass->corrupt_parts, 0u) << "counted once";
+  auto fresh = Compactor::Create(*f.store, f.Options());  // another process's: it meets the part anew
+  ASSERT_TRUE(fresh.ok());
+  pass = (*fresh)->Pass(f.Settled((*fresh)->options()));
+  ASSERT_TRUE(pass.ok());
+  EXPECT_EQ(pass->corrupt_parts, 1u) << "the part is still there to be read";
   auto kept = f.store->Get(kMainTable, bad);
   ASSERT_TRUE(kept.ok() && kept->has_value());
   EXPECT_EQ(**kept, "\xff\xff\xff not a main row") << "left as it is";
@@ -794,9 +800,8 @@ TEST(Compactor, ChunksSentAgainAfterTheirMergeAreNotStoredTwice) {
 // only a compacting serve looked.
 TEST(Compactor, ChunksSentAgainAfterCompactionWasTurnedOffAreNotStoredTwice) {
   Fixture f(22, kRecords / 4);
-  constexpr int64_t kChunkSpan = 60'000;  // indexer.max_chunk_span
   const CompactorOptions co = f.Options();
-  auto on = MergedCheckMs(*f.store, co.settle_ms, co.max_span_ms, kChunkSpan);  // serve's start, compacting
+  auto on = MergedCheckMs(*f.store, co.settle_ms);  // serve's start, compacting
   ASSERT_TRUE(on.ok());
   EXPECT_EQ(*on, std::max<int64_t>(co.settle_ms, 1));
   QueryEngine engine(*f.store, f.EngineOptions());
@@ -809,10 +814,10 @@ TEST(Compactor, ChunksSentAgainAfterCompactionWasTurnedOffAreNotStoredTwice) {
   ASSERT_GT(pass->merges, 0u);
   const uint64_t main_rows = f.Rows(kMainTable);
 
-  auto off = MergedCheckMs(*f.store, std::nullopt, co.max_span_ms, kChunkSpan);  // restarted, not compacting
+  auto off = MergedCheckMs(*f.store, std::nullopt);  // restarted, not compacting
   ASSERT_TRUE(off.ok());
   EXPECT_EQ(*off, *on);
-  auto longer = MergedCheckMs(*f.store, co.settle_ms + 3'600'000, co.max_span_ms, kChunkSpan);
+  auto longer = MergedCheckMs(*f.store, co.settle_ms + 3'600'000);
   ASSERT_TRUE(longer.ok());
   EXPECT_EQ(*longer, *on) << "the shortest settle ever used";
   IndexerOptions io;
@@ -854,9 +859,15 @@ TEST(Compactor, AMergeWaitsForABatchThatCheckedTheLedgerToSettle) {
     ASSERT_TRUE(staged.ok() && staged->store_failure.ok());
   }
   ASSERT_EQ(again.counters().merged_resends, 0u);
-  const bool free = gate.mu.try_lock();
-  if (free) gate.mu.unlock();
-  ASSERT_FALSE(free) << "the batch holds the gate from its ledger checks";
+  // Probed from another thread: this one holds the gate shared.
+  auto gate_free = [&] {
+    return std::async(std::launch::async, [&] {
+             const bool got = gate.mu.try_lock();
+             if (got) gate.mu.unlock();
+             return got;
+           }).get();
+  };
+  ASSERT_FALSE(gate_free()) << "the batch holds the gate from its first chunk staged";
 
   Result<CompactionPass> pass = Error{Errc::kInternal, "not run"};
   std::thread compacting([&] { pass = (*compactor)->Pass(f.Settled((*compactor)->options())); });
@@ -869,22 +880,25 @@ TEST(Compactor, AMergeWaitsForABatchThatCheckedTheLedgerToSettle) {
   ASSERT_GT(pass->merges, 0u);
   EXPECT_LT(f.Rows(kMainTable), main_rows);
   ExpectSameAnswers(engine, queries, before);
-  EXPECT_TRUE(gate.mu.try_lock()) << "released";
-  gate.mu.unlock();
+  EXPECT_TRUE(gate_free()) << "released";
 }
 
 // Without a settle row: a store never compacted checks nothing; one whose
-// longest span says it was compacted (before the row existed) checks every
-// chunk.
+// ledger has rows (compacted before the row existed) checks every chunk.
 TEST(Compactor, MergedCheckWithoutARecordedSettle) {
-  Fixture f(23, 100);
-  auto never = MergedCheckMs(*f.store, std::nullopt, 60'000, 60'000);
+  Fixture f(23, kRecords / 8);
+  auto never = MergedCheckMs(*f.store, std::nullopt);
   ASSERT_TRUE(never.ok());
   EXPECT_EQ(*never, 0);
-  auto earlier = MergedCheckMs(*f.store, std::nullopt, 3 * 3'600'000, 60'000);
+  auto compactor = Compactor::Create(*f.store, f.Options());  // as an older serve: no settle recorded
+  ASSERT_TRUE(compactor.ok());
+  auto pass = (*compactor)->Pass(f.Settled((*compactor)->options()));
+  ASSERT_TRUE(pass.ok());
+  ASSERT_GT(pass->merges, 0u);
+  auto earlier = MergedCheckMs(*f.store, std::nullopt);
   ASSERT_TRUE(earlier.ok());
   EXPECT_EQ(*earlier, 1);
-  auto zero = MergedCheckMs(*f.store, 0, 3 * 3'600'000, 60'000);
+  auto zero = MergedCheckMs(*f.store, 0);
   ASSERT_TRUE(zero.ok());
   EXPECT_EQ(*zero, 1) << "settle 0 still checks";
 }
