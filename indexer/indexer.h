@@ -24,8 +24,8 @@
 #pragma once
 
 #include <algorithm>
-#include <cstddef>
 #include <atomic>
+#include <cstddef>
 #include <map>
 #include <memory>
 #include <shared_mutex>
