@@ -16,9 +16,11 @@
 #include <algorithm>
 #include <atomic>
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <chrono>
 #include <condition_variable>
+#include <cstring>
 #include <map>
 #include <mutex>
 #include <nlohmann/json.hpp>
@@ -623,9 +625,10 @@ class HttpServer::Impl {
     server_.set_payload_max_length(static_cast<size_t>(options_.max_body_bytes));
     // SO_REUSEADDR only: no SO_REUSEPORT, so a second server on a busy port
     // fails to start instead of silently sharing it.
-    server_.set_socket_options([](auto sock) {
+    server_.set_socket_options([this](auto sock) {
       int yes = 1;
       ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof yes);
+      listen_fd_ = static_cast<int>(sock);  // the last one given is the one bound
     });
     // An idle keep-alive connection holds a worker (and Stop()) for at most this long.
     server_.set_keep_alive_timeout(1);
@@ -638,6 +641,15 @@ class HttpServer::Impl {
     if (port <= 0) {
       return Status(Errc::kUnavailable, "cannot listen on " + options_.host + ":" + std::to_string(options_.port) +
                                             " (address in use, or not an address of this machine)");
+    }
+    // Debian's cpp-httplib (a compiled 0.11) listens with a backlog of 5
+    // (CPPHTTPLIB_LISTEN_BACKLOG, fixed in the library): under a connection
+    // flood the kernel dropped new connections' SYNs, and a /healthz probe
+    // waited out a 1 s SYN retransmit (a kubelet's default probe timeout).
+    // Listening again sets the queue to the kernel's limit.
+    if (::listen(listen_fd_, SOMAXCONN) != 0) {
+      spdlog::warn("http: could not raise the listen backlog to {}: {}; new connections may wait under a flood",
+                   SOMAXCONN, std::strerror(errno));
     }
     started_ = true;
     port_ = port;
@@ -1282,6 +1294,7 @@ class HttpServer::Impl {
   std::mutex lifecycle_mu_;  // serializes Start() and Stop()
   bool started_ = false;
   std::atomic<int> port_{0};
+  int listen_fd_ = -1;  // the listening socket (httplib's), seen by set_socket_options
   std::thread thread_;
   std::mutex done_mu_;
   std::condition_variable done_cv_;

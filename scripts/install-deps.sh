@@ -16,7 +16,7 @@ pkgs=(
   libgtest-dev libgmock-dev libbenchmark-dev
   librocksdb-dev prometheus-cpp-dev libcpp-httplib-dev libcurl4-openssl-dev libssl-dev
   nlohmann-json3-dev libutfcpp-dev libsimdjson-dev libabsl-dev libcli11-dev libspdlog-dev libyaml-cpp-dev libxxhash-dev libre2-dev
-  kcat python3 python3-yaml
+  kcat python3 python3-yaml iproute2
   rsyslog rsyslog-kafka
 )
 for arg in "$@"; do

@@ -7,6 +7,7 @@
 #include <httplib.h>
 #include <prometheus/counter.h>
 #include <prometheus/registry.h>
+#include <sys/socket.h>
 #include <sys/wait.h>
 
 #include <chrono>
@@ -625,6 +626,30 @@ TEST_F(HttpServerTest, StartFailsOnABusyPortAndTwice) {
   EXPECT_EQ(s.code(), Errc::kUnavailable) << s.ToString();
   EXPECT_NE(s.message().find(std::to_string(first.port())), std::string::npos) << s.ToString();
   EXPECT_EQ(first.Start().code(), Errc::kFailedPrecondition);
+}
+
+// cpp-httplib listens with a backlog of 5: under a connection flood the
+// kernel dropped new SYNs and a /healthz probe waited out a 1 s retransmit
+// (HttpUnderAbuse saw a 1,020 ms probe). The server raises it to the
+// kernel's limit; `ss` (iproute2) reads a listening socket's backlog.
+TEST_F(HttpServerTest, ListensWithTheKernelsBacklogNotHttplibsFive) {
+  HttpServer& server = served_->Serve();
+  const std::string cmd = "ss -ltnH 'sport = :" + std::to_string(server.port()) + "' 2>&1";
+  std::FILE* p = ::popen(cmd.c_str(), "r");
+  ASSERT_NE(p, nullptr);
+  std::string out;
+  char buf[512];
+  while (std::fgets(buf, sizeof buf, p)) out += buf;
+  ASSERT_EQ(::pclose(p), 0) << cmd << ": " << out << " (ss is in iproute2: scripts/install-deps.sh)";
+  std::istringstream fields(out);
+  std::string state;
+  long queued = -1, backlog = -1;
+  fields >> state >> queued >> backlog;
+  ASSERT_EQ(state, "LISTEN") << out;
+  long limit = 0;
+  std::ifstream("/proc/sys/net/core/somaxconn") >> limit;
+  ASSERT_GT(limit, 5);
+  EXPECT_EQ(backlog, std::min<long>(SOMAXCONN, limit)) << out;
 }
 
 TEST(ParseListenAddress, ReadsHostPortAndBracketedIpv6) {
