@@ -48,32 +48,43 @@ struct Compactor::Part {
   }
 };
 
-Result<int64_t> RecordLongestSpan(TableStore& store, int64_t span_ms) {
-  auto stored = store.Get(kMetaTable, kLongestSpanRow);
+namespace {
+
+// A meta row of one int64 in ms (8 bytes, big-endian): nullopt when absent
+// or of another size.
+Result<std::optional<int64_t>> ReadMetaMs(TableStore& store, std::string_view row) {
+  auto stored = store.Get(kMetaTable, row);
   if (!stored.ok()) return stored.error();
-  int64_t longest = 0;
-  if (stored->has_value() && (*stored)->size() == 8) longest = static_cast<int64_t>(GetBigEndian64((*stored)->data()));
-  if (longest >= span_ms) return longest;
+  if (!stored->has_value() || (*stored)->size() != 8) return std::optional<int64_t>();
+  return std::optional<int64_t>(static_cast<int64_t>(GetBigEndian64((*stored)->data())));
+}
+
+Status WriteMetaMs(TableStore& store, std::string_view row, int64_t ms) {
   std::string value;
-  AppendBigEndian64(value, static_cast<uint64_t>(span_ms));
+  AppendBigEndian64(value, static_cast<uint64_t>(ms));
   WriteBatch batch;
-  batch.Put(kMetaTable, std::string(kLongestSpanRow), std::move(value));
-  if (Status s = store.Write(batch); !s.ok()) return s.error();
+  batch.Put(kMetaTable, std::string(row), std::move(value));
+  return store.Write(batch);
+}
+
+}  // namespace
+
+Result<int64_t> RecordLongestSpan(TableStore& store, int64_t span_ms) {
+  auto stored = ReadMetaMs(store, kLongestSpanRow);
+  if (!stored.ok()) return stored.error();
+  const int64_t longest = stored->value_or(0);
+  if (longest >= span_ms) return longest;
+  if (Status s = WriteMetaMs(store, kLongestSpanRow, span_ms); !s.ok()) return s.error();
   return span_ms;
 }
 
 Result<int64_t> MergedCheckMs(TableStore& store, std::optional<int64_t> settle_ms) {
-  auto stored = store.Get(kMetaTable, kShortestSettleRow);
+  auto stored = ReadMetaMs(store, kShortestSettleRow);
   if (!stored.ok()) return stored.error();
-  std::optional<int64_t> shortest;
-  if (stored->has_value() && (*stored)->size() == 8) shortest = static_cast<int64_t>(GetBigEndian64((*stored)->data()));
+  std::optional<int64_t> shortest = *stored;
   if (settle_ms && (!shortest || *settle_ms < *shortest)) {
-    std::string value;
-    AppendBigEndian64(value, static_cast<uint64_t>(std::max<int64_t>(*settle_ms, 0)));
-    WriteBatch batch;
-    batch.Put(kMetaTable, std::string(kShortestSettleRow), std::move(value));
-    if (Status s = store.Write(batch); !s.ok()) return s.error();
     shortest = std::max<int64_t>(*settle_ms, 0);
+    if (Status s = WriteMetaMs(store, kShortestSettleRow, *shortest); !s.ok()) return s.error();
   }
   if (shortest) return std::max<int64_t>(*shortest, 1);  // settle 0 still checks
   // No compactor recorded its settle: one that ran before the row existed
