@@ -113,15 +113,22 @@ class TagIndexObserver final : public ChunkObserver {
 // it since (a partition that moved away and back), and writing back a stale
 // extent widened by this chunk alone would narrow the stored one, hiding
 // chunks from host-only and every-stream queries. Names never change and
-// are remembered on every store. Left open: two members staging one stream
-// in the same moment (line input whose message keys spread a stream over
-// partitions) can still write over each other's widening, since this
-// client sends no conditional writes.
+// are remembered on every store. Two members may also widen one stream's
+// extent in the same moment (line input whose message keys spread a stream
+// over partitions): on a store with conditional writes (HBase's
+// checkAndPut), a shared extent is widened at once with a put conditional
+// on the value read, and read again when another member changed it first,
+// so no member writes over another's widening. It goes out before the
+// batch's rows, so an extent never lags the chunks it must cover.
 class MetaObserver final : public ChunkObserver {
  public:
   static constexpr size_t kMaxKnown = 100'000;
+  // Conditional puts of one extent that lost to another member's, in a row,
+  // before the chunk's staging fails (and its batch is retried).
+  static constexpr int kMaxWidenAttempts = 16;
 
-  explicit MetaObserver(TableStore& store) : store_(store), shared_(store.shared()) {}
+  explicit MetaObserver(TableStore& store)
+      : store_(store), shared_(store.shared()), conditional_(store.shared() && store.conditional_writes()) {}
 
   // A merged chunk holds records its stream's extent already covers, and
   // this indexer's cached extents would be stale beside serve's.
@@ -142,6 +149,7 @@ class MetaObserver final : public ChunkObserver {
     if (!extent.ok()) return extent.error();
     auto [lo, hi] = *extent;
     if (lo <= first && hi >= last) return Status::Ok();
+    if (conditional_) return Widen(key, first, last);
     lo = std::min(lo, first);
     hi = std::max(hi, last);
     pending_[key] = EncodeExtent(lo, hi);
@@ -232,9 +240,39 @@ class MetaObserver final : public ChunkObserver {
     if (!v.ok()) {
       return Error{v.error().code, "reading the meta row of a stream: " + v.error().message};
     }
-    if (!*v || (*v)->size() != 16) return std::pair<int64_t, int64_t>{INT64_MAX, INT64_MIN};
-    const char* p = (*v)->data();
-    return std::pair<int64_t, int64_t>{static_cast<int64_t>(GetBigEndian64(p)), static_cast<int64_t>(GetBigEndian64(p + 8))};
+    return DecodeExtent(*v);
+  }
+
+  // An absent or unreadable extent is empty: widening it writes the chunk's.
+  static std::pair<int64_t, int64_t> DecodeExtent(const std::string* v) {
+    if (!v || v->size() != 16) return {INT64_MAX, INT64_MIN};
+    return {static_cast<int64_t>(GetBigEndian64(v->data())), static_cast<int64_t>(GetBigEndian64(v->data() + 8))};
+  }
+
+  // Widens a shared extent to cover [first, last) with puts conditional on
+  // the value last read (see the class comment).
+  Status Widen(const std::string& key, int64_t first, int64_t last) {
+    for (int attempt = 0; attempt < kMaxWidenAttempts; ++attempt) {
+      auto seen = Lookup(key);
+      if (!seen.ok()) return Error{seen.error().code, "reading the meta row of a stream: " + seen.error().message};
+      std::optional<std::string> expected;
+      if (*seen) expected = **seen;
+      auto [lo, hi] = DecodeExtent(*seen);
+      if (lo <= first && hi >= last) return Status::Ok();
+      std::string wider = EncodeExtent(std::min(lo, first), std::max(hi, last));
+      auto wrote = store_.CheckAndPut(kMetaTable, key, expected, wider);
+      if (!wrote.ok()) {
+        return Error{wrote.error().code, "widening the meta row of a stream: " + wrote.error().message};
+      }
+      absent_.erase(key);
+      if (*wrote) {
+        batch_known_[key] = std::move(wider);
+        return Status::Ok();
+      }
+      batch_known_.erase(key);  // another member's write came first: read it
+    }
+    return Error{Errc::kUnavailable, "the meta row of a stream changed under " + std::to_string(kMaxWidenAttempts) +
+                                         " conditional writes in a row"};
   }
 
   // A stream's extent on a shared store (see the class comment).
@@ -247,6 +285,7 @@ class MetaObserver final : public ChunkObserver {
 
   TableStore& store_;
   const bool shared_;
+  const bool conditional_;  // shared extents are widened by CheckAndPut
   std::unordered_map<std::string, std::string> known_, pending_;
   std::unordered_map<std::string, std::string> batch_known_;  // read this batch, forgotten at Settle
   std::unordered_set<std::string> absent_;  // read ahead (Prefetch) and not in the store

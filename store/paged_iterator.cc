@@ -1,5 +1,6 @@
-// The default TableStore::NewIterator: pages through Scan() with a limit,
-// resuming each page just past the last row seen.
+// The defaults of TableStore: NewIterator pages through Scan() with a limit,
+// resuming each page just past the last row seen; MultiGet is a Get per key;
+// CheckAndPut is refused.
 #include <deque>
 
 #include "store/table_store.h"
@@ -137,6 +138,11 @@ Result<std::vector<std::optional<std::string>>> TableStore::MultiGet(std::string
     rows.push_back(std::move(*row));
   }
   return rows;
+}
+
+Result<bool> TableStore::CheckAndPut(std::string_view table, std::string_view, const std::optional<std::string>&,
+                                     std::string_view) {
+  return Error{Errc::kFailedPrecondition, "conditional writes to " + std::string(table) + " are not supported by this store"};
 }
 
 }  // namespace logdex

@@ -249,6 +249,18 @@ class TableStore {
   // are durable when Write() returns has nothing to do.
   virtual Status Flush() { return Status::Ok(); }
 
+  // Writes `value` under `key` only when the row holds `expected` now
+  // (nullopt: only when there is no such row), atomically against every
+  // other writer of the row; true when it wrote. For state that members of
+  // a shared store widen concurrently (indexer/indexer.cc, stream extents).
+  // A false answer may also follow this very call's own write, when a retry
+  // after a lost answer saw it: callers read the row again and decide.
+  // An empty `expected` matches an empty value or no row (HBase's rule).
+  // kFailedPrecondition where conditional_writes() is false.
+  virtual Result<bool> CheckAndPut(std::string_view table, std::string_view key,
+                                   const std::optional<std::string>& expected, std::string_view value);
+  virtual bool conditional_writes() const { return false; }
+
   // True when other processes write the same tables (HBase: every member of
   // a consumer group), so that state they share, such as alert staging's
   // replay guard and the alert outbox, is read back from the store rather

@@ -2,11 +2,13 @@
 // Parameterized over backends; the HBase Thrift2 backend joins it later.
 #include <gtest/gtest.h>
 
+#include <atomic>
 #include <filesystem>
 #include <functional>
 #include <map>
 #include <optional>
 #include <random>
+#include <thread>
 
 #include "common/row_keys.h"
 #include "store/rocksdb_store.h"
@@ -129,6 +131,58 @@ TEST_P(StoreConformance, SnapshotViewsReadTheStoreAsItWas) {
   EXPECT_FALSE((*rows)[0].has_value()) << "written after the view was made";
   EXPECT_EQ((*rows)[1].value_or("<none>"), "1");
   EXPECT_EQ(store_->MultiGet("t", {"b", "a"})->at(1).value_or("<none>"), "2");
+}
+
+// CheckAndPut writes only over the value expected (nullopt: no row), and
+// writers that each read, change and conditionally write one row lose none
+// of each other's changes.
+TEST_P(StoreConformance, ConditionalPutsWriteOnlyOverTheExpectedValue) {
+  ASSERT_TRUE(store_->CreateTable("t", TableOptions{}).ok());
+  if (!store_->conditional_writes()) {
+    EXPECT_EQ(store_->CheckAndPut("t", "k", std::nullopt, "v").error().code, Errc::kFailedPrecondition);
+    GTEST_SKIP() << "this store has no conditional writes";
+  }
+  auto put = [&](const std::optional<std::string>& expected, std::string_view value) {
+    auto r = store_->CheckAndPut("t", "k", expected, value);
+    EXPECT_TRUE(r.ok()) << r.error().ToString();
+    return r.ok() && *r;
+  };
+  EXPECT_TRUE(put(std::nullopt, "v1"));
+  EXPECT_FALSE(put(std::nullopt, "v2")) << "the row exists";
+  EXPECT_FALSE(put(std::string("v0"), "v2")) << "the row holds v1";
+  EXPECT_EQ(store_->Get("t", "k")->value_or(""), "v1");
+  EXPECT_TRUE(put(std::string("v1"), "v2"));
+  EXPECT_EQ(store_->Get("t", "k")->value_or(""), "v2");
+  EXPECT_FALSE(put(std::string(), "v3")) << "an empty expected value matches no row or an empty one only";
+  auto into_nothing = store_->CheckAndPut("t", "empty", std::string(), "v");
+  EXPECT_TRUE(into_nothing.ok() && *into_nothing) << "an empty expected value matches no row";
+
+  constexpr int kWriters = 4, kEach = 25;
+  std::vector<std::thread> writers;
+  std::atomic<int> failures{0};
+  for (int w = 0; w < kWriters; ++w) {
+    writers.emplace_back([&] {
+      for (int i = 0; i < kEach; ++i) {
+        for (;;) {
+          auto now = store_->Get("t", "counter");
+          if (!now.ok()) {
+            ++failures;
+            return;
+          }
+          const int n = *now ? std::stoi(**now) : 0;
+          auto wrote = store_->CheckAndPut("t", "counter", *now, std::to_string(n + 1));
+          if (!wrote.ok()) {
+            ++failures;
+            return;
+          }
+          if (*wrote) break;
+        }
+      }
+    });
+  }
+  for (auto& t : writers) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(store_->Get("t", "counter")->value_or(""), std::to_string(kWriters * kEach));
 }
 
 TEST_P(StoreConformance, UnknownTableIsAnError) {

@@ -167,6 +167,13 @@ service THBaseService {
   list<TDelete> deleteMultiple(1: required binary table, 2: required list<TDelete> tdeletes)
     throws (1: TIOError io)
 
+  // Puts tput when the cell family:qualifier of row holds value; an empty value
+  // (the C++ client always sends the field) matches a missing cell, by HBase's
+  // region server rule for an empty comparand.
+  bool checkAndPut(1: required binary table, 2: required binary row, 3: required binary family,
+                   4: required binary qualifier, 5: binary value, 6: required TPut tput)
+    throws (1: TIOError io)
+
   i32 openScanner(1: required binary table, 2: required TScan tscan) throws (1: TIOError io)
 
   list<TResult> getScannerRows(1: required i32 scannerId, 2: i32 numRows = 1)

@@ -588,6 +588,33 @@ class HBaseTableStore::Impl {
     return flush();
   }
 
+  Result<bool> CheckAndPut(std::string_view table, std::string_view key, const std::optional<std::string>& expected,
+                           std::string_view value) {
+    if (key.empty()) return Error{Errc::kInvalidArgument, "HBase has no empty row key"};
+    const std::string hname = HBaseName(table);
+    h2::TPut p;
+    p.row = std::string(key);
+    h2::TColumnValue cv;
+    cv.family = kFamily;
+    cv.qualifier = kQualifier;
+    cv.value = std::string(value);
+    p.columnValues.push_back(std::move(cv));
+    p.__set_durability(ToThrift(options_.durability));
+    bool written = false;
+    // An absent `expected` goes as an empty value: the C++ client always
+    // sends the field, and HBase's region server matches an empty comparand
+    // against a missing cell (HRegion's checkAndMutate).
+    Status s = Rpc("checkAndPut " + hname, [&](auto& c) {
+      written = c.checkAndPut(hname, p.row, kFamily, kQualifier, expected.value_or(std::string()), p);
+    });
+    if (!s.ok()) return s.error();
+    if (written) {
+      ++rows_written_;
+      bytes_written_ += key.size() + value.size();
+    }
+    return written;
+  }
+
   // ---- reads ----
 
   Result<std::optional<std::string>> Get(std::string_view table, std::string_view key) {
@@ -914,6 +941,11 @@ Status HBaseTableStore::Flush() {
 }
 
 Status HBaseTableStore::Write(const WriteBatch& batch) { return impl_->Write(batch); }
+
+Result<bool> HBaseTableStore::CheckAndPut(std::string_view table, std::string_view key,
+                                          const std::optional<std::string>& expected, std::string_view value) {
+  return impl_->CheckAndPut(table, key, expected, value);
+}
 
 Result<std::optional<std::string>> HBaseTableStore::Get(std::string_view table, std::string_view key) {
   return impl_->Get(table, key);

@@ -40,6 +40,8 @@
 //   scanner id is used only while the pool made no connection since it was
 //   opened; otherwise (and after a failed page) the scan reopens past the
 //   last row it returned, closing the old scanner when that is still safe.
+// - CheckAndPut is checkAndPut on d:v (an absent `expected` is sent as an
+//   empty value, which HBase matches against a missing cell).
 // - Errors: Thrift exceptions never leave this class; they become Status.
 //   TIOError with canRetry = true and transport failures (the connection is
 //   rebuilt) are retried up to `retries` times with exponential backoff
@@ -133,6 +135,10 @@ class HBaseTableStore final : public TableStore {
                                                            const std::vector<std::string>& keys) override;
   bool batched_gets() const override { return true; }
   bool shared() const override { return true; }
+  // checkAndPut on the value cell d:v, with the store's durability.
+  Result<bool> CheckAndPut(std::string_view table, std::string_view key, const std::optional<std::string>& expected,
+                           std::string_view value) override;
+  bool conditional_writes() const override { return true; }
   // Writes are durable when Write() returns, except with durability
   // skip_wal, which HBase cannot flush on request through Thrift: then an
   // error (serve's configuration refuses that pair before this).

@@ -497,6 +497,26 @@ class HBaseTestServer::Impl : public h2::THBaseServiceIf, public tt::server::TSe
     Mutate(table, puts, {});
   }
 
+  // HBase's rule (HRegion's checkAndMutate): an empty comparand matches a
+  // missing cell or an empty one; any other matches an equal value.
+  bool checkAndPut(const std::string& table, const std::string& row, const std::string& family,
+                   const std::string& qualifier, const std::string& value, const h2::TPut& p) override {
+    std::lock_guard lock(mu_);
+    Enter("checkAndPut");
+    const TableMeta& t = Data(table);
+    if (p.row != row) throw IOError("org.apache.hadoop.hbase.DoNotRetryIOException: Action's getRow must match");
+    h2::TColumn column;
+    column.family = family;
+    column.__set_qualifier(qualifier);
+    const std::vector<h2::TColumn> columns{column};
+    auto found = ReadRow(Qualify(table), t, row, &columns);
+    const std::string* cell = found && !found->columnValues.empty() ? &found->columnValues[0].value : nullptr;
+    const bool matches = value.empty() ? (!cell || cell->empty()) : (cell && *cell == value);
+    if (!matches) return false;
+    Mutate(table, {&p, 1}, {});
+    return true;
+  }
+
   void deleteMultiple(std::vector<h2::TDelete>& failed, const std::string& table,
                       const std::vector<h2::TDelete>& deletes) override {
     std::lock_guard lock(mu_);

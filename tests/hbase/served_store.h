@@ -37,6 +37,11 @@ class ServedHBaseStore final : public TableStore {
   }
   bool batched_gets() const override { return client_->batched_gets(); }
   bool shared() const override { return client_->shared(); }
+  Result<bool> CheckAndPut(std::string_view table, std::string_view key, const std::optional<std::string>& expected,
+                           std::string_view value) override {
+    return client_->CheckAndPut(table, key, expected, value);
+  }
+  bool conditional_writes() const override { return client_->conditional_writes(); }
   Status Flush() override { return client_->Flush(); }
   Status Scan(const ScanSpec& spec, const RowVisitor& visit) override { return client_->Scan(spec, visit); }
   Status FuzzyScan(const FuzzyScanSpec& spec, const RowVisitor& visit) override {

@@ -1326,6 +1326,71 @@ TEST_P(IndexerQuery, AMemberNeverNarrowsAStreamExtentAnotherMemberWidened) {
   EXPECT_EQ(got->records.size(), 3u);
 }
 
+// A's view of the store: once, right after A read a stream's extent (a Get
+// or a batch's MultiGet of meta), another member's batch runs. A then widens
+// an extent it read before that member widened it further.
+class MidBatchStore final : public testing::ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  Result<std::optional<std::string>> Get(std::string_view table, std::string_view key) override {
+    auto row = base_.Get(table, key);
+    AfterRead(table, {std::string(key)});
+    return row;
+  }
+  Result<std::vector<std::optional<std::string>>> MultiGet(std::string_view table,
+                                                           const std::vector<std::string>& keys) override {
+    auto rows = base_.MultiGet(table, keys);
+    AfterRead(table, keys);
+    return rows;
+  }
+  bool batched_gets() const override { return base_.batched_gets(); }
+  bool shared() const override { return base_.shared(); }
+  Result<bool> CheckAndPut(std::string_view table, std::string_view key, const std::optional<std::string>& expected,
+                           std::string_view value) override {
+    return base_.CheckAndPut(table, key, expected, value);
+  }
+  bool conditional_writes() const override { return base_.conditional_writes(); }
+  std::function<void()> between;
+
+ private:
+  void AfterRead(std::string_view table, const std::vector<std::string>& keys) {
+    if (table != kMetaTable || !between) return;
+    for (const std::string& k : keys) {
+      if (k.size() == MetaKey::kStreamSize && k[0] == static_cast<char>(MetaKind::kStream)) {
+        std::exchange(between, nullptr)();
+        return;
+      }
+    }
+  }
+};
+
+TEST_P(IndexerQuery, TwoMembersWideningOneStreamAtOnceKeepBothWidenings) {
+  if (!store_->conditional_writes()) GTEST_SKIP() << "one process owns an embedded store";
+  auto chunk = [](uint64_t seq, int64_t ts) { return OneRecordChunk("spread-app", "spread-host", 12, seq, ts); };
+  const int64_t now = clock_.NowMs();
+  MidBatchStore a_view(*store_);
+  Indexer a(a_view, Options()), b(*store_, Options());
+  Ingest({chunk(1, now - 3 * 3'600'000)}, a);
+  a_view.between = [&] { Ingest({chunk(2, now - 60'000)}, b); };
+  Ingest({chunk(3, now - 2 * 3'600'000)}, a);
+  ASSERT_FALSE(a_view.between) << "b's batch ran inside a's";
+
+  QueryEngine engine(*store_, QOptions());
+  Query q;
+  q.host = "spread-host";
+  q.from_ms = now - 30 * 60'000;
+  q.to_ms = now;
+  q.limit = 100;
+  auto got = engine.Run(q);
+  ASSERT_TRUE(got.ok()) << got.error().ToString();
+  ASSERT_EQ(got->records.size(), 1u) << "b's chunk, whose widening a read too early to see";
+  EXPECT_EQ(got->records[0].message, "record 2");
+  q.from_ms = now - 4 * 3'600'000;
+  got = engine.Run(q);
+  ASSERT_TRUE(got.ok()) << got.error().ToString();
+  EXPECT_EQ(got->records.size(), 3u);
+}
+
 TEST_P(IndexerQuery, RefusesQueriesThatAreWrong) {
   QueryEngine engine(*store_, QOptions());
   auto expect_bad = [&](Query q, const std::string& says) {

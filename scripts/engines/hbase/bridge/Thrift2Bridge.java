@@ -5,7 +5,8 @@
 // reversed scans, caching, limits, filterBytes parsed as a protobuf hbase.pb.Filter by HBase
 // itself (ProtobufUtil.toFilter), TIOError with the exception's message and canRetry = not a
 // DoNotRetryIOException, TIllegalArgument for an unknown scanner, deleteMultiple returning the
-// deletes HBase left, framed frames capped at 2 MiB as the gateway's default.
+// deletes HBase left, checkAndPut as the gateway's (an empty value is HBase's ifEquals), framed
+// frames capped at 2 MiB as the gateway's default.
 //
 //   java -cp CONF:CLASSES:LIBS Thrift2Bridge HBASE_SITE_XML PORT framed|buffered binary|compact
 import java.io.IOException;
@@ -27,6 +28,7 @@ import org.apache.hadoop.hbase.HConstants;
 import org.apache.hadoop.hbase.NamespaceDescriptor;
 import org.apache.hadoop.hbase.TableName;
 import org.apache.hadoop.hbase.client.Admin;
+import org.apache.hadoop.hbase.client.CheckAndMutate;
 import org.apache.hadoop.hbase.client.ColumnFamilyDescriptor;
 import org.apache.hadoop.hbase.client.ColumnFamilyDescriptorBuilder;
 import org.apache.hadoop.hbase.client.Connection;
@@ -273,6 +275,19 @@ public class Thrift2Bridge implements THBaseService.Iface {
       List<Put> puts = new ArrayList<>();
       for (TPut p : tputs) puts.add(put(p));
       try (Table t = conn.getTable(tableName(table))) { t.put(puts); return null; }
+    });
+  }
+
+  // As HBase's own gateway does: a value the client left out checks that the cell is missing;
+  // any other, an empty one included, is ifEquals, and HBase's region server matches an empty
+  // comparand against a missing cell (logdex's C++ client always sends the field).
+  @Override public boolean checkAndPut(ByteBuffer table, ByteBuffer row, ByteBuffer family, ByteBuffer qualifier,
+      ByteBuffer value, TPut tput) throws TIOError {
+    return io(() -> {
+      CheckAndMutate.Builder b = CheckAndMutate.newBuilder(bytes(row));
+      CheckAndMutate cam = value == null ? b.ifNotExists(bytes(family), bytes(qualifier)).build(put(tput))
+          : b.ifEquals(bytes(family), bytes(qualifier), bytes(value)).build(put(tput));
+      try (Table t = conn.getTable(tableName(table))) { return t.checkAndMutate(cam).isSuccess(); }
     });
   }
 
