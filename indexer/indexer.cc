@@ -119,13 +119,21 @@ class TagIndexObserver final : public ChunkObserver {
 // checkAndPut), a shared extent is widened at once with a put conditional
 // on the value read, and read again when another member changed it first,
 // so no member writes over another's widening. It goes out before the
-// batch's rows, so an extent never lags the chunks it must cover.
+// batch's rows, so an extent never lags the chunks it must cover. Each is
+// a round trip of its own (not part of the batch's putMultiple), so a
+// shared extent's end is widened to the next kSharedEndStep boundary: a
+// live stream costs one such call per step, not one per minute, and a
+// host-only query may read a stream up to one step after its last chunk
+// (an empty range). Members of an older version still write extents
+// unconditionally, within their batches: during a rolling upgrade they can
+// overwrite a widening.
 class MetaObserver final : public ChunkObserver {
  public:
   static constexpr size_t kMaxKnown = 100'000;
   // Conditional puts of one extent that lost to another member's, in a row,
   // before the chunk's staging fails (and its batch is retried).
   static constexpr int kMaxWidenAttempts = 16;
+  static constexpr int64_t kSharedEndStep = 10 * 60'000;
 
   explicit MetaObserver(TableStore& store)
       : store_(store), shared_(store.shared()), conditional_(store.shared() && store.conditional_writes()) {}
@@ -243,6 +251,12 @@ class MetaObserver final : public ChunkObserver {
     return DecodeExtent(*v);
   }
 
+  // The smallest multiple of `step` at or above `t` (t itself near INT64_MAX).
+  static int64_t CeilToStep(int64_t t, int64_t step) {
+    const int64_t floor = t / step * step - (t % step < 0 ? step : 0);
+    return floor == t || floor > INT64_MAX - step ? t : floor + step;
+  }
+
   // An absent or unreadable extent is empty: widening it writes the chunk's.
   static std::pair<int64_t, int64_t> DecodeExtent(const std::string* v) {
     if (!v || v->size() != 16) return {INT64_MAX, INT64_MIN};
@@ -259,7 +273,8 @@ class MetaObserver final : public ChunkObserver {
       if (*seen) expected = **seen;
       auto [lo, hi] = DecodeExtent(*seen);
       if (lo <= first && hi >= last) return Status::Ok();
-      std::string wider = EncodeExtent(std::min(lo, first), std::max(hi, last));
+      const int64_t end = last > hi ? CeilToStep(last, kSharedEndStep) : hi;
+      std::string wider = EncodeExtent(std::min(lo, first), end);
       auto wrote = store_.CheckAndPut(kMetaTable, key, expected, wider);
       if (!wrote.ok()) {
         return Error{wrote.error().code, "widening the meta row of a stream: " + wrote.error().message};

@@ -27,7 +27,7 @@ IngestMetrics::IngestMetrics(prometheus::Registry& r, const Clock& clock)
       record_cap_(not_indexed_.Add({{"reason", "tags_per_record"}})),
       denied_(not_indexed_.Add({{"reason", "denied"}})),
       store_read_failures_(Counter(r, "logdex_indexer_store_read_failures_total",
-                                   "Chunk stagings failed by a store read (the batch is retried)")),
+                                   "Chunk stagings failed by a store call (a read, or an HBase extent checkAndPut; the batch is retried)")),
       utf8_replaced_(Counter(r, "logdex_line_input_invalid_utf8_lines_total",
                              "JSON lines kept with their invalid UTF-8 replaced by U+FFFD")),
       unparsed_(Counter(r, "logdex_line_input_unparsed_lines_total",

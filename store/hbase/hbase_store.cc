@@ -607,7 +607,10 @@ class HBaseTableStore::Impl {
     Status s = Rpc("checkAndPut " + hname, [&](auto& c) {
       written = c.checkAndPut(hname, p.row, kFamily, kQualifier, expected.value_or(std::string()), p);
     });
-    if (!s.ok()) return s.error();
+    if (!s.ok()) {
+      ++write_failures_;
+      return s.error();
+    }
     if (written) {
       ++rows_written_;
       bytes_written_ += key.size() + value.size();

@@ -49,7 +49,8 @@
 //   TIOError naming TableNotFoundException becomes kNotFound.
 // - Counters: rows_examined counts rows the gateway's scanners returned
 //   (before the fuzzy re-check); rows_written/bytes_written count entries
-//   of successful Write() calls.
+//   of successful Write() calls and CheckAndPut() calls that wrote;
+//   write_failures counts failed Write() and CheckAndPut() calls.
 //
 // Thread-safety: all methods may be called concurrently; each call borrows a
 // connection from a pool of `pool_size` connections for the duration of one

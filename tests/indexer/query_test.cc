@@ -1347,10 +1347,12 @@ class MidBatchStore final : public testing::ForwardingStore {
   bool shared() const override { return base_.shared(); }
   Result<bool> CheckAndPut(std::string_view table, std::string_view key, const std::optional<std::string>& expected,
                            std::string_view value) override {
+    ++conditional_puts;
     return base_.CheckAndPut(table, key, expected, value);
   }
   bool conditional_writes() const override { return base_.conditional_writes(); }
   std::function<void()> between;
+  int conditional_puts = 0;
 
  private:
   void AfterRead(std::string_view table, const std::vector<std::string>& keys) {
@@ -1364,31 +1366,70 @@ class MidBatchStore final : public testing::ForwardingStore {
   }
 };
 
+// Both ways a member reads an extent: while staging (a Get), and ahead of
+// its batch (the consumer's Prefetch, a MultiGet whose answer the batch
+// keeps).
 TEST_P(IndexerQuery, TwoMembersWideningOneStreamAtOnceKeepBothWidenings) {
   if (!store_->conditional_writes()) GTEST_SKIP() << "one process owns an embedded store";
-  auto chunk = [](uint64_t seq, int64_t ts) { return OneRecordChunk("spread-app", "spread-host", 12, seq, ts); };
   const int64_t now = clock_.NowMs();
-  MidBatchStore a_view(*store_);
-  Indexer a(a_view, Options()), b(*store_, Options());
-  Ingest({chunk(1, now - 3 * 3'600'000)}, a);
-  a_view.between = [&] { Ingest({chunk(2, now - 60'000)}, b); };
-  Ingest({chunk(3, now - 2 * 3'600'000)}, a);
-  ASSERT_FALSE(a_view.between) << "b's batch ran inside a's";
+  for (const bool read_ahead : {false, true}) {
+    SCOPED_TRACE(read_ahead ? "read ahead" : "read while staging");
+    const std::string host = read_ahead ? "ahead-host" : "spread-host";
+    auto chunk = [&](uint64_t seq, int64_t ts) { return OneRecordChunk("spread-app", host, 12, seq, ts); };
+    MidBatchStore a_view(*store_);
+    Indexer a(a_view, Options()), b(*store_, Options());
+    Ingest({chunk(1, now - 3 * 3'600'000)}, a);
+    a_view.between = [&] { Ingest({chunk(2, now - 60'000)}, b); };
+    const std::string late = chunk(3, now - 2 * 3'600'000);
+    if (read_ahead) {
+      auto header = DecodeChunk(late, DecodeOptions{});
+      ASSERT_TRUE(header.ok());
+      proto::ChunkSource src;
+      const ChunkToStage staged[] = {{&*header, &src}};
+      a.Prefetch(staged);
+    }
+    Ingest({late}, a);
+    ASSERT_FALSE(a_view.between) << "b's batch ran inside a's";
 
+    QueryEngine engine(*store_, QOptions());
+    Query q;
+    q.host = host;
+    q.from_ms = now - 30 * 60'000;
+    q.to_ms = now;
+    q.limit = 100;
+    auto got = engine.Run(q);
+    ASSERT_TRUE(got.ok()) << got.error().ToString();
+    ASSERT_EQ(got->records.size(), 1u) << "b's chunk, whose widening a read too early to see";
+    EXPECT_EQ(got->records[0].message, "record 2");
+    q.from_ms = now - 4 * 3'600'000;
+    got = engine.Run(q);
+    ASSERT_TRUE(got.ok()) << got.error().ToString();
+    EXPECT_EQ(got->records.size(), 3u);
+  }
+}
+
+// A shared extent's end moves in steps of 10 minutes: a stream that logs
+// every minute makes one conditional put per step, not one per minute.
+TEST_P(IndexerQuery, ASharedExtentWidensInTenMinuteStepsNotEveryMinute) {
+  if (!store_->conditional_writes()) GTEST_SKIP() << "one process owns an embedded store";
+  constexpr int64_t kStep = 10 * 60'000;
+  const int64_t base = (clock_.NowMs() - 3'600'000) / kStep * kStep;
+  MidBatchStore view(*store_);
+  Indexer indexer(view, Options());
+  for (int minute = 0; minute <= 10; ++minute) {
+    Ingest({OneRecordChunk("step-app", "step-host", 12, static_cast<uint64_t>(minute + 1), base + minute * 60'000)},
+           indexer);
+  }
+  EXPECT_EQ(view.conditional_puts, 2) << "one at the first chunk, one when minute 10 opens the next step";
   QueryEngine engine(*store_, QOptions());
   Query q;
-  q.host = "spread-host";
-  q.from_ms = now - 30 * 60'000;
-  q.to_ms = now;
+  q.host = "step-host";
+  q.from_ms = base;
+  q.to_ms = base + 11 * 60'000;
   q.limit = 100;
   auto got = engine.Run(q);
   ASSERT_TRUE(got.ok()) << got.error().ToString();
-  ASSERT_EQ(got->records.size(), 1u) << "b's chunk, whose widening a read too early to see";
-  EXPECT_EQ(got->records[0].message, "record 2");
-  q.from_ms = now - 4 * 3'600'000;
-  got = engine.Run(q);
-  ASSERT_TRUE(got.ok()) << got.error().ToString();
-  EXPECT_EQ(got->records.size(), 3u);
+  EXPECT_EQ(got->records.size(), 11u);
 }
 
 TEST_P(IndexerQuery, RefusesQueriesThatAreWrong) {
