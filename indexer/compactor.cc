@@ -52,39 +52,58 @@ namespace {
 
 // A meta row of one int64 in ms (8 bytes, big-endian): nullopt when absent
 // or of another size.
-Result<std::optional<int64_t>> ReadMetaMs(TableStore& store, std::string_view row) {
-  auto stored = store.Get(kMetaTable, row);
-  if (!stored.ok()) return stored.error();
-  if (!stored->has_value() || (*stored)->size() != 8) return std::optional<int64_t>();
-  return std::optional<int64_t>(static_cast<int64_t>(GetBigEndian64((*stored)->data())));
+std::optional<int64_t> MetaMs(const std::optional<std::string>& stored) {
+  if (!stored || stored->size() != 8) return std::nullopt;
+  return static_cast<int64_t>(GetBigEndian64(stored->data()));
 }
 
-Status WriteMetaMs(TableStore& store, std::string_view row, int64_t ms) {
+// Writes `ms` to the meta row unless it holds a value `ms` does not improve
+// on (`improves(ms, stored)` false), and answers what the row then holds.
+// On a store other processes write (HBase: members started with different
+// settings at once), the put is conditional on the value read, and lost
+// races are read again, so the better value is never overwritten.
+Result<int64_t> ImproveMetaMs(TableStore& store, std::string_view row, int64_t ms,
+                              bool (*improves)(int64_t ms, int64_t stored)) {
+  constexpr int kAttempts = 16;
   std::string value;
   AppendBigEndian64(value, static_cast<uint64_t>(ms));
-  WriteBatch batch;
-  batch.Put(kMetaTable, std::string(row), std::move(value));
-  return store.Write(batch);
+  for (int attempt = 0; attempt < kAttempts; ++attempt) {
+    auto raw = store.Get(kMetaTable, row);
+    if (!raw.ok()) return raw.error();
+    if (auto stored = MetaMs(*raw); stored && !improves(ms, *stored)) return *stored;
+    if (!store.shared() || !store.conditional_writes()) {
+      WriteBatch batch;
+      batch.Put(kMetaTable, std::string(row), value);
+      if (Status s = store.Write(batch); !s.ok()) return s.error();
+      return ms;
+    }
+    auto wrote = store.CheckAndPut(kMetaTable, row, *raw, value);
+    if (!wrote.ok()) return wrote.error();
+    if (*wrote) return ms;
+  }
+  return Error{Errc::kUnavailable, "the meta row " + std::string(row.substr(1)) + " changed under " +
+                                       std::to_string(kAttempts) + " conditional writes in a row"};
 }
 
 }  // namespace
 
 Result<int64_t> RecordLongestSpan(TableStore& store, int64_t span_ms) {
-  auto stored = ReadMetaMs(store, kLongestSpanRow);
-  if (!stored.ok()) return stored.error();
-  const int64_t longest = stored->value_or(0);
-  if (longest >= span_ms) return longest;
-  if (Status s = WriteMetaMs(store, kLongestSpanRow, span_ms); !s.ok()) return s.error();
-  return span_ms;
+  auto longest = ImproveMetaMs(store, kLongestSpanRow, span_ms, [](int64_t ms, int64_t stored) { return ms > stored; });
+  if (!longest.ok()) return longest.error();
+  return *longest;
 }
 
 Result<int64_t> MergedCheckMs(TableStore& store, std::optional<int64_t> settle_ms) {
-  auto stored = ReadMetaMs(store, kShortestSettleRow);
-  if (!stored.ok()) return stored.error();
-  std::optional<int64_t> shortest = *stored;
-  if (settle_ms && (!shortest || *settle_ms < *shortest)) {
-    shortest = std::max<int64_t>(*settle_ms, 0);
-    if (Status s = WriteMetaMs(store, kShortestSettleRow, *shortest); !s.ok()) return s.error();
+  std::optional<int64_t> shortest;
+  if (settle_ms) {
+    auto recorded = ImproveMetaMs(store, kShortestSettleRow, std::max<int64_t>(*settle_ms, 0),
+                                  [](int64_t ms, int64_t stored) { return ms < stored; });
+    if (!recorded.ok()) return recorded.error();
+    shortest = *recorded;
+  } else {
+    auto raw = store.Get(kMetaTable, kShortestSettleRow);
+    if (!raw.ok()) return raw.error();
+    shortest = MetaMs(*raw);
   }
   if (shortest) return std::max<int64_t>(*shortest, 1);  // settle 0 still checks
   // No compactor recorded its settle: one that ran before the row existed

@@ -88,7 +88,9 @@ namespace logdex {
 inline constexpr std::string_view kLongestSpanRow = "\xff" "store.longest_chunk_span_ms";
 
 // Raises the store's longest span to `span_ms` when it is below, and returns
-// the store's (the larger of the two).
+// the store's (the larger of the two). On a shared store with conditional
+// writes (HBase), members raising it at once keep the largest: the put is
+// conditional on the value read, and read again when it lost.
 Result<int64_t> RecordLongestSpan(TableStore& store, int64_t span_ms);
 
 // The meta row holding the shortest settle a compactor of the store ever
@@ -104,7 +106,8 @@ inline constexpr std::string_view kShortestSettleRow = "\xff" "store.shortest_co
 // merged chunk. The shortest settle only goes down: after a run with a short
 // one, older chunks are looked up for good (a range read of the ledger
 // each). A store without a settle row whose ledger has rows was compacted
-// before the row existed: every chunk is looked up (1).
+// before the row existed: every chunk is looked up (1). The settle is
+// recorded as RecordLongestSpan records the span (the smallest is kept).
 Result<int64_t> MergedCheckMs(TableStore& store, std::optional<int64_t> settle_ms);
 
 struct CompactorOptions {

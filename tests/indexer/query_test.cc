@@ -11,6 +11,7 @@
 
 #include "common/crc32c.h"
 #include "common/row_keys.h"
+#include "indexer/compactor.h"
 #include "indexer/indexer.h"
 #include "indexer/query.h"
 #include "indexer/tables.h"
@@ -1333,8 +1334,9 @@ TEST_P(IndexerQuery, AMemberNeverNarrowsAStreamExtentAnotherMemberWidened) {
 }
 
 // A's view of the store: once, right after A read a stream's extent (a Get
-// or a batch's MultiGet of meta), another member's batch runs. A then widens
-// an extent it read before that member widened it further.
+// or a batch's MultiGet of meta), or the meta row `between_key` when set,
+// another member's batch runs. A then widens an extent (or raises a value)
+// it read before that member widened it further.
 class MidBatchStore final : public testing::ForwardingStore {
  public:
   using ForwardingStore::ForwardingStore;
@@ -1358,13 +1360,15 @@ class MidBatchStore final : public testing::ForwardingStore {
   }
   bool conditional_writes() const override { return base_.conditional_writes(); }
   std::function<void()> between;
+  std::string between_key;
   int conditional_puts = 0;
 
  private:
   void AfterRead(std::string_view table, const std::vector<std::string>& keys) {
     if (table != kMetaTable || !between) return;
     for (const std::string& k : keys) {
-      if (k.size() == MetaKey::kStreamSize && k[0] == static_cast<char>(MetaKind::kStream)) {
+      const bool stream = k.size() == MetaKey::kStreamSize && k[0] == static_cast<char>(MetaKind::kStream);
+      if (between_key.empty() ? stream : k == between_key) {
         std::exchange(between, nullptr)();
         return;
       }
@@ -1422,6 +1426,32 @@ TEST_P(IndexerQuery, ASharedExtentWidensInTenMinuteStepsNotEveryMinute) {
   auto got = engine.Run(q);
   ASSERT_TRUE(got.ok()) << got.error().ToString();
   EXPECT_EQ(got->records.size(), 11u);
+}
+
+int64_t Ms(const Result<int64_t>& r) { return r.ok() ? *r : -1; }
+
+// Members started with different settings at once (a rolling change of
+// indexer.max_chunk_span or compaction.settle on HBase) keep the longest
+// span and the shortest settle of all, whatever order their writes land in:
+// a shorter recorded span would hide the longer chunks from queries.
+TEST_P(IndexerQuery, MembersRecordingStoreWideSpansAtOnceKeepTheWidest) {
+  if (!store_->conditional_writes()) GTEST_SKIP() << "one process owns an embedded store";
+  MidBatchStore a_view(*store_);
+  a_view.between_key = std::string(kLongestSpanRow);
+  a_view.between = [&] { EXPECT_EQ(Ms(RecordLongestSpan(*store_, 3'600'000)), 3'600'000); };
+  auto longest = RecordLongestSpan(a_view, 600'000);
+  ASSERT_TRUE(longest.ok()) << longest.error().ToString();
+  EXPECT_EQ(*longest, 3'600'000);
+  ASSERT_FALSE(a_view.between) << "b recorded its span inside a's";
+  EXPECT_EQ(Ms(RecordLongestSpan(*store_, 60'000)), 3'600'000);
+
+  a_view.between_key = std::string(kShortestSettleRow);
+  a_view.between = [&] { EXPECT_EQ(Ms(MergedCheckMs(*store_, 60'000)), 60'000); };
+  auto check = MergedCheckMs(a_view, 600'000);
+  ASSERT_TRUE(check.ok()) << check.error().ToString();
+  EXPECT_EQ(*check, 60'000);
+  ASSERT_FALSE(a_view.between) << "b recorded its settle inside a's";
+  EXPECT_EQ(Ms(MergedCheckMs(*store_, std::nullopt)), 60'000);
 }
 
 TEST_P(IndexerQuery, RefusesQueriesThatAreWrong) {
