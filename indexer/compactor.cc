@@ -88,9 +88,7 @@ Result<int64_t> ImproveMetaMs(TableStore& store, std::string_view row, int64_t m
 }  // namespace
 
 Result<int64_t> RecordLongestSpan(TableStore& store, int64_t span_ms) {
-  auto longest = ImproveMetaMs(store, kLongestSpanRow, span_ms, [](int64_t ms, int64_t stored) { return ms > stored; });
-  if (!longest.ok()) return longest.error();
-  return *longest;
+  return ImproveMetaMs(store, kLongestSpanRow, span_ms, [](int64_t ms, int64_t stored) { return ms > stored; });
 }
 
 Result<int64_t> MergedCheckMs(TableStore& store, std::optional<int64_t> settle_ms) {
