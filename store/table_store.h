@@ -252,7 +252,8 @@ class TableStore {
   // Writes `value` under `key` only when the row holds `expected` now
   // (nullopt: only when there is no such row), atomically against every
   // other writer of the row; true when it wrote. For state that members of
-  // a shared store widen concurrently (indexer/indexer.cc, stream extents).
+  // a shared store widen concurrently (stream extents in indexer/indexer.cc,
+  // the longest chunk span in indexer/compactor.cc).
   // A false answer may also follow this very call's own write, when a retry
   // after a lost answer saw it: callers read the row again and decide.
   // An empty `expected` matches an empty value or no row (HBase's rule).
