@@ -91,6 +91,31 @@ Result<int64_t> RecordLongestSpan(TableStore& store, int64_t span_ms) {
   return ImproveMetaMs(store, kLongestSpanRow, span_ms, [](int64_t ms, int64_t stored) { return ms > stored; });
 }
 
+LongestSpanWatch::LongestSpanWatch(TableStore& store, int64_t span_ms, const Clock& clock, int64_t every_ms,
+                                   std::function<void(const Error&)> on_failure)
+    : store_(store),
+      clock_(clock),
+      every_ns_(every_ms * 1'000'000),
+      on_failure_(std::move(on_failure)),
+      span_ms_(span_ms),
+      next_read_ns_(clock.MonotonicNs() + every_ns_) {}
+
+int64_t LongestSpanWatch::Get() {
+  if (!store_.shared() || clock_.MonotonicNs() < next_read_ns_.load()) return span_ms_.load();
+  std::unique_lock<std::mutex> lock(reading_, std::try_to_lock);
+  if (!lock.owns_lock()) return span_ms_.load();  // another query is reading it
+  const int64_t now = clock_.MonotonicNs();
+  if (now < next_read_ns_.load()) return span_ms_.load();
+  next_read_ns_.store(now + every_ns_);
+  auto raw = store_.Get(kMetaTable, kLongestSpanRow);
+  if (!raw.ok()) {
+    if (on_failure_) on_failure_(raw.error());
+  } else if (auto stored = MetaMs(*raw); stored && *stored > span_ms_.load()) {
+    span_ms_.store(*stored);
+  }
+  return span_ms_.load();
+}
+
 Result<int64_t> MergedCheckMs(TableStore& store, std::optional<int64_t> settle_ms) {
   std::optional<int64_t> shortest;
   if (settle_ms) {

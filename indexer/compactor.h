@@ -63,7 +63,8 @@
 // That padding must cover the longest chunk ever written: serve keeps the
 // longest span of a store in its meta table (RecordLongestSpan) and pads by
 // it, so that lowering compaction.max_span, or turning compaction off, never
-// hides chunks merged before.
+// hides chunks merged before; on a store other members write, it reads the
+// row again every minute (LongestSpanWatch).
 //
 // Thread-safety: one thread at a time calls Pass().
 #pragma once
@@ -72,12 +73,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "common/chunk_codec.h"
+#include "common/clock.h"
 #include "common/result.h"
 #include "indexer/indexer.h"
 #include "store/table_store.h"
@@ -92,6 +95,34 @@ inline constexpr std::string_view kLongestSpanRow = "\xff" "store.longest_chunk_
 // writes (HBase), members raising it at once keep the largest: the put is
 // conditional on the value read, and read again when it lost.
 Result<int64_t> RecordLongestSpan(TableStore& store, int64_t span_ms);
+
+// The longest span as a query pads by it, kept current on a store other
+// processes write (HBase): a member started later with a longer
+// indexer.max_chunk_span (or compaction.max_span) raises the row, and the
+// members already running must then pad by it too, or their queries miss
+// the newer member's longer chunks. Get() reads the row again once
+// `every_ms` has passed since the last read (one Get, made by the query
+// that finds the value stale; queries meanwhile use the value held), and
+// never answers less than before. So another member's longer chunks are
+// found here at most `every_ms` after that member started. A failed read
+// keeps the value held, is passed to `on_failure` (serve logs and counts
+// it) and is tried again `every_ms` later. On a store only this process
+// writes (RocksDB), the row is never read again. Thread-safe.
+class LongestSpanWatch {
+ public:
+  LongestSpanWatch(TableStore& store, int64_t span_ms, const Clock& clock, int64_t every_ms,
+                   std::function<void(const Error&)> on_failure);
+  int64_t Get();
+
+ private:
+  TableStore& store_;
+  const Clock& clock_;
+  const int64_t every_ns_;
+  const std::function<void(const Error&)> on_failure_;
+  std::atomic<int64_t> span_ms_;
+  std::atomic<int64_t> next_read_ns_;
+  std::mutex reading_;  // one read at a time; the other callers use the value held
+};
 
 // The meta row holding the shortest settle a compactor of the store ever
 // used (8 bytes, big-endian ms).

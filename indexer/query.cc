@@ -324,7 +324,9 @@ class Execution {
         stats_(answer.stats),
         clock_(options.clock ? *options.clock : SystemClock::Instance()),
         start_ns_(clock_.MonotonicNs()),
-        epoch_(epoch) {
+        epoch_(epoch),
+        max_span_ms_(options.longest_span_ms ? std::max(options.max_chunk_span_ms, options.longest_span_ms())
+                                             : options.max_chunk_span_ms) {
     for (Severity s : q.severities) sevs_.insert(s);
     if (!q.app.empty()) app_ = AppIdOf(q.app);
     if (!q.host.empty()) host_ = HostIdOf(q.host);
@@ -439,7 +441,7 @@ class Execution {
   // Volume from the index: whether chunks spanning index_count_span_ms or
   // more may exist (then they are read, not counted from their index row).
   bool LongChunksRead() const {
-    return options_.index_count_span_ms > 0 && options_.index_count_span_ms < options_.max_chunk_span_ms;
+    return options_.index_count_span_ms > 0 && options_.index_count_span_ms < max_span_ms_;
   }
   bool IsLong(const Candidate& c) const {
     return LongChunksRead() && c.last_ts - c.value.main_key.first_ts_ms >= options_.index_count_span_ms;
@@ -448,10 +450,10 @@ class Execution {
   // Index ts range [from, upper): chunks ending there may hold records in range.
   // Counting from the index: [from, to), by the attribution rule (query.h).
   int64_t Upper() const {
-    if (index_counts_) return LongChunksRead() ? SaturatingAdd(q_.to_ms, options_.max_chunk_span_ms) : q_.to_ms;
+    if (index_counts_) return LongChunksRead() ? SaturatingAdd(q_.to_ms, max_span_ms_) : q_.to_ms;
     int64_t top = q_.to_ms;
     if (cursor_) top = std::min(top, SaturatingAdd(cursor_->last.ts, 1));
-    return SaturatingAdd(top, options_.max_chunk_span_ms);
+    return SaturatingAdd(top, max_span_ms_);
   }
 
   // Opens one index range [start, stop), newest first; `prefix_len` leading
@@ -1005,7 +1007,7 @@ class Execution {
       if (!sevs_.empty() && !sevs_.count(key->severity)) return true;
       failed = CheckBudget();
       if (!failed.ok()) return false;
-      if (key->first_ts_ms >= q_.to_ms || key->first_ts_ms < SaturatingSub(q_.from_ms, options_.max_chunk_span_ms)) {
+      if (key->first_ts_ms >= q_.to_ms || key->first_ts_ms < SaturatingSub(q_.from_ms, max_span_ms_)) {
         return true;
       }
       failed = Collect(*key, v);
@@ -1048,6 +1050,7 @@ class Execution {
   const Clock& clock_;
   const int64_t start_ns_;
   const uint64_t epoch_;
+  const int64_t max_span_ms_;  // the padding: QueryOptions::max_chunk_span_ms, or longest_span_ms() when longer
   std::set<Severity> sevs_;
   TextMatcher text_;  // q_.text, compiled by Validate()
   TokenProbe token_probe_;  // what a chunk's token filter must hold (empty: use none)

@@ -97,6 +97,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <utility>
@@ -129,6 +130,11 @@ struct QueryOptions {
   // Must match the indexer's.
   uint32_t salt_buckets = 16;
   int64_t max_chunk_span_ms = 60'000;
+  // When set, called once per query run: a longer span than
+  // max_chunk_span_ms that chunks of the store may have since (serve:
+  // LongestSpanWatch, indexer/compactor.h, which other members of a shared
+  // store raise). The larger of the two pads the query.
+  std::function<int64_t()> longest_span_ms;
   // Longest accepted time range. Default 31 days.
   int64_t max_range_ms = 31ll * 24 * 3600 * 1000;
   // Largest accepted limit. Default 10,000.

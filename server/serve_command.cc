@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <memory>
+#include <prometheus/counter.h>
 #include <prometheus/registry.h>
 #include <set>
 #include <thread>
@@ -46,6 +47,9 @@ extern char** environ;
 
 namespace logdex {
 namespace {
+
+// How often queries read the store's longest chunk span again (LongestSpanWatch).
+constexpr int64_t kLongestSpanRereadMs = 60'000;
 
 struct ServeFlags {
   std::string config;
@@ -507,6 +511,23 @@ int Serve(const ServeFlags& flags) {
 
   QueryOptions qo = QueryOptionsOf(config, *longest_span, io.decode, clock);
   qo.store_epoch = compacting ? &store_epoch : nullptr;
+  // Members sharing a store (HBase) started later with a longer span raise
+  // it: queries read it again every minute.
+  prometheus::Counter& span_read_failures =
+      prometheus::BuildCounter()
+          .Name("logdex_query_longest_span_read_failures_total")
+          .Help("Failed re-reads of the longest chunk span of the store (queries pad their ranges by it; until a "
+                "re-read succeeds they pad by the last value read, and may miss longer chunks another member wrote)")
+          .Register(registry)
+          .Add({});
+  LongestSpanWatch span_watch(**store, *longest_span, clock, kLongestSpanRereadMs,
+                              [&span_read_failures](const Error& e) {
+                                span_read_failures.Increment();
+                                spdlog::warn("query: the store's longest chunk span could not be read again (queries "
+                                             "pad by the last value read until a re-read succeeds): {}",
+                                             e.ToString());
+                              });
+  qo.longest_span_ms = [&span_watch] { return span_watch.Get(); };
   QueryEngine engine(**store, qo);
 
   auto http_options = HttpOptionsOf(config.http);

@@ -1454,6 +1454,82 @@ TEST_P(IndexerQuery, MembersRecordingStoreWideSpansAtOnceKeepTheWidest) {
   EXPECT_EQ(Ms(MergedCheckMs(*store_, std::nullopt)), 60'000);
 }
 
+// Members sharing a store (HBase): B starts with a longer
+// indexer.max_chunk_span than A and raises the store's longest span. A's
+// queries must pad by it too, or miss B's long chunks: A reads it again once
+// a minute has passed. A failed re-read keeps the value held and is reported.
+TEST_P(IndexerQuery, QueriesPadByALongerSpanAnotherMemberRecordedOnceAMinuteHasPassed) {
+  if (!store_->shared()) GTEST_SKIP() << "one process owns an embedded store";
+  constexpr int64_t kShort = 60'000, kLong = 6 * 3'600'000;
+  auto a_span = RecordLongestSpan(*store_, kShort);
+  ASSERT_TRUE(a_span.ok()) << a_span.error().ToString();
+  ASSERT_EQ(*a_span, kShort);
+  // A shared view of the store whose meta reads fail on demand.
+  struct FlakyMeta final : testing::ForwardingStore {
+    using ForwardingStore::ForwardingStore;
+    Result<std::optional<std::string>> Get(std::string_view table, std::string_view key) override {
+      ++(table == kMetaTable ? meta_reads : other_reads);
+      if (fail && table == kMetaTable) return Error{Errc::kUnavailable, "injected read failure"};
+      return base_.Get(table, key);
+    }
+    bool shared() const override { return base_.shared(); }
+    bool fail = false;
+    int meta_reads = 0, other_reads = 0;
+  } a_store(*store_);
+  std::vector<std::string> failures;
+  LongestSpanWatch watch(a_store, *a_span, clock_, 60'000,
+                         [&](const Error& e) { failures.push_back(e.ToString()); });
+
+  // B: a chunk spanning two hours, stored whole.
+  ASSERT_EQ(Ms(RecordLongestSpan(*store_, kLong)), kLong);
+  IndexerOptions b_options = Options();
+  b_options.max_chunk_span_ms = kLong;
+  Indexer b(*store_, b_options);
+  const int64_t t0 = clock_.NowMs() - 3 * 3'600'000;
+  proto::RecordBatch records;
+  for (int64_t ts : {t0, t0 + 2 * 3'600'000}) {
+    proto::LogRecord* r = records.add_records();
+    r->set_ts_ms(ts);
+    r->set_severity(SeverityCode(Severity::kInfo));
+    r->set_message("at " + std::to_string(ts));
+  }
+  PackOptions po;
+  po.producer_id = 13;
+  po.sequence = 1;
+  Ingest({PackChunk("long-app", "long-host", records, po).SerializeAsString()}, b);
+
+  QueryOptions qo = QOptions();
+  qo.max_chunk_span_ms = kShort;
+  qo.longest_span_ms = [&watch] { return watch.Get(); };
+  QueryEngine engine(*store_, qo);
+  Query q;
+  q.app = "long-app";
+  q.from_ms = t0;
+  q.to_ms = t0 + 10 * 60'000;  // the chunk's first record only; the chunk ends 2 h later
+  auto found = [&]() -> size_t {
+    auto a = engine.Run(q);
+    EXPECT_TRUE(a.ok()) << a.error().ToString();
+    return a.ok() ? a->records.size() : 0;
+  };
+
+  a_store.fail = true;
+  EXPECT_EQ(found(), 0u) << "within the minute, the span read at A's start holds: no read per query";
+  EXPECT_EQ(a_store.meta_reads, 0);
+  clock_.AdvanceMs(60'000);
+  EXPECT_EQ(found(), 0u) << "the re-read failed: the value held stays";
+  EXPECT_EQ(a_store.meta_reads, 1);
+  ASSERT_EQ(failures.size(), 1u);
+  EXPECT_NE(failures[0].find("injected read failure"), std::string::npos) << failures[0];
+  a_store.fail = false;
+  EXPECT_EQ(found(), 0u) << "tried again only a minute after the failed read";
+  EXPECT_EQ(a_store.meta_reads, 1);
+  clock_.AdvanceMs(60'000);
+  EXPECT_EQ(found(), 1u) << "B's long chunk, once A read the longer span";
+  EXPECT_EQ(watch.Get(), kLong);
+  EXPECT_EQ(a_store.meta_reads, 2);
+  EXPECT_EQ(failures.size(), 1u);
+}
+
 TEST_P(IndexerQuery, RefusesQueriesThatAreWrong) {
   QueryEngine engine(*store_, QOptions());
   auto expect_bad = [&](Query q, const std::string& says) {
