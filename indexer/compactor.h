@@ -98,13 +98,14 @@ Result<int64_t> RecordLongestSpan(TableStore& store, int64_t span_ms);
 
 // The longest span as a query pads by it, kept current on a store other
 // processes write (HBase): a member started later with a longer
-// indexer.max_chunk_span (or compaction.max_span) raises the row, and the
+// indexer.max_chunk_span raises the row, and the
 // members already running must then pad by it too, or their queries miss
 // the newer member's longer chunks. Get() reads the row again once
 // `every_ms` has passed since the last read (one Get, made by the query
 // that finds the value stale; queries meanwhile use the value held), and
-// never answers less than before. So another member's longer chunks are
-// found here at most `every_ms` after that member started. A failed read
+// never answers less than before. So queries started more than `every_ms`
+// after another member raised the row pad by it, unless a re-read failed
+// (a cursor made before keeps the ranges it planned). A failed read
 // keeps the value held, is passed to `on_failure` (serve logs and counts
 // it) and is tried again `every_ms` later. On a store only this process
 // writes (RocksDB), the row is never read again. Thread-safe.

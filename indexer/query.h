@@ -20,8 +20,9 @@
 // index), all descending: records that differ in anything keep their order
 // when the compactor moves them to another chunk. Index rows are keyed by
 // each chunk's last record time, so a record can be emitted as soon as the
-// scan passes its time; chunks span less than max_chunk_span_ms, so the
-// index ranges reach that far past `to`. Each Run() and Volume() reads
+// scan passes its time; chunks span less than max_chunk_span_ms (or
+// longest_span_ms(), when longer: "the padding" below), so the index ranges
+// reach that far past `to`. Each Run() and Volume() reads
 // through one snapshot of the store where the backend has them (RocksDB).
 //
 // Paging: a page holds at most `limit` records; `next_cursor` (opaque) resumes

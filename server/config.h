@@ -97,7 +97,7 @@ struct StoreConfig {
 };
 
 struct IndexerConfig {
-  int64_t max_chunk_span_ms = 60'000;     // longer chunks are split (fixed for a store's life)
+  int64_t max_chunk_span_ms = 60'000;     // longer chunks are split (fixed for a store's life: replays split alike)
   IngestVerify verify = IngestVerify::kFull;  // full | snappy | header (see ingest_verify.h)
   uint64_t max_uncompressed_bytes = 64ull << 20;  // compression-bomb guard
   TagGuardOptions tags;
