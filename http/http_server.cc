@@ -404,7 +404,8 @@ json StatsToJson(const QueryStats& s) {
           {"index_rows_without_main", s.index_rows_without_main},
           {"meta_rows", s.meta_rows},
           {"token_filters_read", s.token_filters_read},
-          {"chunks_skipped_by_tokens", s.chunks_skipped_by_tokens}};
+          {"chunks_skipped_by_tokens", s.chunks_skipped_by_tokens},
+          {"superseded_parts", s.superseded_parts}};
 }
 
 json CountsToJson(const VolumeCounts& c) {

@@ -441,7 +441,12 @@ Status Compactor::WriteMerge(std::vector<Part*>& parts, CompactionPass& pass) {
   if (!merged.has_tag_summary()) {
     for (const Entry& e : order) AppendIndexedTags(e.p->views.TagsOf(e.p->views.records[e.index]), record_tags);
   }
-  if (Status s = indexer_.StageMerged(merged, bytes, id, messages, record_tags, parts.front()->row.source(), batch);
+  std::vector<ChunkId> part_ids;
+  if (options_.list_parts) {
+    for (const Part* p : parts) part_ids.push_back(p->key.chunk);
+  }
+  if (Status s = indexer_.StageMerged(merged, bytes, id, messages, record_tags, parts.front()->row.source(), batch,
+                                      part_ids);
       !s.ok()) {
     indexer_.Settle(false);
     return s;

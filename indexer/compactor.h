@@ -158,6 +158,11 @@ struct CompactorOptions {
   uint64_t max_pass_bytes = 256ull << 20;
   proto::Codec codec = proto::CODEC_ZSTD;
   int zstd_level = 3;
+  // List the parts' ids in the merged chunk's main row (MainRow.parts), 8
+  // bytes each: where a merge's writes do not land at once (HBase), queries
+  // then skip a part found beside its merged chunk. A RocksDB merge is one
+  // atomic batch, so off by default (tests turn it on to check the queries).
+  bool list_parts = false;
   // Whether a part's source can no longer be replayed (see above). Null: all.
   std::function<bool(const proto::ChunkSource&)> replay_safe;
   // Bumped (to odd) before and (to even) after every merge batch; queries

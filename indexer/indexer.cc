@@ -29,27 +29,34 @@ void AppendTagAndLength(std::string& out, uint8_t tag, uint64_t n) {
 // The tags written below are MainRow's fields (wire type 2, length-delimited).
 static_assert(proto::MainRow::kSourceFieldNumber == 2, "MainRowHead writes source as field 2 (tag 0x12)");
 static_assert(proto::MainRow::kChunkFieldNumber == 1, "MainRowHead writes chunk as field 1 (tag 0x0a)");
+static_assert(proto::MainRow::kPartsFieldNumber == 3, "MainRowHead writes parts as field 3, packed (tag 0x1a)");
 
 // The main row value up to (not including) the chunk's bytes.
-std::string MainRowHead(size_t chunk_size, const proto::ChunkSource& source) {
+std::string MainRowHead(size_t chunk_size, const proto::ChunkSource& source, std::span<const ChunkId> parts) {
   std::string src = source.SerializeAsString();
   std::string out;
-  out.reserve(src.size() + 16);
+  out.reserve(src.size() + 16 + 8 * parts.size());
   AppendTagAndLength(out, 0x12, src.size());
   out.append(src);
+  if (!parts.empty()) {  // packed fixed64: little-endian
+    AppendTagAndLength(out, 0x1a, 8 * parts.size());
+    for (ChunkId p : parts) {
+      for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(p.value() >> (8 * i)));
+    }
+  }
   AppendTagAndLength(out, 0x0a, chunk_size);
   return out;
 }
 
 
 IndexValue ValueOf(const StreamChunk& c) {
-  return IndexValue{c.main_key, c.chunk->record_count(), c.has_token_filter};
+  return IndexValue{c.main_key, c.chunk->record_count(), c.has_token_filter, !c.parts.empty()};
 }
 
 class MainRowObserver final : public ChunkObserver {
  public:
   Status Observe(const StreamChunk& c, WriteBatch& batch) override {
-    std::string head = MainRowHead(c.chunk_bytes.size(), *c.source);
+    std::string head = MainRowHead(c.chunk_bytes.size(), *c.source, c.parts);
     // On a store without atomic batches, a main row is written after its
     // index rows (and removed before them): a chunk whose main row exists is
     // indexed, which is what a replay's "already stored" check relies on.
@@ -319,7 +326,8 @@ std::string IndexValue::Encode() const {
   char count[4] = {static_cast<char>(record_count >> 24), static_cast<char>(record_count >> 16),
                    static_cast<char>(record_count >> 8), static_cast<char>(record_count)};
   v.append(count, 4);
-  if (has_token_filter) v.push_back(1);
+  const char flags = static_cast<char>((has_token_filter ? 1 : 0) | (lists_parts ? 2 : 0));
+  if (flags != 0) v.push_back(flags);
   return v;
 }
 
@@ -328,8 +336,9 @@ std::optional<IndexValue> IndexValue::Decode(std::string_view value) {
   auto key = MainKey::Decode(value.substr(0, MainKey::kSize));
   if (!key) return std::nullopt;
   const auto* p = reinterpret_cast<const uint8_t*>(value.data() + MainKey::kSize);
-  const bool token_filter = value.size() > MainKey::kSize + 4 && (p[4] & 1);
-  return IndexValue{*key, (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3], token_filter};
+  const uint8_t flags = value.size() > MainKey::kSize + 4 ? p[4] : 0;
+  return IndexValue{*key, (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3],
+                    (flags & 1) != 0, (flags & 2) != 0};
 }
 
 ChunkId StoredChunkId(const proto::LogChunk& chunk, const proto::ChunkSource& source) {
@@ -378,7 +387,8 @@ Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view byt
                               const proto::ChunkSource& source, ChunkId id, const proto::RecordBatch* records,
                               WriteBatch& batch, bool index_only, bool bytes_outlive_batch, bool merged,
                               int64_t received_ms, std::span<const std::string_view> merged_messages,
-                              std::span<const TagView> record_tags, uint64_t record_tags_past_cap) {
+                              std::span<const TagView> record_tags, uint64_t record_tags_past_cap,
+                              std::span<const ChunkId> parts) {
   StreamChunk c;
   c.chunk = &chunk;
   c.chunk_bytes = bytes;
@@ -391,6 +401,7 @@ Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view byt
   c.main_key = MainKey{SaltOf(c.app, c.host, options_.salt_buckets), c.app, c.severity, chunk.first_ts_ms(), c.host, id};
   c.records = records;
   c.received_ms = received_ms;
+  c.parts = parts;
 
   // No merge lands between here and the batch's write (MergeGate): not
   // between the ledger check and the write, nor, for a chunk too young to
@@ -589,15 +600,15 @@ Result<bool> Indexer::WasMerged(HostId host, AppId app, Severity severity, int64
 
 Status Indexer::StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,
                             std::span<const std::string_view> messages, std::span<const TagView> record_tags,
-                            const proto::ChunkSource& source, WriteBatch& batch) {
-  return StageMerged(merged, bytes, id, nullptr, messages, record_tags, source, batch);
+                            const proto::ChunkSource& source, WriteBatch& batch, std::span<const ChunkId> parts) {
+  return StageMerged(merged, bytes, id, nullptr, messages, record_tags, source, batch, parts);
 }
 
 Status Indexer::StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,
                             const proto::RecordBatch& records, const proto::ChunkSource& source, WriteBatch& batch) {
   std::vector<std::string_view> messages;
   for (const proto::LogRecord& r : records.records()) messages.push_back(r.message());
-  return StageMerged(merged, bytes, id, &records, messages, {}, source, batch);
+  return StageMerged(merged, bytes, id, &records, messages, {}, source, batch, {});
 }
 
 // Without a tag summary, a merged chunk is indexed by its records' tags
@@ -605,14 +616,15 @@ Status Indexer::StageMerged(const proto::LogChunk& merged, std::string_view byte
 Status Indexer::StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,
                             const proto::RecordBatch* records, std::span<const std::string_view> messages,
                             std::span<const TagView> record_tags, const proto::ChunkSource& source,
-                            WriteBatch& batch) {
+                            WriteBatch& batch, std::span<const ChunkId> parts) {
   if (!SeverityFromCode(merged.severity()) || merged.severity() == kMixedSeverity) {
     return Status(Errc::kInvalidArgument, "a merged chunk holds one severity");
   }
   ++counters_.chunks;
   counters_.records += merged.record_count();
   return ObserveStream(merged, bytes, source, id, records, batch, /*index_only=*/false,
-                       /*bytes_outlive_batch=*/false, /*merged=*/true, /*received_ms=*/0, messages, record_tags);
+                       /*bytes_outlive_batch=*/false, /*merged=*/true, /*received_ms=*/0, messages, record_tags,
+                       /*record_tags_past_cap=*/0, parts);
 }
 
 void Indexer::StageRemoval(const proto::LogChunk& part, const MainKey& key, const proto::RecordBatch& records,

@@ -114,6 +114,9 @@ struct StreamChunk {
   std::vector<std::pair<std::string_view, std::string_view>> tags;
   // A token filter of the chunk is staged in `tok` (merged chunks).
   bool has_token_filter = false;
+  // A merged chunk's parts, listed in its main row (MainRow.parts) when the
+  // compactor lists them; empty otherwise.
+  std::span<const ChunkId> parts;
   // The chunk's records when they were built; otherwise null. They are when
   // an observer wants them (ChunkObserver::WantsRecords), when the chunk was
   // split, or when a chunk of mixed severity came without a tag summary;
@@ -164,12 +167,16 @@ class ChunkObserver {
 };
 
 // The value of every index row: the main row key, the chunk's record count
-// and, when the chunk has a token filter in `tok`, a flags byte (bit 0 set):
-// 38 or 39 bytes. A query reads `tok` only for flagged chunks.
+// and, when a flag is set, a flags byte: bit 0, the chunk has a token
+// filter in `tok` (a query reads `tok` only for those); bit 1, its main row
+// lists the parts it merged (MainRow.parts: Volume() reads such a chunk
+// rather than count it from this row, so that parts found beside it are
+// not counted twice). 38 or 39 bytes. Readers ignore the bits they do not know.
 struct IndexValue {
   MainKey main_key;
   uint32_t record_count = 0;
   bool has_token_filter = false;
+  bool lists_parts = false;
   std::string Encode() const;
   static std::optional<IndexValue> Decode(std::string_view value);
 };
@@ -246,9 +253,10 @@ class Indexer {
   // messages (its token filter's input). Its tags are those of its tag
   // summary or, when it has none, `record_tags`: its records' tags as
   // AppendIndexedTags gives them (repeats allowed). Observers see no records.
+  // `parts`, when given, are listed in its main row (MainRow.parts).
   Status StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,
                      std::span<const std::string_view> messages, std::span<const TagView> record_tags,
-                     const proto::ChunkSource& source, WriteBatch& batch);
+                     const proto::ChunkSource& source, WriteBatch& batch, std::span<const ChunkId> parts = {});
   // The same, of records built (tests): a chunk without a tag summary is
   // indexed by its records' tags, and observers see the records.
   Status StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,
@@ -287,10 +295,12 @@ class Indexer {
                        ChunkId id, const proto::RecordBatch* records, WriteBatch& batch, bool index_only,
                        bool bytes_outlive_batch = false, bool merged = false, int64_t received_ms = 0,
                        std::span<const std::string_view> merged_messages = {},
-                       std::span<const TagView> record_tags = {}, uint64_t record_tags_past_cap = 0);
+                       std::span<const TagView> record_tags = {}, uint64_t record_tags_past_cap = 0,
+                       std::span<const ChunkId> parts = {});
   Status StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,
                      const proto::RecordBatch* records, std::span<const std::string_view> messages,
-                     std::span<const TagView> record_tags, const proto::ChunkSource& source, WriteBatch& batch);
+                     std::span<const TagView> record_tags, const proto::ChunkSource& source, WriteBatch& batch,
+                     std::span<const ChunkId> parts);
   // Whether some observer wants the records of a chunk of `severity`.
   bool ObserversWantRecords(Severity severity) const;
 

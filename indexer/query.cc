@@ -6,6 +6,7 @@
 #include <memory>
 #include <queue>
 #include <set>
+#include <unordered_set>
 #include <span>
 #include <tuple>
 
@@ -443,8 +444,10 @@ class Execution {
   bool LongChunksRead() const {
     return options_.index_count_span_ms > 0 && options_.index_count_span_ms < max_span_ms_;
   }
+  // A chunk listing its parts is read too (IndexValue::lists_parts).
   bool IsLong(const Candidate& c) const {
-    return LongChunksRead() && c.last_ts - c.value.main_key.first_ts_ms >= options_.index_count_span_ms;
+    return LongChunksRead() &&
+           (c.last_ts - c.value.main_key.first_ts_ms >= options_.index_count_span_ms || c.value.lists_parts);
   }
 
   // Index ts range [from, upper): chunks ending there may hold records in range.
@@ -727,23 +730,88 @@ class Execution {
     c.total += n;
   }
 
+  // Count() for `chunk`, remembered in added_ (merged with its previous
+  // entry when it counts into the same bucket and severity).
+  void CountOf(ChunkId chunk, int64_t ts, Severity severity, uint64_t n, uint64_t inexact) {
+    Count(ts, severity, n);
+    const size_t bucket = static_cast<size_t>((ts - origin_) / step_), sev = VolumeSeverityIndex(severity);
+    // A chunk is counted in one go (one index row, or one Collect).
+    const bool first = added_.empty() || added_.back().chunk != chunk.value();
+    if (!first && added_.back().bucket == bucket && added_.back().severity == sev) {
+      added_.back().n += n;
+      added_.back().inexact += inexact;
+      return;
+    }
+    added_.push_back(Added{chunk.value(), bucket, sev, n, inexact, first});
+    // CountSources looks through its few entries instead (a set insert per
+    // index row would cost the index counts more than the rest of a row).
+    if (first && !counting_sources_) collected_.insert(chunk.value());
+  }
+
+  // Whether `id` is a part of a merged chunk read before (superseded_):
+  // then counted, and skipped by the caller.
+  bool Superseded(ChunkId id) {
+    if (superseded_.empty() || !superseded_.count(id.value())) return false;
+    ++stats_.superseded_parts;
+    return true;
+  }
+
+  // A merged chunk listing `parts` was read: what parts collected before
+  // added (their pending records, or their counts) goes.
+  void Supersede(const google::protobuf::RepeatedField<uint64_t>& parts) {
+    bool fresh = false, purge = false;
+    for (uint64_t id : parts) {
+      if (!superseded_.insert(id).second) continue;
+      fresh = true;
+      purge |= collected_.count(id) > 0;
+    }
+    if (!(counting_sources_ ? fresh : purge)) return;
+    auto gone = [this](uint64_t chunk) { return superseded_.count(chunk) > 0; };
+    if (!volume_) {
+      for (uint64_t id : parts) stats_.superseded_parts += collected_.erase(id);
+      std::erase_if(pending_, [&](const Pending& p) { return gone(p.key.chunk.value()); });
+      std::make_heap(pending_.begin(), pending_.end());
+      return;
+    }
+    std::erase_if(added_, [&](const Added& a) {
+      if (!gone(a.chunk)) return false;
+      VolumeCounts& c = volume_->buckets[a.bucket].counts;
+      c.by_severity[a.severity] -= a.n;
+      c.total -= a.n;
+      volume_->inexact_records -= a.inexact;
+      stats_.chunks_returned -= a.returned;
+      stats_.superseded_parts += a.returned;
+      if (a.returned) collected_.erase(a.chunk);
+      return true;
+    });
+  }
+
   // Volume: every index row of the planned sources, counted by the
   // attribution rule (index_counts_) or by reading its chunk's records.
   Status CountSources() {
     for (Source& src : sources_) {
+      // A merged chunk and its parts are in one range (one stream).
+      added_.clear();
+      tie_ts_ = INT64_MAX;
+      counting_sources_ = true;
       for (; src.it->Valid(); src.it->Next()) {
         ++stats_.rows_scanned;
         if (Status s = CheckBudget(); !s.ok()) return s;
         auto c = src.decode(src.it->key(), src.it->value());
         if (!c || !KeyMatches(*c)) continue;
+        if (c->last_ts != tie_ts_) {  // newest end first: what ended later no chunk to come can list
+          added_.clear();
+          tie_ts_ = c->last_ts;
+        }
+        if (Superseded(c->value.main_key.chunk)) continue;
         if (CountedFromIndex(*c)) {
           if (c->last_ts < q_.from_ms || c->last_ts >= q_.to_ms) continue;  // past `to`: a later range's
-          Count(c->last_ts, c->severity, c->value.record_count);
-          ++stats_.chunks_returned;
           const int64_t bucket_start = origin_ + (c->last_ts - origin_) / step_ * step_;
-          if (c->value.main_key.first_ts_ms < std::max(bucket_start, q_.from_ms)) {
-            volume_->inexact_records += c->value.record_count;
-          }
+          const bool inexact = c->value.main_key.first_ts_ms < std::max(bucket_start, q_.from_ms);
+          CountOf(c->value.main_key.chunk, c->last_ts, c->severity, c->value.record_count,
+                  inexact ? c->value.record_count : 0);
+          ++stats_.chunks_returned;
+          if (inexact) volume_->inexact_records += c->value.record_count;
           continue;
         }
         auto skip = RuledOutByTokens(*c);
@@ -771,7 +839,7 @@ class Execution {
     const int64_t first_ts = c.value.main_key.first_ts_ms;
     const bool whole_in_bucket = first_ts >= q_.from_ms && c.last_ts < q_.to_ms &&
                                  (first_ts - origin_) / step_ == (c.last_ts - origin_) / step_;
-    return !IsLong(c) || whole_in_bucket;
+    return !IsLong(c) || (whole_in_bucket && !c.value.lists_parts);
   }
 
   // Decompresses one stored chunk and keeps its matching records (counts
@@ -784,6 +852,10 @@ class Execution {
       ++stats_.corrupt_chunks;
       return Status::Ok();
     }
+    // Its own list first: in the main-table scan, a merged chunk a later
+    // merge superseded may still list parts left beside it.
+    if (row.parts_size() > 0) Supersede(row.parts());
+    if (Superseded(key.chunk)) return Status::Ok();
     ++stats_.chunks_read;
     // Read in place: a query keeps few of the records it reads.
     if (!ViewRecords(ChunkRef::Of(row.chunk()), options_.decode, scratch_, views_).ok()) {
@@ -795,12 +867,13 @@ class Execution {
       bool counted = false;
       for (const RecordView& r : views_.records) {
         if (!RecordMatches(r, views_.TagsOf(r))) continue;
-        Count(r.ts_ms, static_cast<Severity>(r.severity), 1);
+        CountOf(key.chunk, r.ts_ms, static_cast<Severity>(r.severity), 1, 0);
         counted = true;
       }
       stats_.chunks_returned += counted;
       return Status::Ok();
     }
+    bool pending_added = false;
     for (size_t i = 0; i < views_.records.size(); ++i) {
       const RecordView& r = views_.records[i];
       const auto tags = views_.TagsOf(r);
@@ -818,7 +891,9 @@ class Execution {
       for (const TagView& t : tags) out.tags.emplace_back(std::string(t.key), std::string(t.value));
       pending_.push_back(Pending{p, key, std::move(out)});
       std::push_heap(pending_.begin(), pending_.end());
+      pending_added = true;
     }
+    if (pending_added) collected_.insert(key.chunk.value());
     return Status::Ok();
   }
 
@@ -906,7 +981,7 @@ class Execution {
       const Candidate c = heads_[i];
       ++stats_.rows_scanned;
       if (Status s = advance(i); !s.ok()) return s;
-      if (!KeyMatches(c)) continue;
+      if (!KeyMatches(c) || Superseded(c.value.main_key.chunk)) continue;
       auto skip = RuledOutByTokens(c);
       if (!skip.ok()) return Status(skip.error());
       if (*skip) continue;
@@ -1076,6 +1151,32 @@ class Execution {
   bool have_last_ = false;
   uint32_t skip_same_ = 0;
   std::set<ChunkId> returned_;
+  // The parts that merged chunks read so far list (MainRow.parts), as
+  // ChunkId values: where a merge's writes do not land at once (HBase), a
+  // part may be found beside its merged chunk. A part met after it is
+  // skipped; one collected before it has its records dropped. In the
+  // newest-end-first merge only a part that ends with its merged chunk can
+  // come first (a merged chunk ends with its newest part: a tie of index
+  // times); in the main-table scan any can. Parts are in their merged
+  // chunk's stream, so a chunk id names one.
+  std::unordered_set<uint64_t> superseded_;
+  // Chunks with records in pending_ (Run()), or in added_ (Volume()'s
+  // main-table scan).
+  std::unordered_set<uint64_t> collected_;
+  bool counting_sources_ = false;  // in CountSources: added_ holds one tie group
+  // Volume(): what counted chunks added, while a merged chunk read later may
+  // still list them: in CountSources, those ending at tie_ts_ (no chunk read
+  // later can list a chunk that ends after it); in RunScan, every one.
+  struct Added {
+    uint64_t chunk;
+    size_t bucket;
+    size_t severity;  // VolumeSeverityIndex
+    uint64_t n;
+    uint64_t inexact;  // of n, counted into VolumeAnswer::inexact_records
+    bool returned;     // the chunk's first entry (it counted in chunks_returned)
+  };
+  std::vector<Added> added_;
+  int64_t tie_ts_ = INT64_MAX;
   std::string scratch_;
   RecordViews views_;        // the chunk being collected, read in place (in scratch_ or its row)
   std::string hash_buffer_;  // ContentHash's

@@ -76,7 +76,12 @@
 //       its records in [from, to) that passes the filters (a tag filter per
 //       record, exactly) counted in its own bucket (chunks_read and
 //       bytes_decompressed count them); the index ranges then reach
-//       max_chunk_span_ms past `to`, for such chunks;
+//       max_chunk_span_ms past `to`, for such chunks. While long chunks are
+//       read (index_count_span_ms below the padding: a store that was
+//       compacted), a chunk whose main row lists the parts it merged
+//       (IndexValue::lists_parts) is read too, whatever its span, so that
+//       its parts, found beside it between a merge's writes, are not
+//       counted twice (see below);
 //     * like Run(), tags the tag index capped are not seen, and on HBase an
 //       index row whose main row is missing (a write under way or failed
 //       before its main row) is counted: index mode cannot tell.
@@ -85,6 +90,13 @@
 //   and decompressed, every filter (tags and text filters included) is applied to each record, and each
 //   record counts in the bucket of its own time if it lies in [from, to):
 //   exactly the records Run() returns, counted.
+//
+// Parts beside their merged chunk: where a merge's writes do not land at
+// once (HBase), a merged chunk may be found while its parts are still
+// stored. When its main row lists them (MainRow.parts), Run() and Volume()
+// skip a part met after it, and drop what a part met before it added (only
+// a part ending with it can come first in the newest-end-first merge; any
+// can in the main-table scan). QueryStats::superseded_parts counts them.
 //
 // Buckets are `step_ms` wide and aligned to multiples of step_ms since the
 // epoch: the first starts at or before `from`, the last ends at or after
@@ -203,6 +215,9 @@ struct QueryStats {
   uint64_t corrupt_chunks = 0;       // stored chunks that failed to decode: skipped
   uint64_t token_filters_read = 0;   // `tok` rows read (chunks with a token filter, text filters given)
   uint64_t chunks_skipped_by_tokens = 0;  // of those, chunks their filter ruled out: not read
+  // Parts found beside the merged chunk that lists them (MainRow.parts: on
+  // HBase, between a merge's writes): skipped, or their records dropped.
+  uint64_t superseded_parts = 0;
   // Which budget stopped the query: "time", "rows_scanned",
   // "bytes_decompressed", "scan_records"; empty otherwise. Run() then
   // returns the page so far (QueryAnswer::stopped_early), or fails with

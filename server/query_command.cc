@@ -376,6 +376,7 @@ int RunQuery(const QueryCommandOptions& o) {
                   {"meta_rows", 0},
                   {"token_filters_read", 0},
                   {"chunks_skipped_by_tokens", 0},
+                  {"superseded_parts", 0},
                   {"pages", 0}};
     std::string cursor = o.cursor;
     bool more = false;

@@ -41,6 +41,27 @@ class FailingReads final : public ForwardingStore {
   std::string fail_table;  // reads of this table fail
 };
 
+// Drops every delete of a batch; the puts land. A compactor writing through
+// it stops each merge where an HBase merge's writes are half done: the
+// merged chunk's rows are written and its parts' rows are still there.
+// Claims atomic writes whatever the base (the compactor refuses a store
+// without them), so that the state can be made on every backend.
+class DropsDeletes final : public ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  Status Write(const WriteBatch& b) override {
+    WriteBatch kept;
+    for (const WriteBatch::Entry& e : b.entries()) {
+      if (e.op == WriteBatch::Op::kDelete) continue;
+      kept.Put(e.table, e.key, e.Value());
+      if (e.written_ms != 0) kept.Restamp(kept.size() - 1, e.written_ms);
+    }
+    return base_.Write(kept);
+  }
+  std::unique_ptr<RowIterator> NewIterator(const ScanSpec& spec) override { return base_.NewIterator(spec); }
+  bool atomic_writes() const override { return true; }
+};
+
 // A store every call of which fails with `code` and `message` (HasTable
 // answers yes): what a query or a server does when its store is down.
 class AlwaysFailing final : public TableStore {

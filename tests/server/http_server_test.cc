@@ -109,7 +109,8 @@ TEST_F(HttpServerTest, QueryAnswersRecordsNextCursorAndStats) {
   EXPECT_TRUE(r["tags"].is_object());
   EXPECT_TRUE(a.j["next_cursor"].is_string());
   for (const char* key : {"plan", "seeks", "rows_scanned", "chunks_read", "chunks_returned", "bytes_decompressed",
-                          "index_rows_without_main", "meta_rows", "token_filters_read", "chunks_skipped_by_tokens"}) {
+                          "index_rows_without_main", "meta_rows", "token_filters_read", "chunks_skipped_by_tokens",
+                          "superseded_parts"}) {
     EXPECT_TRUE(a.j["stats"].contains(key)) << key;
   }
   EXPECT_GT(a.j["stats"]["seeks"].get<uint64_t>(), 0u);
