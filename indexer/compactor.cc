@@ -141,10 +141,11 @@ Result<int64_t> MergedCheckMs(TableStore& store, std::optional<int64_t> settle_m
 }
 
 Result<std::unique_ptr<Compactor>> Compactor::Create(TableStore& store, CompactorOptions options) {
-  if (!store.atomic_writes()) {
+  if (!store.atomic_writes() && !options.allow_non_atomic) {
     return Error{Errc::kFailedPrecondition,
                  "compaction needs a store whose writes are atomic (rocksdb); this store's are not (hbase)"};
   }
+  if (!store.atomic_writes()) options.list_parts = true;
   if (options.settle_ms < 0 || options.max_span_ms < 1 || options.target_records < 2 || options.target_bytes < 1 ||
       options.lookback_ms < 1 || options.max_pass_bytes < 1) {
     return Error{Errc::kInvalidArgument, "compactor: settle >= 0, max_span >= 1 ms, target_records >= 2, "
@@ -244,16 +245,12 @@ Status Compactor::PassOverHostApp(HostId host, AppId app, int64_t lo, int64_t cu
   auto it = store_.NewIterator(ScanSpec{std::string(kHostIndexTable),
                                         HostIndexKey{host, app, lo, Severity::kTrace, ChunkId()}.Encode(),
                                         HostIndexKey{host, app, cutoff, Severity::kTrace, ChunkId()}.Encode(), false, 0});
-  for (; it->Valid(); it->Next()) {
-    ++pass.index_rows;
-    auto key = HostIndexKey::Decode(it->key());
-    auto value = IndexValue::Decode(it->value());
-    if (!key || !value) continue;  // not a row of ours: left alone
+  // One index row, in key order (stream, last record time): closes or grows its run.
+  auto take = [&](const HostIndexKey* key, const IndexValue* value) -> Status {
     Run& run = runs[SeverityCode(key->severity)];
     if (value->record_count >= options_.target_records || big_.count(value->main_key.chunk) ||
         corrupt_.count(value->main_key.chunk)) {
-      if (Status st = close(run); !st.ok()) return st;
-      continue;
+      return close(run);
     }
     const int64_t first = std::min(run.first, value->main_key.first_ts_ms);
     const int64_t last = std::max(run.last, key->ts_ms);
@@ -269,8 +266,34 @@ Status Compactor::PassOverHostApp(HostId host, AppId app, int64_t lo, int64_t cu
     run.records += value->record_count;
     run.first = std::min(run.first, value->main_key.first_ts_ms);
     run.last = std::max(run.last, key->ts_ms);
+    return Status::Ok();
+  };
+  // Where merges are not atomic, the rows are read first: a merged chunk
+  // comes after the parts it lists (it ends with the newest), and those
+  // still stored are removed, not merged again.
+  std::vector<std::pair<HostIndexKey, IndexValue>> rows;
+  bool listing = false;
+  for (; it->Valid(); it->Next()) {
+    ++pass.index_rows;
+    auto key = HostIndexKey::Decode(it->key());
+    auto value = IndexValue::Decode(it->value());
+    if (!key || !value) continue;  // not a row of ours: left alone
+    if (store_.atomic_writes()) {
+      if (Status st = take(&*key, &*value); !st.ok()) return st;
+      continue;
+    }
+    listing |= value->lists_parts;
+    rows.emplace_back(*key, *value);
   }
   if (!it->status().ok()) return it->status();
+  std::set<std::tuple<Severity, int64_t, ChunkId>> listed;  // severity, first time, id: a part's main key in this stream
+  if (listing) {
+    if (Status st = RemoveListedParts(rows, listed, pass); !st.ok()) return st;
+  }
+  for (const auto& [key, value] : rows) {
+    if (listed.count({value.main_key.severity, value.main_key.first_ts_ms, value.main_key.chunk})) continue;
+    if (Status st = take(&key, &value); !st.ok()) return st;
+  }
   // An open run closes once no chunk still to settle could join it, by the
   // clock; late records break that premise (compactor.h): a stream's run the
   // clock closed is merged at its first sight, then again only once it has
@@ -373,6 +396,67 @@ Status Compactor::MergeRun(std::vector<Part>& run, CompactionPass& pass,
   return Status::Ok();
 }
 
+Status Compactor::Land(const std::vector<const WriteBatch*>& batches) {
+  std::unique_lock<std::shared_mutex> gate;
+  if (options_.merge_gate) {
+    ++options_.merge_gate->merges_waiting;
+    gate = std::unique_lock(options_.merge_gate->mu);
+    --options_.merge_gate->merges_waiting;
+  }
+  if (options_.store_epoch) options_.store_epoch->fetch_add(1);  // odd: a merge is landing
+  Status s;
+  for (const WriteBatch* b : batches) {
+    s = store_.Write(*b);
+    if (!s.ok()) break;
+  }
+  if (options_.store_epoch) options_.store_epoch->fetch_add(1);
+  return s;
+}
+
+Status Compactor::RemoveListedParts(const std::vector<std::pair<HostIndexKey, IndexValue>>& rows,
+                                    std::set<std::tuple<Severity, int64_t, ChunkId>>& listed, CompactionPass& pass) {
+  for (const auto& [key, value] : rows) {
+    if (!value.lists_parts) continue;
+    auto raw = store_.Get(kMainTable, value.main_key.Encode());
+    if (!raw.ok()) return raw.error();
+    proto::MainRow row;
+    // Without its main row (written last), the merge stopped in its first
+    // write: its parts stand, and are merged again under the same key. Its
+    // index rows go (the merge writes them again), so that runs are cut as
+    // if it had never started.
+    if (!raw->has_value()) {
+      listed.insert({value.main_key.severity, value.main_key.first_ts_ms, value.main_key.chunk});
+      continue;
+    }
+    if (!row.ParseFromString(**raw)) continue;
+    for (int i = 0; i + 1 < row.parts_size(); i += 2) {
+      listed.insert({value.main_key.severity, static_cast<int64_t>(row.parts(i)), ChunkId(row.parts(i + 1))});
+    }
+  }
+  for (const auto& [key, value] : rows) {
+    if (!listed.count({value.main_key.severity, value.main_key.first_ts_ms, value.main_key.chunk})) continue;
+    // Its rows as a merge removes them; a part whose main row is gone
+    // already (removed first) leaves its tag rows, which queries skip
+    // (index rows without a main row) until the TTL removes them.
+    auto raw = store_.Get(kMainTable, value.main_key.Encode());
+    if (!raw.ok()) return raw.error();
+    proto::MainRow part;
+    std::string payload;
+    RecordViews views;
+    if (!raw->has_value() || !part.ParseFromString(**raw) ||
+        !ViewRecords(ChunkRef::Of(part.chunk()), options_.indexer.decode, payload, views).ok()) {
+      part.Clear();
+      views = RecordViews();
+    }
+    part.mutable_chunk()->set_last_ts_ms(key.ts_ms);
+    WriteBatch removal;
+    Indexer::StageRemoval(part.chunk(), value.main_key, views, removal, value.has_token_filter);
+    if (Status s = Land({&removal}); !s.ok()) return s;
+    ++pass.repaired_parts;
+  }
+  return Status::Ok();
+}
+
 void Compactor::NoteBig(ChunkId id, uint64_t bytes) {
   if (bytes < options_.target_bytes / 2) return;
   if (big_.size() >= 1'000'000) big_.clear();  // bounded; the next passes re-learn
@@ -427,6 +511,21 @@ Status Compactor::WriteMerge(std::vector<Part*>& parts, CompactionPass& pass) {
   writer.Finish(head.app(), head.host(), po, &bytes);
   proto::LogChunk merged;
   LOGDEX_CHECK(merged.ParseFromString(bytes));  // written just above
+  // The merged chunk spans its parts' headers, which may be wider than
+  // their records (ingest requires records within them only): so it ends
+  // no earlier than any part, and starts no later (a query meets it before
+  // a part it lists, but for one that ends with it, and the main-table scan
+  // before one that does not start with it).
+  int64_t first = merged.first_ts_ms(), last = merged.last_ts_ms();
+  for (const Part* p : parts) {
+    first = std::min(first, p->row.chunk().first_ts_ms());
+    last = std::max(last, p->row.chunk().last_ts_ms());
+  }
+  if (first != merged.first_ts_ms() || last != merged.last_ts_ms()) {
+    merged.set_first_ts_ms(first);
+    merged.set_last_ts_ms(last);
+    bytes = merged.SerializeAsString();
+  }
 
   const ChunkId merged_id = id;
   WriteBatch batch;
@@ -441,9 +540,16 @@ Status Compactor::WriteMerge(std::vector<Part*>& parts, CompactionPass& pass) {
   if (!merged.has_tag_summary()) {
     for (const Entry& e : order) AppendIndexedTags(e.p->views.TagsOf(e.p->views.records[e.index]), record_tags);
   }
-  std::vector<ChunkId> part_ids;
+  // Each part's first record time and id (MainRow.parts), and the parts a
+  // merged part lists: a query that skips a part unread must still skip
+  // those.
+  std::vector<uint64_t> part_ids;
   if (options_.list_parts) {
-    for (const Part* p : parts) part_ids.push_back(p->key.chunk);
+    for (const Part* p : parts) {
+      part_ids.push_back(static_cast<uint64_t>(p->key.first_ts_ms));
+      part_ids.push_back(p->key.chunk.value());
+      part_ids.insert(part_ids.end(), p->row.parts().begin(), p->row.parts().end());
+    }
   }
   if (Status s = indexer_.StageMerged(merged, bytes, id, messages, record_tags, parts.front()->row.source(), batch,
                                       part_ids);
@@ -465,24 +571,19 @@ Status Compactor::WriteMerge(std::vector<Part*>& parts, CompactionPass& pass) {
     newest = std::max(newest, p->written_ms);
   }
   if (known) batch.Restamp(merged_rows, newest);
+  // Not atomic: the parts go in a second write, once the merged chunk (its
+  // main row last) is written.
+  WriteBatch removal;
+  WriteBatch& removes = store_.atomic_writes() ? batch : removal;
   uint64_t bytes_in = 0, uncompressed = 0;
   for (const Part* p : parts) {
     // The merged chunk's main key is new (its id is not a part's), so a
     // part's delete never removes it.
-    Indexer::StageRemoval(p->row.chunk(), p->key, p->views, batch, p->has_token_filter);
+    Indexer::StageRemoval(p->row.chunk(), p->key, p->views, removes, p->has_token_filter);
     bytes_in += p->row.chunk().ByteSizeLong();
     uncompressed += p->row.chunk().uncompressed_size();
   }
-  std::unique_lock<std::shared_mutex> gate;
-  if (options_.merge_gate) {
-    ++options_.merge_gate->merges_waiting;
-    gate = std::unique_lock(options_.merge_gate->mu);
-    --options_.merge_gate->merges_waiting;
-  }
-  if (options_.store_epoch) options_.store_epoch->fetch_add(1);  // odd: a merge is landing
-  Status s = store_.Write(batch);
-  if (options_.store_epoch) options_.store_epoch->fetch_add(1);
-  if (gate.owns_lock()) gate.unlock();
+  Status s = removal.empty() ? Land({&batch}) : Land({&batch, &removal});
   indexer_.Settle(s.ok());
   if (!s.ok()) return s;
   NoteBig(merged_id, merged_record_bytes);

@@ -32,7 +32,7 @@ static_assert(proto::MainRow::kChunkFieldNumber == 1, "MainRowHead writes chunk 
 static_assert(proto::MainRow::kPartsFieldNumber == 3, "MainRowHead writes parts as field 3, packed (tag 0x1a)");
 
 // The main row value up to (not including) the chunk's bytes.
-std::string MainRowHead(size_t chunk_size, const proto::ChunkSource& source, std::span<const ChunkId> parts) {
+std::string MainRowHead(size_t chunk_size, const proto::ChunkSource& source, std::span<const uint64_t> parts) {
   std::string src = source.SerializeAsString();
   std::string out;
   out.reserve(src.size() + 16 + 8 * parts.size());
@@ -40,8 +40,8 @@ std::string MainRowHead(size_t chunk_size, const proto::ChunkSource& source, std
   out.append(src);
   if (!parts.empty()) {  // packed fixed64: little-endian
     AppendTagAndLength(out, 0x1a, 8 * parts.size());
-    for (ChunkId p : parts) {
-      for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(p.value() >> (8 * i)));
+    for (uint64_t p : parts) {
+      for (int i = 0; i < 8; ++i) out.push_back(static_cast<char>(p >> (8 * i)));
     }
   }
   AppendTagAndLength(out, 0x0a, chunk_size);
@@ -388,7 +388,7 @@ Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view byt
                               WriteBatch& batch, bool index_only, bool bytes_outlive_batch, bool merged,
                               int64_t received_ms, std::span<const std::string_view> merged_messages,
                               std::span<const TagView> record_tags, uint64_t record_tags_past_cap,
-                              std::span<const ChunkId> parts) {
+                              std::span<const uint64_t> parts) {
   StreamChunk c;
   c.chunk = &chunk;
   c.chunk_bytes = bytes;
@@ -600,7 +600,7 @@ Result<bool> Indexer::WasMerged(HostId host, AppId app, Severity severity, int64
 
 Status Indexer::StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,
                             std::span<const std::string_view> messages, std::span<const TagView> record_tags,
-                            const proto::ChunkSource& source, WriteBatch& batch, std::span<const ChunkId> parts) {
+                            const proto::ChunkSource& source, WriteBatch& batch, std::span<const uint64_t> parts) {
   return StageMerged(merged, bytes, id, nullptr, messages, record_tags, source, batch, parts);
 }
 
@@ -616,7 +616,7 @@ Status Indexer::StageMerged(const proto::LogChunk& merged, std::string_view byte
 Status Indexer::StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,
                             const proto::RecordBatch* records, std::span<const std::string_view> messages,
                             std::span<const TagView> record_tags, const proto::ChunkSource& source,
-                            WriteBatch& batch, std::span<const ChunkId> parts) {
+                            WriteBatch& batch, std::span<const uint64_t> parts) {
   if (!SeverityFromCode(merged.severity()) || merged.severity() == kMixedSeverity) {
     return Status(Errc::kInvalidArgument, "a merged chunk holds one severity");
   }
@@ -709,8 +709,10 @@ Status Indexer::RebuildIndexes(TableStore& store, const IndexerOptions& options,
                                records = std::move(*r);
                              }
                              const std::string bytes = chunk.SerializeAsString();
+                             const std::vector<uint64_t> parts(row.parts().begin(), row.parts().end());
                              failed = indexer.ObserveStream(chunk, bytes, row.source(), main_key->chunk,
-                                                            records ? &*records : nullptr, batch, /*index_only=*/true);
+                                                            records ? &*records : nullptr, batch, /*index_only=*/true,
+                                                            false, false, 0, {}, {}, 0, parts);
                              if (!failed.ok()) return false;
                              if (++rows % batch_rows == 0) {
                                failed = store.Write(batch);

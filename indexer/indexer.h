@@ -114,9 +114,9 @@ struct StreamChunk {
   std::vector<std::pair<std::string_view, std::string_view>> tags;
   // A token filter of the chunk is staged in `tok` (merged chunks).
   bool has_token_filter = false;
-  // A merged chunk's parts, listed in its main row (MainRow.parts) when the
-  // compactor lists them; empty otherwise.
-  std::span<const ChunkId> parts;
+  // A merged chunk's parts, listed in its main row (MainRow.parts: pairs of
+  // first record time and chunk id) when the compactor lists them; empty otherwise.
+  std::span<const uint64_t> parts;
   // The chunk's records when they were built; otherwise null. They are when
   // an observer wants them (ChunkObserver::WantsRecords), when the chunk was
   // split, or when a chunk of mixed severity came without a tag summary;
@@ -253,10 +253,11 @@ class Indexer {
   // messages (its token filter's input). Its tags are those of its tag
   // summary or, when it has none, `record_tags`: its records' tags as
   // AppendIndexedTags gives them (repeats allowed). Observers see no records.
-  // `parts`, when given, are listed in its main row (MainRow.parts).
+  // `parts`, when given, are listed in its main row (MainRow.parts: pairs
+  // of first record time and chunk id).
   Status StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,
                      std::span<const std::string_view> messages, std::span<const TagView> record_tags,
-                     const proto::ChunkSource& source, WriteBatch& batch, std::span<const ChunkId> parts = {});
+                     const proto::ChunkSource& source, WriteBatch& batch, std::span<const uint64_t> parts = {});
   // The same, of records built (tests): a chunk without a tag summary is
   // indexed by its records' tags, and observers see the records.
   Status StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,
@@ -296,11 +297,11 @@ class Indexer {
                        bool bytes_outlive_batch = false, bool merged = false, int64_t received_ms = 0,
                        std::span<const std::string_view> merged_messages = {},
                        std::span<const TagView> record_tags = {}, uint64_t record_tags_past_cap = 0,
-                       std::span<const ChunkId> parts = {});
+                       std::span<const uint64_t> parts = {});
   Status StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,
                      const proto::RecordBatch* records, std::span<const std::string_view> messages,
                      std::span<const TagView> record_tags, const proto::ChunkSource& source, WriteBatch& batch,
-                     std::span<const ChunkId> parts);
+                     std::span<const uint64_t> parts);
   // Whether some observer wants the records of a chunk of `severity`.
   bool ObserversWantRecords(Severity severity) const;
 

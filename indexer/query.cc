@@ -258,6 +258,28 @@ std::string PrefixSuccessor(std::string prefix) {
   return prefix;
 }
 
+// A stored chunk's name: its main key's stream, first record time and id
+// (an id alone is not unique), as a merged chunk's list of parts names them.
+struct ChunkName {
+  uint64_t app = 0, host = 0, first_ts = 0, chunk = 0;
+  uint8_t severity = 0;
+  bool operator==(const ChunkName&) const = default;
+};
+struct ChunkNameHash {
+  size_t operator()(const ChunkName& n) const {
+    uint64_t h = n.chunk * 0x9e3779b97f4a7c15ull ^ n.first_ts;
+    h = (h ^ (h >> 29)) * 0xbf58476d1ce4e5b9ull ^ n.app;
+    h = (h ^ (h >> 32)) * 0x94d049bb133111ebull ^ n.host;
+    h = (h ^ (h >> 29)) * 0xbf58476d1ce4e5b9ull ^ n.severity;
+    return static_cast<size_t>(h ^ (h >> 31));
+  }
+};
+// Of a part `merged` lists: its first record time and id (MainRow.parts).
+ChunkName NameOf(const MainKey& merged, uint64_t first_ts, uint64_t id) {
+  return ChunkName{merged.app.value(), merged.host.value(), first_ts, id, SeverityCode(merged.severity)};
+}
+ChunkName NameOf(const MainKey& k) { return NameOf(k, static_cast<uint64_t>(k.first_ts_ms), k.chunk.value()); }
+
 // An index row, decoded to what the executor needs before fetching the chunk.
 struct Candidate {
   int64_t last_ts = 0;
@@ -446,8 +468,8 @@ class Execution {
   }
   // A chunk listing its parts is read too (IndexValue::lists_parts).
   bool IsLong(const Candidate& c) const {
-    return LongChunksRead() &&
-           (c.last_ts - c.value.main_key.first_ts_ms >= options_.index_count_span_ms || c.value.lists_parts);
+    return c.value.lists_parts ||
+           (LongChunksRead() && c.last_ts - c.value.main_key.first_ts_ms >= options_.index_count_span_ms);
   }
 
   // Index ts range [from, upper): chunks ending there may hold records in range.
@@ -732,44 +754,47 @@ class Execution {
 
   // Count() for `chunk`, remembered in added_ (merged with its previous
   // entry when it counts into the same bucket and severity).
-  void CountOf(ChunkId chunk, int64_t ts, Severity severity, uint64_t n, uint64_t inexact) {
+  void CountOf(const MainKey& chunk_key, int64_t ts, Severity severity, uint64_t n, uint64_t inexact) {
+    const ChunkName chunk = NameOf(chunk_key);
     Count(ts, severity, n);
     const size_t bucket = static_cast<size_t>((ts - origin_) / step_), sev = VolumeSeverityIndex(severity);
     // A chunk is counted in one go (one index row, or one Collect).
-    const bool first = added_.empty() || added_.back().chunk != chunk.value();
+    const bool first = added_.empty() || !(added_.back().chunk == chunk);
     if (!first && added_.back().bucket == bucket && added_.back().severity == sev) {
       added_.back().n += n;
       added_.back().inexact += inexact;
       return;
     }
-    added_.push_back(Added{chunk.value(), bucket, sev, n, inexact, first});
-    // CountSources looks through its few entries instead (a set insert per
-    // index row would cost the index counts more than the rest of a row).
-    if (first && !counting_sources_) collected_.insert(chunk.value());
+    added_.push_back(Added{chunk, bucket, sev, n, inexact, first});
+
   }
 
-  // Whether `id` is a part of a merged chunk read before (superseded_):
-  // then counted, and skipped by the caller.
-  bool Superseded(ChunkId id) {
-    if (superseded_.empty() || !superseded_.count(id.value())) return false;
+  // Whether the chunk at `key` is a part of a merged chunk read before
+  // (superseded_): then counted, and skipped by the caller.
+  bool Superseded(const MainKey& key) {
+    if (superseded_.empty() || !superseded_.count(NameOf(key))) return false;
     ++stats_.superseded_parts;
     return true;
   }
 
-  // A merged chunk listing `parts` was read: what parts collected before
-  // added (their pending records, or their counts) goes.
-  void Supersede(const google::protobuf::RepeatedField<uint64_t>& parts) {
+  // The merged chunk `merged` listing `parts` (in its stream) was read:
+  // what parts collected before added (their pending records, or their
+  // counts) goes.
+  void Supersede(const MainKey& merged, const google::protobuf::RepeatedField<uint64_t>& parts) {
     bool fresh = false, purge = false;
-    for (uint64_t id : parts) {
-      if (!superseded_.insert(id).second) continue;
+    for (int i = 0; i + 1 < parts.size(); i += 2) {
+      const ChunkName part = NameOf(merged, parts[i], parts[i + 1]);
+      if (!superseded_.insert(part).second) continue;
       fresh = true;
-      purge |= collected_.count(id) > 0;
+      purge |= collected_.count(part) > 0;
     }
-    if (!(counting_sources_ ? fresh : purge)) return;
-    auto gone = [this](uint64_t chunk) { return superseded_.count(chunk) > 0; };
+    if (!(volume_ ? fresh : purge)) return;
+    auto gone = [this](const ChunkName& chunk) { return superseded_.count(chunk) > 0; };
     if (!volume_) {
-      for (uint64_t id : parts) stats_.superseded_parts += collected_.erase(id);
-      std::erase_if(pending_, [&](const Pending& p) { return gone(p.key.chunk.value()); });
+      for (int i = 0; i + 1 < parts.size(); i += 2) {
+        stats_.superseded_parts += collected_.erase(NameOf(merged, parts[i], parts[i + 1]));
+      }
+      std::erase_if(pending_, [&](const Pending& p) { return gone(NameOf(p.key)); });
       std::make_heap(pending_.begin(), pending_.end());
       return;
     }
@@ -793,7 +818,6 @@ class Execution {
       // A merged chunk and its parts are in one range (one stream).
       added_.clear();
       tie_ts_ = INT64_MAX;
-      counting_sources_ = true;
       for (; src.it->Valid(); src.it->Next()) {
         ++stats_.rows_scanned;
         if (Status s = CheckBudget(); !s.ok()) return s;
@@ -803,12 +827,12 @@ class Execution {
           added_.clear();
           tie_ts_ = c->last_ts;
         }
-        if (Superseded(c->value.main_key.chunk)) continue;
+        if (Superseded(c->value.main_key)) continue;
         if (CountedFromIndex(*c)) {
           if (c->last_ts < q_.from_ms || c->last_ts >= q_.to_ms) continue;  // past `to`: a later range's
           const int64_t bucket_start = origin_ + (c->last_ts - origin_) / step_ * step_;
           const bool inexact = c->value.main_key.first_ts_ms < std::max(bucket_start, q_.from_ms);
-          CountOf(c->value.main_key.chunk, c->last_ts, c->severity, c->value.record_count,
+          CountOf(c->value.main_key, c->last_ts, c->severity, c->value.record_count,
                   inexact ? c->value.record_count : 0);
           ++stats_.chunks_returned;
           if (inexact) volume_->inexact_records += c->value.record_count;
@@ -852,22 +876,20 @@ class Execution {
       ++stats_.corrupt_chunks;
       return Status::Ok();
     }
-    // Its own list first: in the main-table scan, a merged chunk a later
-    // merge superseded may still list parts left beside it.
-    if (row.parts_size() > 0) Supersede(row.parts());
-    if (Superseded(key.chunk)) return Status::Ok();
+    if (Superseded(key)) return Status::Ok();
     ++stats_.chunks_read;
     // Read in place: a query keeps few of the records it reads.
     if (!ViewRecords(ChunkRef::Of(row.chunk()), options_.decode, scratch_, views_).ok()) {
-      ++stats_.corrupt_chunks;
+      ++stats_.corrupt_chunks;  // and its parts, if still stored, are read
       return Status::Ok();
     }
+    if (row.parts_size() > 0) Supersede(key, row.parts());
     stats_.bytes_decompressed += row.chunk().uncompressed_size();
     if (volume_) {
       bool counted = false;
       for (const RecordView& r : views_.records) {
         if (!RecordMatches(r, views_.TagsOf(r))) continue;
-        CountOf(key.chunk, r.ts_ms, static_cast<Severity>(r.severity), 1, 0);
+        CountOf(key, r.ts_ms, static_cast<Severity>(r.severity), 1, 0);
         counted = true;
       }
       stats_.chunks_returned += counted;
@@ -893,7 +915,7 @@ class Execution {
       std::push_heap(pending_.begin(), pending_.end());
       pending_added = true;
     }
-    if (pending_added) collected_.insert(key.chunk.value());
+    if (pending_added) collected_.insert(NameOf(key));
     return Status::Ok();
   }
 
@@ -981,7 +1003,7 @@ class Execution {
       const Candidate c = heads_[i];
       ++stats_.rows_scanned;
       if (Status s = advance(i); !s.ok()) return s;
-      if (!KeyMatches(c) || Superseded(c.value.main_key.chunk)) continue;
+      if (!KeyMatches(c) || Superseded(c.value.main_key)) continue;
       auto skip = RuledOutByTokens(c);
       if (!skip.ok()) return Status(skip.error());
       if (*skip) continue;
@@ -1085,6 +1107,11 @@ class Execution {
       if (key->first_ts_ms >= q_.to_ms || key->first_ts_ms < SaturatingSub(q_.from_ms, max_span_ms_)) {
         return true;
       }
+      if (volume_) {
+        const auto group = std::make_tuple(key->salt, key->app, key->severity, key->first_ts_ms);
+        if (scan_group_ != group) added_.clear();
+        scan_group_ = group;
+      }
       failed = Collect(*key, v);
       if (failed.ok() && !volume_ && pending_.size() > options_.max_scan_records) {
         stats_.budget_exhausted = "scan_records";
@@ -1156,19 +1183,20 @@ class Execution {
   // part may be found beside its merged chunk. A part met after it is
   // skipped; one collected before it has its records dropped. In the
   // newest-end-first merge only a part that ends with its merged chunk can
-  // come first (a merged chunk ends with its newest part: a tie of index
-  // times); in the main-table scan any can. Parts are in their merged
-  // chunk's stream, so a chunk id names one.
-  std::unordered_set<uint64_t> superseded_;
-  // Chunks with records in pending_ (Run()), or in added_ (Volume()'s
-  // main-table scan).
-  std::unordered_set<uint64_t> collected_;
-  bool counting_sources_ = false;  // in CountSources: added_ holds one tie group
+  // come first (a merged chunk's header spans its parts': a tie of index
+  // times); in the main-table scan only one that starts with it. Parts are
+  // in their merged chunk's stream.
+  std::unordered_set<ChunkName, ChunkNameHash> superseded_;
+  // Run(): chunks with records in pending_.
+  std::unordered_set<ChunkName, ChunkNameHash> collected_;
+
   // Volume(): what counted chunks added, while a merged chunk read later may
   // still list them: in CountSources, those ending at tie_ts_ (no chunk read
-  // later can list a chunk that ends after it); in RunScan, every one.
+  // later can list a chunk that ends after it); in RunScan, those starting at
+  // scan_group_ (in the main table's order a merged chunk, which starts with
+  // its earliest part, comes before the others).
   struct Added {
-    uint64_t chunk;
+    ChunkName chunk;
     size_t bucket;
     size_t severity;  // VolumeSeverityIndex
     uint64_t n;
@@ -1177,6 +1205,7 @@ class Execution {
   };
   std::vector<Added> added_;
   int64_t tie_ts_ = INT64_MAX;
+  std::optional<std::tuple<uint8_t, AppId, Severity, int64_t>> scan_group_;
   std::string scratch_;
   RecordViews views_;        // the chunk being collected, read in place (in scratch_ or its row)
   std::string hash_buffer_;  // ContentHash's

@@ -93,10 +93,13 @@
 //
 // Parts beside their merged chunk: where a merge's writes do not land at
 // once (HBase), a merged chunk may be found while its parts are still
-// stored. When its main row lists them (MainRow.parts), Run() and Volume()
-// skip a part met after it, and drop what a part met before it added (only
-// a part ending with it can come first in the newest-end-first merge; any
-// can in the main-table scan). QueryStats::superseded_parts counts them.
+// stored. When its main row lists them (MainRow.parts, by first record time
+// and id, the parts of merged parts included), Run() and Volume() skip a
+// part met after it, and drop what a part met before it added. A merged
+// chunk's header spans its parts' headers, so only a part that ends with
+// it can come first in the newest-end-first merge, and only one that
+// starts with it in the main-table scan. A merged chunk that does not
+// decode skips no part. QueryStats::superseded_parts counts them.
 //
 // Buckets are `step_ms` wide and aligned to multiples of step_ms since the
 // epoch: the first starts at or before `from`, the last ends at or after

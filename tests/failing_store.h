@@ -51,6 +51,7 @@ class DropsDeletes final : public ForwardingStore {
   using ForwardingStore::ForwardingStore;
   Status Write(const WriteBatch& b) override {
     WriteBatch kept;
+    for (const std::string& t : b.last_tables()) kept.WriteLast(t);
     for (const WriteBatch::Entry& e : b.entries()) {
       if (e.op == WriteBatch::Op::kDelete) continue;
       kept.Put(e.table, e.key, e.Value());
