@@ -415,11 +415,23 @@ Status Compactor::Land(const std::vector<const WriteBatch*>& batches) {
 
 Status Compactor::RemoveListedParts(const std::vector<std::pair<HostIndexKey, IndexValue>>& rows,
                                     std::set<std::tuple<Severity, int64_t, ChunkId>>& listed, CompactionPass& pass) {
-  for (const auto& [key, value] : rows) {
-    if (!value.lists_parts) continue;
+  for (size_t at = 0; at < rows.size(); ++at) {
+    const auto& [key, value] = rows[at];
+    if (!value.lists_parts || corrupt_.count(value.main_key.chunk)) continue;
+    // Read only when a row that could be one of its parts is there (same
+    // severity, within its span; rows are in index time order): a merged
+    // chunk is read once per merge stopped part-way, not at every pass.
+    bool maybe = false;
+    for (size_t j = at; j-- > 0 && rows[j].first.ts_ms >= value.main_key.first_ts_ms;) {
+      const IndexValue& v = rows[j].second;
+      maybe |= v.main_key.severity == value.main_key.severity && v.main_key.first_ts_ms >= value.main_key.first_ts_ms;
+    }
+    for (size_t j = at + 1; j < rows.size() && rows[j].first.ts_ms == key.ts_ms; ++j) {
+      maybe |= rows[j].second.main_key.severity == value.main_key.severity;  // one ending with it
+    }
+    if (!maybe) continue;
     auto raw = store_.Get(kMainTable, value.main_key.Encode());
     if (!raw.ok()) return raw.error();
-    proto::MainRow row;
     // Without its main row (written last), the merge stopped in its first
     // write: its parts stand, and are merged again under the same key. Its
     // index rows go (the merge writes them again), so that runs are cut as
@@ -428,7 +440,16 @@ Status Compactor::RemoveListedParts(const std::vector<std::pair<HostIndexKey, In
       listed.insert({value.main_key.severity, value.main_key.first_ts_ms, value.main_key.chunk});
       continue;
     }
-    if (!row.ParseFromString(**raw)) continue;
+    // Its parts go only if its own records read: else they hold them.
+    proto::MainRow row;
+    std::string payload;
+    RecordViews views;
+    if (!row.ParseFromString(**raw) ||
+        !ViewRecords(ChunkRef::Of(row.chunk()), options_.indexer.decode, payload, views).ok() ||
+        views.records.size() != value.record_count) {
+      if (corrupt_.size() < (1u << 16) && corrupt_.insert(value.main_key.chunk).second) ++pass.corrupt_parts;
+      continue;
+    }
     for (int i = 0; i + 1 < row.parts_size(); i += 2) {
       listed.insert({value.main_key.severity, static_cast<int64_t>(row.parts(i)), ChunkId(row.parts(i + 1))});
     }
@@ -583,8 +604,9 @@ Status Compactor::WriteMerge(std::vector<Part*>& parts, CompactionPass& pass) {
     bytes_in += p->row.chunk().ByteSizeLong();
     uncompressed += p->row.chunk().uncompressed_size();
   }
-  Status s = removal.empty() ? Land({&batch}) : Land({&batch, &removal});
+  Status s = Land({&batch});
   indexer_.Settle(s.ok());
+  if (s.ok() && !removal.empty()) s = Land({&removal});
   if (!s.ok()) return s;
   NoteBig(merged_id, merged_record_bytes);
   ++pass.merges;

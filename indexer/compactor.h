@@ -170,8 +170,11 @@ struct CompactorOptions {
   // second write, and lists them (list_parts on), so that a query finding
   // both skips the parts. A merge stopped between or inside its writes is
   // finished by a later pass, which first removes the still-stored parts a
-  // merged chunk lists (CompactionPass::repaired_parts); one stopped before
-  // the merged main row is written (it goes last) is done again whole.
+  // merged chunk lists (CompactionPass::repaired_parts; a merged chunk is
+  // read for this only when a row that could be its part is there, and
+  // trusted only when its records read); one stopped before the merged
+  // main row is written (it goes last) loses its index rows and is done
+  // again whole, under the same key.
   // Not yet safe with two compactors on one store (nothing keeps two
   // members from merging one stream at once; issue 16): serve does not set it.
   bool allow_non_atomic = false;

@@ -466,10 +466,11 @@ class Execution {
   bool LongChunksRead() const {
     return options_.index_count_span_ms > 0 && options_.index_count_span_ms < max_span_ms_;
   }
-  // A chunk listing its parts is read too (IndexValue::lists_parts).
+  // While long chunks are read, so is one listing its parts
+  // (IndexValue::lists_parts); else CountSources reads its list only.
   bool IsLong(const Candidate& c) const {
-    return c.value.lists_parts ||
-           (LongChunksRead() && c.last_ts - c.value.main_key.first_ts_ms >= options_.index_count_span_ms);
+    return LongChunksRead() &&
+           (c.last_ts - c.value.main_key.first_ts_ms >= options_.index_count_span_ms || c.value.lists_parts);
   }
 
   // Index ts range [from, upper): chunks ending there may hold records in range.
@@ -811,6 +812,15 @@ class Execution {
     });
   }
 
+  // Applies the parts list of the chunk at `key` (a main row), if its
+  // records read (else its parts, if still stored, hold them).
+  void SupersedeFrom(const MainKey& key, std::string_view main_value) {
+    proto::MainRow row;
+    if (!row.ParseFromArray(main_value.data(), static_cast<int>(main_value.size())) || row.parts_size() == 0) return;
+    if (!ViewRecords(ChunkRef::Of(row.chunk()), options_.decode, scratch_, views_).ok()) return;
+    Supersede(key, row.parts());
+  }
+
   // Volume: every index row of the planned sources, counted by the
   // attribution rule (index_counts_) or by reading its chunk's records.
   Status CountSources() {
@@ -828,6 +838,14 @@ class Execution {
           tie_ts_ = c->last_ts;
         }
         if (Superseded(c->value.main_key)) continue;
+        if (index_counts_ && c->value.lists_parts && !LongChunksRead()) {
+          // Counted from its index row (its records before `from` are
+          // counted in no range when the ranges are not padded), but its
+          // parts must not be: its list is read.
+          auto row = MainRow(*c, &src);
+          if (!row.ok()) return Status(row.error());
+          if (row->has_value()) SupersedeFrom(c->value.main_key, **row);
+        }
         if (CountedFromIndex(*c)) {
           if (c->last_ts < q_.from_ms || c->last_ts >= q_.to_ms) continue;  // past `to`: a later range's
           const int64_t bucket_start = origin_ + (c->last_ts - origin_) / step_ * step_;
@@ -1107,11 +1125,17 @@ class Execution {
       if (key->first_ts_ms >= q_.to_ms || key->first_ts_ms < SaturatingSub(q_.from_ms, max_span_ms_)) {
         return true;
       }
-      if (volume_) {
-        const auto group = std::make_tuple(key->salt, key->app, key->severity, key->first_ts_ms);
-        if (scan_group_ != group) added_.clear();
-        scan_group_ = group;
+      // A merged chunk and its parts share (salt, app, severity), and it
+      // comes first but for parts that start with it: what an earlier
+      // group superseded or collected is done with.
+      const auto group = std::make_tuple(key->salt, key->app, key->severity, key->first_ts_ms);
+      if (!scan_group_ || std::get<0>(*scan_group_) != key->salt || std::get<1>(*scan_group_) != key->app ||
+          std::get<2>(*scan_group_) != key->severity) {
+        superseded_.clear();
+        collected_.clear();
       }
+      if (volume_ && scan_group_ != group) added_.clear();
+      scan_group_ = group;
       failed = Collect(*key, v);
       if (failed.ok() && !volume_ && pending_.size() > options_.max_scan_records) {
         stats_.budget_exhausted = "scan_records";

@@ -79,9 +79,10 @@
 //       max_chunk_span_ms past `to`, for such chunks. While long chunks are
 //       read (index_count_span_ms below the padding: a store that was
 //       compacted), a chunk whose main row lists the parts it merged
-//       (IndexValue::lists_parts) is read too, whatever its span, so that
-//       its parts, found beside it between a merge's writes, are not
-//       counted twice (see below);
+//       (IndexValue::lists_parts) is read too, whatever its span; else it
+//       is counted from its index row and its list alone is read. So its
+//       parts, found beside it between a merge's writes, are not counted
+//       twice (see below);
 //     * like Run(), tags the tag index capped are not seen, and on HBase an
 //       index row whose main row is missing (a write under way or failed
 //       before its main row) is counted: index mode cannot tell.
