@@ -93,6 +93,7 @@ Backend RealHBaseBackend(const HBaseOptions& base) {
     return s.ok() ? std::move(s.value()) : nullptr;
   };
   b.fail_writes_at = [](TableStore&, int) { ADD_FAILURE() << "hbase_real has no fault injection"; };
+  b.fault_injection = false;
   b.atomic_batches = false;
   b.clock_drives_ttl = false;
   return b;

@@ -19,6 +19,8 @@ struct Backend {
   std::function<std::unique_ptr<TableStore>(const std::string& dir, const Clock* clock)> open;
   // Makes the next writes fail at the batch entry with this index; -1 clears.
   std::function<void(TableStore&, int)> fail_writes_at;
+  // Whether fail_writes_at works (a real HBase has no fault injection).
+  bool fault_injection = true;
   // Write() of a batch is all-or-nothing across tables (RocksDB yes; HBase no:
   // there index rows go first and readers skip index rows without a main row).
   bool atomic_batches = true;

@@ -1648,6 +1648,7 @@ TEST_P(IndexerQuery, PartsFoundBesideTheMergedChunkListingThemAreSkipped) {
 // next pass finishes the merges: no part a stored merged chunk lists is
 // left, and the store ends as a pass never stopped leaves it.
 TEST_P(IndexerQuery, AMergeStoppedAtAnyWriteIsExactMeanwhileAndFinishedByTheNextPass) {
+  if (!GetParam().fault_injection) GTEST_SKIP() << GetParam().name << " has no fault injection";
   WorkloadSpec spec;
   spec.apps = 1;
   spec.hosts = 2;
