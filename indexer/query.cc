@@ -747,18 +747,15 @@ class Execution {
     return text_.Matches(r.message);
   }
 
-  void Count(int64_t ts, Severity severity, uint64_t n) {
-    VolumeCounts& c = volume_->buckets[static_cast<size_t>((ts - origin_) / step_)].counts;
-    c.by_severity[VolumeSeverityIndex(severity)] += n;
-    c.total += n;
-  }
-
-  // Count() for `chunk`, remembered in added_ (merged with its previous
-  // entry when it counts into the same bucket and severity).
+  // Counts `n` records of the chunk at `chunk_key` in the bucket of `ts`,
+  // remembered in added_ (merged with its previous entry when it counts
+  // into the same bucket and severity).
   void CountOf(const MainKey& chunk_key, int64_t ts, Severity severity, uint64_t n, uint64_t inexact) {
     const ChunkName chunk = NameOf(chunk_key);
-    Count(ts, severity, n);
     const size_t bucket = static_cast<size_t>((ts - origin_) / step_), sev = VolumeSeverityIndex(severity);
+    VolumeCounts& c = volume_->buckets[bucket].counts;
+    c.by_severity[sev] += n;
+    c.total += n;
     // A chunk is counted in one go (one index row, or one Collect).
     const bool first = added_.empty() || !(added_.back().chunk == chunk);
     if (!first && added_.back().bucket == bucket && added_.back().severity == sev) {
@@ -767,7 +764,6 @@ class Execution {
       return;
     }
     added_.push_back(Added{chunk, bucket, sev, n, inexact, first});
-
   }
 
   // Whether the chunk at `key` is a part of a merged chunk read before
@@ -807,7 +803,6 @@ class Execution {
       volume_->inexact_records -= a.inexact;
       stats_.chunks_returned -= a.returned;
       stats_.superseded_parts += a.returned;
-      if (a.returned) collected_.erase(a.chunk);
       return true;
     });
   }
