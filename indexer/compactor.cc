@@ -406,6 +406,7 @@ Status Compactor::Land(const std::vector<const WriteBatch*>& batches) {
   if (options_.store_epoch) options_.store_epoch->fetch_add(1);  // odd: a merge is landing
   Status s;
   for (const WriteBatch* b : batches) {
+    if (b->empty()) continue;
     s = store_.Write(*b);
     if (!s.ok()) break;
   }
@@ -456,9 +457,9 @@ Status Compactor::RemoveListedParts(const std::vector<std::pair<HostIndexKey, In
   }
   for (const auto& [key, value] : rows) {
     if (!listed.count({value.main_key.severity, value.main_key.first_ts_ms, value.main_key.chunk})) continue;
-    // Its rows as a merge removes them; a part whose main row is gone
-    // already (removed first) leaves its tag rows, which queries skip
-    // (index rows without a main row) until the TTL removes them.
+    // Its rows as a merge removes them: its tag rows first, while its main
+    // row (which says what they are) stands. A part whose main row is gone
+    // already had its tag rows removed before it.
     auto raw = store_.Get(kMainTable, value.main_key.Encode());
     if (!raw.ok()) return raw.error();
     proto::MainRow part;
@@ -470,9 +471,9 @@ Status Compactor::RemoveListedParts(const std::vector<std::pair<HostIndexKey, In
       views = RecordViews();
     }
     part.mutable_chunk()->set_last_ts_ms(key.ts_ms);
-    WriteBatch removal;
-    Indexer::StageRemoval(part.chunk(), value.main_key, views, removal, value.has_token_filter);
-    if (Status s = Land({&removal}); !s.ok()) return s;
+    WriteBatch tag_rows, removal;
+    Indexer::StageRemoval(part.chunk(), value.main_key, views, removal, value.has_token_filter, &tag_rows);
+    if (Status s = Land({&tag_rows, &removal}); !s.ok()) return s;
     ++pass.repaired_parts;
   }
   return Status::Ok();
@@ -592,21 +593,23 @@ Status Compactor::WriteMerge(std::vector<Part*>& parts, CompactionPass& pass) {
     newest = std::max(newest, p->written_ms);
   }
   if (known) batch.Restamp(merged_rows, newest);
-  // Not atomic: the parts go in a second write, once the merged chunk (its
-  // main row last) is written.
-  WriteBatch removal;
-  WriteBatch& removes = store_.atomic_writes() ? batch : removal;
+  // Not atomic: the parts go in later writes, once the merged chunk (its
+  // main row last) is written: their tag rows, then the rest
+  // (Indexer::StageRemoval).
+  WriteBatch tag_rows, removal;
+  const bool atomic = store_.atomic_writes();
+  WriteBatch& removes = atomic ? batch : removal;
   uint64_t bytes_in = 0, uncompressed = 0;
   for (const Part* p : parts) {
     // The merged chunk's main key is new (its id is not a part's), so a
     // part's delete never removes it.
-    Indexer::StageRemoval(p->row.chunk(), p->key, p->views, removes, p->has_token_filter);
+    Indexer::StageRemoval(p->row.chunk(), p->key, p->views, removes, p->has_token_filter, atomic ? nullptr : &tag_rows);
     bytes_in += p->row.chunk().ByteSizeLong();
     uncompressed += p->row.chunk().uncompressed_size();
   }
   Status s = Land({&batch});
   indexer_.Settle(s.ok());
-  if (s.ok() && !removal.empty()) s = Land({&removal});
+  if (s.ok() && !removal.empty()) s = Land({&tag_rows, &removal});
   if (!s.ok()) return s;
   NoteBig(merged_id, merged_record_bytes);
   ++pass.merges;

@@ -166,9 +166,10 @@ struct CompactorOptions {
   // atomic batch, so off by default (tests turn it on to check the queries).
   bool list_parts = false;
   // Merge on a store whose writes are not atomic (HBase): a merge writes
-  // the merged chunk's rows and its ledger row, then removes its parts in a
-  // second write, and lists them (list_parts on), so that a query finding
-  // both skips the parts. A merge stopped between or inside its writes is
+  // the merged chunk's rows and its ledger row, then removes its parts (their
+  // tag rows, then their main rows, then the rest: a stopped removal leaves
+  // what finds and names the rest), and lists them (list_parts on), so that
+  // a query finding both skips the parts. A merge stopped between or inside its writes is
   // finished by a later pass, which first removes the still-stored parts a
   // merged chunk lists (CompactionPass::repaired_parts; a merged chunk is
   // read for this only when a row that could be its part is there, and

@@ -641,7 +641,7 @@ void Indexer::StageRemoval(const proto::LogChunk& part, const MainKey& key, cons
 }
 
 void Indexer::StageRemoval(const proto::LogChunk& part, const MainKey& key, const RecordViews& records,
-                           WriteBatch& batch, bool has_token_filter) {
+                           WriteBatch& batch, bool has_token_filter, WriteBatch* tag_rows) {
   const int64_t last = part.last_ts_ms();
   batch.WriteLast(kMainTable);
   batch.Delete(kMainTable, key.Encode());
@@ -657,8 +657,9 @@ void Indexer::StageRemoval(const proto::LogChunk& part, const MainKey& key, cons
   }
   std::sort(tags.begin(), tags.end());
   tags.erase(std::unique(tags.begin(), tags.end()), tags.end());
+  WriteBatch& tag_batch = tag_rows ? *tag_rows : batch;
   for (TagId tag : tags) {
-    batch.Delete(kTagIndexTable, TagIndexKey{tag, last, key.app, key.host, key.severity, key.chunk}.Encode());
+    tag_batch.Delete(kTagIndexTable, TagIndexKey{tag, last, key.app, key.host, key.severity, key.chunk}.Encode());
   }
 }
 
