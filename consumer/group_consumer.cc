@@ -94,7 +94,7 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
       : o_(std::move(o)), store_(store), processor_(processor), metrics_(metrics), clock_(clock) {}
 
   ~Impl() override {
-    if (consumer_) consumer_->close();
+    if (consumer_ && !closed_) consumer_->close();
     if (producer_) {
       // Dead letters still queued or in flight (a stop while the DLQ was
       // slow): purge them and serve their reports, which free the tickets.
@@ -345,7 +345,11 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     }
     FlushAndCommit();
     spdlog::info("consumer: leaving group {}", o_.group_id);
-    consumer_->close();
+    {
+      std::lock_guard lock(client_mu_);
+      closed_ = true;
+      consumer_->close();
+    }
     producer_->flush(1000);
     return Status::Ok();
   }
@@ -797,7 +801,32 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     return it->second;
   }
 
+  Status RefreshCommitted(const std::vector<std::pair<std::string, int32_t>>& partitions, int timeout_ms) {
+    if (partitions.empty()) return Status::Ok();
+    std::vector<RdKafka::TopicPartition*> parts;
+    for (const auto& [topic, partition] : partitions) parts.push_back(RdKafka::TopicPartition::create(topic, partition));
+    RdKafka::ErrorCode e = RdKafka::ERR__STATE;
+    {
+      // The client is thread-safe, but not once closed (Run's end).
+      std::lock_guard lock(client_mu_);
+      if (consumer_ && !closed_) e = consumer_->committed(parts, timeout_ms);
+    }
+    size_t read = 0;
+    for (auto* p : parts) {
+      if (e || p->err() != RdKafka::ERR_NO_ERROR || p->offset() < 0) continue;
+      NoteCommitted(p->topic(), p->partition(), p->offset());
+      ++read;
+    }
+    RdKafka::TopicPartition::destroy(parts);
+    if (e) return Status(Errc::kUnavailable, "cannot read the group's committed offsets: " + RdKafka::err2str(e));
+    spdlog::debug("consumer: read the committed offsets of {} partitions ({} with one)", partitions.size(), read);
+    return Status::Ok();
+  }
+
  private:
+  std::mutex client_mu_;  // consumer_'s close against RefreshCommitted
+  bool closed_ = false;   // under client_mu_ (Run's thread reads it unlocked: it alone writes it)
+
   // The highest offset this member saw committed per partition (commits and
   // assignments), for CommittedOffset().
   mutable std::mutex committed_mu_;
@@ -878,6 +907,10 @@ Status GroupConsumer::Run(const std::atomic<bool>& stop) { return impl_->Run(sto
 ConsumerState GroupConsumer::State(int64_t max_lag) const { return impl_->State(max_lag); }
 std::optional<int64_t> GroupConsumer::CommittedOffset(const std::string& topic, int32_t partition) const {
   return impl_->CommittedOffset(topic, partition);
+}
+
+Status GroupConsumer::RefreshCommitted(const std::vector<std::pair<std::string, int32_t>>& partitions, int timeout_ms) {
+  return impl_->RefreshCommitted(partitions, timeout_ms);
 }
 
 }  // namespace logdex

@@ -135,6 +135,14 @@ class GroupConsumer {
   // Thread-safe.
   std::optional<int64_t> CommittedOffset(const std::string& topic, int32_t partition) const;
 
+  // Reads the group's committed offsets of `partitions` from the broker, this
+  // member's or any other's, into what CommittedOffset() answers (which
+  // otherwise knows only this member's partitions). Blocks up to
+  // `timeout_ms`. Thread-safe; fails once the consumer left its group.
+  // For a compactor on a store the group shares: its parts come from every
+  // member's partitions.
+  Status RefreshCommitted(const std::vector<std::pair<std::string, int32_t>>& partitions, int timeout_ms);
+
   class Impl;
 
  private:

@@ -13,7 +13,9 @@
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <map>
 #include <memory>
+#include <mutex>
 #include <prometheus/counter.h>
 #include <prometheus/registry.h>
 #include <set>
@@ -339,10 +341,32 @@ Result<std::unique_ptr<Compactor>> MakeCompactor(const ServeConfig& config, Tabl
   co.indexer.merged_check_ms = 0;  // the compactor's own indexer writes merged chunks only
   co.indexer.merge_gate = nullptr;
   co.indexer.token_filter_max_ratio = config.compaction.token_filter_percent / 100.0;
-  // A replay can no longer write a committed part again beside the merged chunk.
-  co.replay_safe = [&consumer](const proto::ChunkSource& src) {
-    std::optional<int64_t> next = consumer.CommittedOffset(src.topic(), src.partition());
-    return next && src.offset() < *next;
+  // A replay can no longer write a committed part again beside the merged
+  // chunk. The consumer knows its own partitions' commits; a partition it
+  // does not own (any more) is read from the broker, at most every 30 s
+  // each: its parts wait meanwhile.
+  struct Refreshed {
+    std::mutex mu;
+    std::map<std::pair<std::string, int32_t>, std::chrono::steady_clock::time_point> at;
+  };
+  co.replay_safe = [&consumer, refreshed = std::make_shared<Refreshed>()](const proto::ChunkSource& src) {
+    auto safe = [&] {
+      std::optional<int64_t> next = consumer.CommittedOffset(src.topic(), src.partition());
+      return next && src.offset() < *next;
+    };
+    if (safe()) return true;
+    const auto now = std::chrono::steady_clock::now();
+    {
+      std::lock_guard lock(refreshed->mu);
+      auto [it, first] = refreshed->at.try_emplace({src.topic(), src.partition()}, now);
+      if (!first && now - it->second < std::chrono::seconds(30)) return false;
+      it->second = now;
+    }
+    if (Status s = consumer.RefreshCommitted({{src.topic(), src.partition()}}, 5'000); !s.ok()) {
+      spdlog::warn("compaction: {} (partition {}[{}]); its parts wait", s.message(), src.topic(), src.partition());
+      return false;
+    }
+    return safe();
   };
   return Compactor::Create(store, std::move(co));
 }

@@ -53,6 +53,14 @@ class ConsumerTest : public ::testing::Test {
     bo.messages_outlive_batch = true;  // as serve runs it: main rows borrow the message bytes
     processor_ = std::make_unique<BatchProcessor>(*indexer_, bo, lines_.get());
     metrics_ = std::make_unique<ConsumerMetrics>(registry_);
+    GroupConsumerOptions o = BaseOptions();
+    Configure(o);
+    consumer_ = std::make_unique<GroupConsumer>(o, ConsumerStore(), *processor_, *metrics_, ConsumerClock());
+    ASSERT_TRUE(consumer_->Start().ok());
+    thread_ = std::thread([this] { EXPECT_TRUE(consumer_->Run(stop_).ok()); });
+  }
+
+  GroupConsumerOptions BaseOptions() const {
     GroupConsumerOptions o;
     o.kafka["bootstrap.servers"] = kafka_->bootstrap();
     o.kafka["log_level"] = "2";
@@ -60,12 +68,8 @@ class ConsumerTest : public ::testing::Test {
     o.topics = {"t"};
     o.session_timeout_ms = 6000;
     o.retry_backoff_max_ms = 200;
-    Configure(o);
-    consumer_ = std::make_unique<GroupConsumer>(o, ConsumerStore(), *processor_, *metrics_, ConsumerClock());
-    ASSERT_TRUE(consumer_->Start().ok());
-    thread_ = std::thread([this] { EXPECT_TRUE(consumer_->Run(stop_).ok()); });
+    return o;
   }
-
   virtual void Configure(GroupConsumerOptions&) {}
   virtual int Brokers() { return 1; }
   // The store the consumer writes to (a fake may wrap store_).
@@ -245,6 +249,56 @@ TEST_F(ConsumerTest, StoreFailuresPauseConsumptionAndNothingIsLost) {
   ASSERT_TRUE(WaitFor([&] { return MainRows() == seq; }, 20'000)) << "indexed " << MainRows() << " of " << seq;
   EXPECT_TRUE(WaitFor([&] { return metrics_->paused.Value() == 0; }, 5'000)) << "resumed after the write";
   EXPECT_GE(metrics_->pauses.Value(), 1);
+}
+
+// A member knows the committed offsets of its own partitions; a compactor
+// on a store the group shares merges chunks of every member's partitions,
+// and asks the broker for the others' (RefreshCommitted).
+TEST_F(ConsumerTest, AMemberReadsTheOffsetsAnotherMemberCommittedWhenAsked) {
+  TempDir dir;
+  RocksDbOptions ro;
+  ro.path = dir.path() + "/store";
+  auto store = RocksDbStore::Open(ro);
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE(CreateTables(**store, TableLayout{}).ok());
+  Indexer indexer(**store, IndexerOptions{});
+  ShipLineDecoder lines("", "", SystemClock::Instance());
+  BatchProcessor processor(indexer, BatchProcessorOptions{}, &lines);
+  prometheus::Registry registry;
+  ConsumerMetrics metrics(registry);
+  GroupConsumer other(BaseOptions(), **store, processor, metrics, SystemClock::Instance());
+  ASSERT_TRUE(other.Start().ok());
+  std::atomic<bool> stop{false};
+  std::thread thread([&] { EXPECT_TRUE(other.Run(stop).ok()); });
+  ASSERT_TRUE(WaitFor([&] {
+    const size_t mine = consumer_->State(1'000'000).assigned, theirs = other.State(1'000'000).assigned;
+    return mine > 0 && theirs > 0 && mine + theirs == kPartitions;
+  }, 60'000)) << "the two members share the partitions";
+
+  TestProducer producer(kafka_->bootstrap());
+  uint64_t seq = 0;
+  for (int round = 0; round < 3; ++round) {
+    for (int p = 0; p < kPartitions; ++p) ASSERT_TRUE(producer.Send("t", p, Chunk(++seq)));
+  }
+  ASSERT_TRUE(WaitFor([&] { return testing::Committed(kafka_->bootstrap(), "g", "t", kPartitions) == 3 * kPartitions; },
+                      30'000));
+  std::vector<std::pair<std::string, int32_t>> all;
+  int unknown = 0;
+  for (int p = 0; p < kPartitions; ++p) {
+    all.emplace_back("t", p);
+    const std::optional<int64_t> mine = consumer_->CommittedOffset("t", p), theirs = other.CommittedOffset("t", p);
+    EXPECT_TRUE(mine == 3 || theirs == 3) << "partition " << p << ": its owner knows its own commit";
+    unknown += mine != 3;
+  }
+  EXPECT_EQ(unknown, static_cast<int>(kPartitions - consumer_->State(1'000'000).assigned))
+      << "the other member's commits are not seen unasked";
+  ASSERT_TRUE(consumer_->RefreshCommitted(all, 10'000).ok());
+  for (int p = 0; p < kPartitions; ++p) EXPECT_EQ(consumer_->CommittedOffset("t", p), 3) << "partition " << p;
+
+  stop = true;
+  thread.join();
+  Status after = other.RefreshCommitted(all, 1'000);
+  EXPECT_EQ(after.code(), Errc::kUnavailable) << "a member that left its group reads nothing";
 }
 
 // The consumer's retries wait on its clock: on a ManualClock a test reads
