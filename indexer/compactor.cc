@@ -13,6 +13,7 @@
 #include "common/ids.h"
 #include "common/row_keys.h"
 #include "common/severity.h"
+#include "indexer/compaction_lease.h"
 
 namespace logdex {
 namespace {
@@ -181,6 +182,14 @@ Result<CompactionPass> Compactor::Pass(int64_t now_ms, const std::function<bool(
 }
 
 Status Compactor::RunPass(int64_t now_ms, const std::function<bool(uint64_t)>& keep_going, CompactionPass& pass) {
+  if (options_.lease) {
+    auto held = options_.lease->Hold();
+    if (!held.ok()) return held.error();
+    if (!*held) {
+      pass.lease_elsewhere = true;
+      return Status::Ok();
+    }
+  }
   const int64_t cutoff = SaturatingSub(now_ms, options_.settle_ms);
   const int64_t lo = SaturatingSub(now_ms, options_.lookback_ms);
 
@@ -397,6 +406,13 @@ Status Compactor::MergeRun(std::vector<Part>& run, CompactionPass& pass,
 }
 
 Status Compactor::Land(const std::vector<const WriteBatch*>& batches) {
+  if (options_.lease) {
+    // The writes below must land while no other member merges (before the
+    // gate: ingest does not wait behind this round trip).
+    auto held = options_.lease->Fence();
+    if (!held.ok()) return held.error();
+    if (!*held) return Status(Errc::kFailedPrecondition, "the compaction lease went to another member: this pass stops");
+  }
   std::unique_lock<std::shared_mutex> gate;
   if (options_.merge_gate) {
     ++options_.merge_gate->merges_waiting;

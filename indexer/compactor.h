@@ -41,7 +41,9 @@
 //     index iterator predates the batch) is run again (QueryOptions::
 //     store_epoch, bumped around every batch), and a cursor from before a
 //     merge resumes without its saved positions.
-// Stores whose writes are not atomic (HBase) are refused: Create() fails.
+// Stores whose writes are not atomic (HBase) are refused: Create() fails
+// (unless allow_non_atomic, below; several members then take turns by
+// the compaction lease, CompactorOptions::lease).
 //
 // Replays: a part whose Kafka source is not yet committed could be written
 // again by a replay after the merge, and its records would then be stored
@@ -88,6 +90,8 @@
 #include "store/table_store.h"
 
 namespace logdex {
+
+class CompactionLease;
 
 // The meta row holding the longest chunk span a store may hold (8 bytes, big-endian ms).
 inline constexpr std::string_view kLongestSpanRow = "\xff" "store.longest_chunk_span_ms";
@@ -176,14 +180,20 @@ struct CompactorOptions {
   // trusted only when its records read); one stopped before the merged
   // main row is written (it goes last) loses its index rows and is done
   // again whole, under the same key.
-  // Not yet safe with two compactors on one store (nothing keeps two
-  // members from merging one stream at once; issue 16): serve does not set it.
+  // Two compactors on one store need the lease (below) so that they never
+  // merge one stream at once; serve does not set this yet (issue 16).
   bool allow_non_atomic = false;
   // Whether a part's source can no longer be replayed (see above). Null: all.
   std::function<bool(const proto::ChunkSource&)> replay_safe;
   // Bumped (to odd) before and (to even) after every merge batch; queries
   // read it (QueryOptions::store_epoch). May be null.
   std::atomic<uint64_t>* store_epoch = nullptr;
+  // On a store several members write (HBase): one of them merges at a time.
+  // A pass runs only while this member holds the lease (CompactionLease::
+  // Hold at its start; CompactionPass::lease_elsewhere otherwise), and each
+  // write is fenced by it (Fence): a pass that lost the lease meanwhile
+  // stops before its next write with kFailedPrecondition. May be null.
+  CompactionLease* lease = nullptr;
   // Ingest's indexer in this process (IndexerOptions::merge_gate): a merge
   // waits for a batch being staged or written to settle. May be null.
   MergeGate* merge_gate = nullptr;
@@ -209,6 +219,7 @@ struct CompactionPass {
   uint64_t corrupt_parts = 0;  // parts found not to decode this pass (each once): left as they are
   uint64_t unsafe_parts = 0;   // parts of runs that wait for one not yet replay-safe
   uint64_t repaired_parts = 0; // parts a merged chunk lists, still stored (a merge stopped part-way): removed
+  bool lease_elsewhere = false;  // another member holds the compaction lease: the pass did nothing
   uint64_t runs_left = 0;      // closed runs the pass had no budget for
   uint64_t runs_growing = 0;   // runs the clock closed that wait: grown since the last pass, or merged within settle
   int64_t lag_ms = 0;          // now - the last record of the oldest run left (0: none)

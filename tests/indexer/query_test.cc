@@ -11,6 +11,7 @@
 
 #include "common/crc32c.h"
 #include "common/row_keys.h"
+#include "indexer/compaction_lease.h"
 #include "indexer/compactor.h"
 #include "indexer/indexer.h"
 #include "indexer/query.h"
@@ -1757,6 +1758,107 @@ TEST_P(IndexerQuery, AMergeStoppedAtAnyWriteIsExactMeanwhileAndFinishedByTheNext
     for (const auto& [table, rows] : got) EXPECT_TRUE(rows.empty() || clean.count(table)) << when << ": table " << table;
   }
   EXPECT_GT(stopped, 4);
+}
+
+// Two members' compactors on one store, each with the compaction lease
+// (indexer/compaction_lease.h): only the holder merges; another takes over
+// once the holder has not written the lease for a whole period; the old
+// holder, back from a stall, finds its fence failed and writes nothing.
+// Every query answers what a brute force answers throughout.
+TEST_P(IndexerQuery, CompactorsSharingAStoreMergeOnlyWhileTheyHoldTheLease) {
+  if (!store_->conditional_writes()) GTEST_SKIP() << GetParam().name << ": one process owns the store";
+  WorkloadSpec spec;
+  spec.apps = 1;
+  spec.hosts = 2;
+  spec.records = 900;
+  spec.max_records_per_chunk = 6;
+  spec.mixed_every = 0;
+  // Three workloads, one after the other in time: ingested one at a time.
+  std::vector<Workload> thirds;
+  for (int i = 0; i < 3; ++i) {
+    spec.seed = 7 + i;
+    thirds.push_back(MakeWorkload(spec));
+    spec.start_ms = thirds.back().end_ms + 1;
+  }
+  Workload w;
+  w.start_ms = thirds.front().start_ms, w.end_ms = thirds.back().end_ms;
+  constexpr int64_t kPeriod = 60'000;
+  ManualClock a_clock(0), b_clock(0);
+  CompactionLeaseOptions lo;
+  lo.period_ms = kPeriod;
+  lo.owner = "a";
+  auto a_lease = CompactionLease::Create(*store_, lo, a_clock);
+  lo.owner = "b";
+  auto b_lease = CompactionLease::Create(*store_, lo, b_clock);
+  ASSERT_TRUE(a_lease.ok() && b_lease.ok());
+  CompactorOptions o;
+  o.max_span_ms = 3'600'000;
+  o.target_records = 150;
+  o.allow_non_atomic = true;
+  o.list_parts = true;
+  o.indexer = Options();
+  o.lease = a_lease->get();
+  auto a = Compactor::Create(*store_, o);
+  o.lease = b_lease->get();
+  auto b = Compactor::Create(*store_, o);
+  ASSERT_TRUE(a.ok() && b.ok());
+  const int64_t settled = w.end_ms + o.settle_ms + o.max_span_ms + 1;
+  QueryOptions qo = QOptions();
+  qo.max_chunk_span_ms = o.max_span_ms;
+  Indexer indexer(*store_, Options());
+  auto expect_exact = [&](size_t ingested, const std::string& when) {
+    Workload part = w;
+    for (size_t i = 0; i < ingested; ++i) part.records.insert(part.records.end(), thirds[i].records.begin(), thirds[i].records.end());
+    QueryEngine engine(*store_, qo);
+    for (const char* host : {"host0", "host1"}) {
+      Query q;
+      q.host = host;
+      q.from_ms = w.start_ms, q.to_ms = w.end_ms + 1, q.limit = 1000;
+      ExpectSame(RunAll(engine, q).records, BruteForce(part, q), when + ", " + host);
+    }
+  };
+
+  Ingest(thirds[0].chunks, indexer);
+  auto pass = (*a)->Pass(settled);
+  ASSERT_TRUE(pass.ok()) << pass.error().ToString();
+  EXPECT_GT(pass->merges, 0u) << "a takes the free lease and merges";
+  EXPECT_FALSE(pass->lease_elsewhere);
+  expect_exact(1, "a merged");
+
+  Ingest(thirds[1].chunks, indexer);
+  pass = (*b)->Pass(settled);
+  ASSERT_TRUE(pass.ok()) << pass.error().ToString();
+  EXPECT_TRUE(pass->lease_elsewhere);
+  EXPECT_EQ(pass->merges, 0u) << "a holds the lease";
+  // a stalls (writes nothing more); b waits out a period of its own clock.
+  b_clock.AdvanceMs(kPeriod);
+  pass = (*b)->Pass(settled);
+  ASSERT_TRUE(pass.ok()) << pass.error().ToString();
+  EXPECT_FALSE(pass->lease_elsewhere);
+  EXPECT_GT(pass->merges, 0u) << "b took the lease over and merges";
+  EXPECT_EQ((*b_lease)->takeovers(), 1u);
+  expect_exact(2, "b merged");
+
+  // a comes back within what it thinks its period: its pass plans merges,
+  // and its first write's fence fails. Nothing it would have written lands.
+  Ingest(thirds[2].chunks, indexer);
+  const auto before = Dump(*store_);
+  pass = (*a)->Pass(settled);
+  ASSERT_FALSE(pass.ok());
+  EXPECT_EQ(pass.error().code, Errc::kFailedPrecondition) << pass.error().ToString();
+  auto after = Dump(*store_);
+  after[std::string(kMetaTable)] = before.at(std::string(kMetaTable));  // but the lease row: a's failed fence does not write it
+  EXPECT_TRUE(after == before) << "a wrote after losing the lease";
+  pass = (*a)->Pass(settled);
+  ASSERT_TRUE(pass.ok()) << pass.error().ToString();
+  EXPECT_TRUE(pass->lease_elsewhere);
+  expect_exact(3, "a stopped");
+
+  pass = (*b)->Pass(settled);
+  ASSERT_TRUE(pass.ok()) << pass.error().ToString();
+  EXPECT_GT(pass->merges, 0u);
+  expect_exact(3, "b merged the rest");
+  EXPECT_TRUE((*b_lease)->Release().ok());
 }
 
 TEST_P(IndexerQuery, RefusesQueriesThatAreWrong) {

@@ -1,0 +1,241 @@
+// The compaction lease (indexer/compaction_lease.h) on every backend with
+// conditional writes (the HBase gateway; a real HBase in real.hbase.*): one
+// holder at a time, a takeover only after a whole period without a write,
+// on each member's own clock, a release taken at once, lost answers read
+// back, and a store failure that keeps the lease only within its period.
+#include "indexer/compaction_lease.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <thread>
+#include <vector>
+
+#include "common/row_keys.h"
+#include "indexer/tables.h"
+#include "tests/backends.h"
+#include "tests/failing_store.h"
+#include "tests/test_util.h"
+
+namespace logdex {
+namespace {
+
+constexpr int64_t kPeriod = 60'000;
+
+// An answer, not an error, and the one wanted.
+bool Is(const Result<bool>& answer, bool wanted) { return answer.ok() && *answer == wanted; }
+
+class CompactionLeaseTest : public ::testing::TestWithParam<Backend> {
+ public:
+  void SetUp() override {
+    store_ = GetParam().open(dir_.path() + "/a", &clock_);
+    ASSERT_NE(store_, nullptr);
+    ASSERT_TRUE(CreateTables(*store_, TableLayout{}).ok());
+    if (!store_->conditional_writes()) GTEST_SKIP() << "a store without conditional writes needs no lease";
+  }
+
+  std::unique_ptr<CompactionLease> Lease(const std::string& owner, const Clock& clock, TableStore* store = nullptr) {
+    CompactionLeaseOptions o;
+    o.owner = owner;
+    o.period_ms = kPeriod;
+    auto lease = CompactionLease::Create(store ? *store : *store_, o, clock);
+    EXPECT_TRUE(lease.ok());
+    return lease.ok() ? std::move(*lease) : nullptr;
+  }
+
+  std::optional<CompactionLeaseValue> Row() {
+    auto row = store_->Get(kMetaTable, kCompactionLeaseRow);
+    EXPECT_TRUE(row.ok());
+    if (!row.ok() || !row->has_value()) return std::nullopt;
+    return CompactionLeaseValue::Decode(**row);
+  }
+
+  ManualClock clock_{1'700'000'000'000};
+  TempDir dir_;
+  std::unique_ptr<TableStore> store_;
+};
+
+TEST(CompactionLeaseRocksDb, AStoreOneProcessOwnsNeedsNoLease) {
+  for (const Backend& b : AllBackends()) {
+    if (b.name != "rocksdb") continue;
+    TempDir dir;
+    ManualClock clock(0);
+    auto store = b.open(dir.path(), &clock);
+    ASSERT_NE(store, nullptr);
+    auto lease = CompactionLease::Create(*store, CompactionLeaseOptions{}, clock);
+    ASSERT_FALSE(lease.ok());
+    EXPECT_EQ(lease.error().code, Errc::kFailedPrecondition);
+  }
+}
+
+// Members' monotonic clocks have nothing in common: each contender waits a
+// whole period of its own from when it first saw the holder's latest write.
+TEST_P(CompactionLeaseTest, AnotherMemberTakesOverOnlyAfterAWholePeriodWithoutAWrite) {
+  ManualClock a_clock(5'000), b_clock(987'654'321);
+  auto a = Lease("a:1", a_clock), b = Lease("b:2", b_clock);
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(Is(a->Hold(), true));
+  EXPECT_TRUE(a->held());
+  EXPECT_EQ(Row()->owner, "a:1");
+  EXPECT_TRUE(Is(b->Hold(), false)) << "held: b starts counting";
+  // a renews every third of the period; b never sees the same value for a
+  // whole period.
+  for (int i = 0; i < 6; ++i) {
+    a_clock.AdvanceMs(kPeriod / 3);
+    b_clock.AdvanceMs(kPeriod / 3);
+    const uint64_t before = Row()->counter;
+    ASSERT_TRUE(Is(a->Hold(), true)) << i;
+    EXPECT_GT(Row()->counter, before) << "a renewal writes the row";
+    ASSERT_TRUE(Is(b->Hold(), false)) << i;
+  }
+  EXPECT_EQ(a->held_for_ms(), 2 * kPeriod);
+  // Within a third of the period a holder does not write.
+  const uint64_t counter = Row()->counter;
+  a_clock.AdvanceMs(1'000);
+  ASSERT_TRUE(Is(a->Hold(), true));
+  EXPECT_EQ(Row()->counter, counter);
+
+  // a stops writing (stalled or dead): b waits out a period from its last sight.
+  ASSERT_TRUE(Is(b->Hold(), false));
+  b_clock.AdvanceMs(kPeriod - 1);
+  ASSERT_TRUE(Is(b->Hold(), false));
+  b_clock.AdvanceMs(1);
+  ASSERT_TRUE(Is(b->Hold(), true));
+  EXPECT_EQ(b->takeovers(), 1u);
+  EXPECT_EQ(Row()->owner, "b:2");
+  // a's next fence fails: it must not write; it no longer holds the lease.
+  EXPECT_TRUE(Is(a->Fence(), false));
+  EXPECT_FALSE(a->held());
+  EXPECT_TRUE(Is(a->Hold(), false));
+  EXPECT_TRUE(Is(b->Fence(), true));
+}
+
+TEST_P(CompactionLeaseTest, AReleasedLeaseIsTakenAtOnce) {
+  ManualClock a_clock(0), b_clock(0);
+  auto a = Lease("a:1", a_clock), b = Lease("b:2", b_clock);
+  ASSERT_TRUE(Is(a->Hold(), true));
+  ASSERT_TRUE(Is(b->Hold(), false));
+  ASSERT_TRUE(a->Release().ok());
+  EXPECT_FALSE(a->held());
+  EXPECT_TRUE(Row()->released);
+  EXPECT_TRUE(Is(b->Hold(), true)) << "no period to wait out";
+  EXPECT_EQ(b->takeovers(), 0u);
+  EXPECT_TRUE(Is(a->Fence(), false));
+  EXPECT_TRUE(a->Release().ok()) << "not held: nothing to do";
+  EXPECT_EQ(Row()->owner, "b:2");
+  EXPECT_FALSE(Row()->released);
+}
+
+// Members racing for a free lease: exactly one gets it.
+TEST_P(CompactionLeaseTest, OfMembersTakingAFreeLeaseAtOnceExactlyOneHoldsIt) {
+  for (int round = 0; round < 3; ++round) {
+    std::vector<std::unique_ptr<CompactionLease>> leases;
+    for (int i = 0; i < 6; ++i) leases.push_back(Lease("m" + std::to_string(i), clock_));
+    std::atomic<int> holders{0}, errors{0};
+    std::vector<std::thread> threads;
+    for (auto& lease : leases) {
+      threads.emplace_back([&lease, &holders, &errors] {
+        auto held = lease->Hold();
+        if (!held.ok()) ++errors;
+        else holders += *held;
+      });
+    }
+    for (std::thread& t : threads) t.join();
+    EXPECT_EQ(errors, 0);
+    EXPECT_EQ(holders, 1) << "round " << round;
+    for (auto& lease : leases) ASSERT_TRUE(lease->Release().ok());
+  }
+}
+
+// A conditional put whose answer was lost after it landed (the client's
+// retry then saw its own value) answers no, or fails: the lease reads the
+// row back and knows it wrote it.
+class LosesAnswers final : public testing::ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  Result<bool> CheckAndPut(std::string_view table, std::string_view key, const std::optional<std::string>& expected,
+                           std::string_view value) override {
+    auto landed = base_.CheckAndPut(table, key, expected, value);
+    if (!landed.ok() || !*landed || mode == kAnswer) return landed;
+    if (mode == kNo) return false;
+    return Error{Errc::kUnavailable, "injected: the answer was lost"};
+  }
+  bool conditional_writes() const override { return base_.conditional_writes(); }
+  enum { kAnswer, kNo, kError } mode = kAnswer;
+};
+
+TEST_P(CompactionLeaseTest, AWriteWhoseAnswerWasLostIsReadBack) {
+  LosesAnswers store(*store_);
+  ManualClock a_clock(0), b_clock(0);
+  auto a = Lease("a:1", a_clock, &store), b = Lease("b:2", b_clock, &store);
+  store.mode = LosesAnswers::kNo;
+  ASSERT_TRUE(Is(a->Hold(), true));
+  EXPECT_TRUE(Is(b->Hold(), false)) << "b's own answer is true: a holds it";
+  store.mode = LosesAnswers::kError;
+  EXPECT_TRUE(Is(a->Fence(), true));
+  ASSERT_TRUE(a->Release().ok());
+  EXPECT_TRUE(Row()->released);
+  store.mode = LosesAnswers::kAnswer;
+  EXPECT_TRUE(Is(b->Hold(), true));
+}
+
+// A store that fails every call: the holder keeps the lease only within the
+// period of its last write, then checks with a conditional write.
+TEST_P(CompactionLeaseTest, AFailingStoreKeepsTheLeaseOnlyWithinItsPeriod) {
+  class Failing final : public testing::ForwardingStore {
+   public:
+    using ForwardingStore::ForwardingStore;
+    Result<std::optional<std::string>> Get(std::string_view table, std::string_view key) override {
+      if (failing) return Error{Errc::kUnavailable, "injected read failure"};
+      return base_.Get(table, key);
+    }
+    Result<bool> CheckAndPut(std::string_view table, std::string_view key, const std::optional<std::string>& expected,
+                             std::string_view value) override {
+      if (failing) return Error{Errc::kUnavailable, "injected write failure"};
+      return base_.CheckAndPut(table, key, expected, value);
+    }
+    bool conditional_writes() const override { return base_.conditional_writes(); }
+    bool failing = false;
+  } store(*store_);
+  ManualClock clock(0);
+  auto a = Lease("a:1", clock, &store);
+  ASSERT_TRUE(Is(a->Hold(), true));
+  store.failing = true;
+  clock.AdvanceMs(kPeriod / 3 - 1);
+  EXPECT_TRUE(Is(a->Hold(), true)) << "no write due yet";
+  clock.AdvanceMs(1);
+  auto renewed = a->Hold();
+  ASSERT_FALSE(renewed.ok());
+  EXPECT_EQ(renewed.error().code, Errc::kUnavailable);
+  EXPECT_TRUE(a->held()) << "within the period of the last write";
+  EXPECT_FALSE(a->Fence().ok());
+  clock.AdvanceMs(kPeriod - kPeriod / 3);
+  EXPECT_FALSE(a->held()) << "a period after the last write that landed";
+  EXPECT_EQ(a->held_for_ms(), 0);
+  store.failing = false;
+  EXPECT_TRUE(Is(a->Hold(), true)) << "no one took it meanwhile: still this member's";
+  EXPECT_TRUE(a->held());
+}
+
+TEST_P(CompactionLeaseTest, ARowOfAnotherShapeIsAnErrorNotAFreeLease) {
+  ASSERT_TRUE(store_->CheckAndPut(kMetaTable, kCompactionLeaseRow, std::nullopt, "\x09garbage").ok());
+  auto a = Lease("a:1", clock_);
+  auto held = a->Hold();
+  ASSERT_FALSE(held.ok());
+  EXPECT_EQ(held.error().code, Errc::kCorruption);
+  CompactionLeaseValue v;
+  v.released = true, v.token = 7, v.counter = 9, v.period_ms = 1234, v.written_ms = 99, v.owner = "host:1";
+  auto back = CompactionLeaseValue::Decode(v.Encode());
+  ASSERT_TRUE(back.has_value());
+  EXPECT_TRUE(back->released);
+  EXPECT_EQ(back->token, 7u);
+  EXPECT_EQ(back->counter, 9u);
+  EXPECT_EQ(back->period_ms, 1234);
+  EXPECT_EQ(back->written_ms, 99);
+  EXPECT_EQ(back->owner, "host:1");
+}
+
+INSTANTIATE_TEST_SUITE_P(Backends, CompactionLeaseTest, ::testing::ValuesIn(AllBackends()), BackendName());
+
+}  // namespace
+}  // namespace logdex
