@@ -190,6 +190,8 @@ Status Compactor::RunPass(int64_t now_ms, const std::function<bool(uint64_t)>& k
       return Status::Ok();
     }
   }
+  now_ms_ = now_ms;
+  std::erase_if(waiting_, [&](const auto& w) { return SaturatingSub(now_ms, w.second.written_ms) >= options_.removal_delay_ms; });
   const int64_t cutoff = SaturatingSub(now_ms, options_.settle_ms);
   const int64_t lo = SaturatingSub(now_ms, options_.lookback_ms);
 
@@ -432,9 +434,24 @@ Status Compactor::Land(const std::vector<const WriteBatch*>& batches) {
 
 Status Compactor::RemoveListedParts(const std::vector<std::pair<HostIndexKey, IndexValue>>& rows,
                                     std::set<std::tuple<Severity, int64_t, ChunkId>>& listed, CompactionPass& pass) {
+  // Parts listed whose removal waits (removal_delay_ms): skipped by the
+  // planner, left in place.
+  std::set<std::tuple<Severity, int64_t, ChunkId>> keep;
+  // Until the lease has been held for the delay, merged chunks this
+  // compactor did not write (or wrote before a restart) may be younger.
+  const bool others_removable = options_.removal_delay_ms <= 0 || !options_.lease ||
+                                options_.lease->held_for_ms() >= options_.removal_delay_ms;
   for (size_t at = 0; at < rows.size(); ++at) {
     const auto& [key, value] = rows[at];
     if (!value.lists_parts || corrupt_.count(value.main_key.chunk)) continue;
+    const MainKey& m = value.main_key;
+    if (auto w = waiting_.find({m.app, m.host, m.severity, m.first_ts_ms, m.chunk}); w != waiting_.end()) {
+      for (const auto& part : w->second.parts) {
+        listed.insert(part);
+        keep.insert(part);  // whatever another lister says
+      }
+      continue;
+    }
     // Read only when a row that could be one of its parts is there (same
     // severity, within its span; rows are in index time order): a merged
     // chunk is read once per merge stopped part-way, not at every pass.
@@ -468,11 +485,20 @@ Status Compactor::RemoveListedParts(const std::vector<std::pair<HostIndexKey, In
       continue;
     }
     for (int i = 0; i + 1 < row.parts_size(); i += 2) {
-      listed.insert({value.main_key.severity, static_cast<int64_t>(row.parts(i)), ChunkId(row.parts(i + 1))});
+      const std::tuple<Severity, int64_t, ChunkId> part{value.main_key.severity, static_cast<int64_t>(row.parts(i)),
+                                                        ChunkId(row.parts(i + 1))};
+      listed.insert(part);
+      if (!others_removable) keep.insert(part);
     }
   }
   for (const auto& [key, value] : rows) {
-    if (!listed.count({value.main_key.severity, value.main_key.first_ts_ms, value.main_key.chunk})) continue;
+    const std::tuple<Severity, int64_t, ChunkId> name{value.main_key.severity, value.main_key.first_ts_ms,
+                                                      value.main_key.chunk};
+    if (!listed.count(name)) continue;
+    if (keep.count(name)) {
+      ++pass.removals_waiting;
+      continue;
+    }
     // Its rows as a merge removes them: its tag rows first, while its main
     // row (which says what they are) stands. A part whose main row is gone
     // already had its tag rows removed before it.
@@ -612,14 +638,22 @@ Status Compactor::WriteMerge(std::vector<Part*>& parts, CompactionPass& pass) {
   // Not atomic: the parts go in later writes, once the merged chunk (its
   // main row last) is written: their tag rows, then the rest
   // (Indexer::StageRemoval).
+  // With removal_delay_ms, a later pass removes them (RemoveListedParts).
   WriteBatch tag_rows, removal;
   const bool atomic = store_.atomic_writes();
+  const bool delayed = !atomic && options_.removal_delay_ms > 0;
   WriteBatch& removes = atomic ? batch : removal;
+  Waiting waiting{now_ms_, {}};
   uint64_t bytes_in = 0, uncompressed = 0;
   for (const Part* p : parts) {
     // The merged chunk's main key is new (its id is not a part's), so a
     // part's delete never removes it.
-    Indexer::StageRemoval(p->row.chunk(), p->key, p->views, removes, p->has_token_filter, atomic ? nullptr : &tag_rows);
+    if (delayed) {
+      waiting.parts.emplace_back(p->key.severity, p->key.first_ts_ms, p->key.chunk);
+    } else {
+      Indexer::StageRemoval(p->row.chunk(), p->key, p->views, removes, p->has_token_filter,
+                            atomic ? nullptr : &tag_rows);
+    }
     bytes_in += p->row.chunk().ByteSizeLong();
     uncompressed += p->row.chunk().uncompressed_size();
   }
@@ -627,6 +661,11 @@ Status Compactor::WriteMerge(std::vector<Part*>& parts, CompactionPass& pass) {
   indexer_.Settle(s.ok());
   if (s.ok() && !removal.empty()) s = Land({&tag_rows, &removal});
   if (!s.ok()) return s;
+  if (delayed) {
+    pass.removals_waiting += waiting.parts.size();
+    waiting_[{AppIdOf(head.app()), HostIdOf(head.host()), parts.front()->key.severity, merged.first_ts_ms(), merged_id}] =
+        std::move(waiting);
+  }
   NoteBig(merged_id, merged_record_bytes);
   ++pass.merges;
   pass.parts += parts.size();

@@ -74,6 +74,7 @@
 #include <atomic>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -183,6 +184,17 @@ struct CompactorOptions {
   // Two compactors on one store need the lease (below) so that they never
   // merge one stream at once; serve does not set this yet (issue 16).
   bool allow_non_atomic = false;
+  // (allow_non_atomic) A merge's parts are removed by a pass at least this
+  // long after the merged chunk was written (on the passes' now_ms), not at
+  // once. A store without snapshots (HBase) lets a query whose index scan
+  // passed the merged chunk's position before it landed read the parts
+  // instead, and they must still be there: set it to the longest a query
+  // runs (query.max_time) plus a margin. Meanwhile queries find both and
+  // skip the parts (CompactionPass::removals_waiting counts them). With a
+  // lease, a member removes nothing until it has held the lease this long:
+  // it does not know when another member (or itself, before a restart)
+  // wrote the merged chunks it finds. 0: at once.
+  int64_t removal_delay_ms = 0;
   // Whether a part's source can no longer be replayed (see above). Null: all.
   std::function<bool(const proto::ChunkSource&)> replay_safe;
   // Bumped (to odd) before and (to even) after every merge batch; queries
@@ -218,7 +230,8 @@ struct CompactionPass {
   uint64_t bytes_read = 0;     // uncompressed bytes of every part read, merged or not (budget, pacing)
   uint64_t corrupt_parts = 0;  // parts found not to decode this pass (each once): left as they are
   uint64_t unsafe_parts = 0;   // parts of runs that wait for one not yet replay-safe
-  uint64_t repaired_parts = 0; // parts a merged chunk lists, still stored (a merge stopped part-way): removed
+  uint64_t repaired_parts = 0; // parts a merged chunk lists, still stored (a merge stopped part-way, or a delayed removal): removed
+  uint64_t removals_waiting = 0;  // parts a merged chunk lists, still stored, left for a later pass (removal_delay_ms)
   bool lease_elsewhere = false;  // another member holds the compaction lease: the pass did nothing
   uint64_t runs_left = 0;      // closed runs the pass had no budget for
   uint64_t runs_growing = 0;   // runs the clock closed that wait: grown since the last pass, or merged within settle
@@ -281,6 +294,18 @@ class Compactor {
   };
   std::unordered_map<uint64_t, ClockClosed> clock_closed_;
   uint64_t passes_ = 0;
+  // This compactor's merges whose parts' removal waits (removal_delay_ms):
+  // when each merged chunk was written (now_ms of its pass) and its parts
+  // (severity, first time, id), so that a pass neither reads it nor
+  // removes them until the delay has passed. At most a delay's merges.
+  struct Waiting {
+    int64_t written_ms = 0;
+    std::vector<std::tuple<Severity, int64_t, ChunkId>> parts;
+  };
+  // By the merged chunk's (app, host, severity, first time, id): ids alone
+  // may repeat across streams.
+  std::map<std::tuple<AppId, HostId, Severity, int64_t, ChunkId>, Waiting> waiting_;
+  int64_t now_ms_ = 0;  // the running pass's
 };
 
 }  // namespace logdex

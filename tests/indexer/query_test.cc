@@ -1861,6 +1861,135 @@ TEST_P(IndexerQuery, CompactorsSharingAStoreMergeOnlyWhileTheyHoldTheLease) {
   EXPECT_TRUE((*b_lease)->Release().ok());
 }
 
+// HBase has no snapshots: a query whose index scan passed a merged chunk's
+// position before the merge landed reads the parts instead, so they stay
+// for CompactorOptions::removal_delay_ms after the merged chunk's write.
+// Meanwhile queries find both and answer each record once; a pass after
+// the delay removes them. A compactor restarted with a lease removes
+// nothing until it has held the lease for the delay (it cannot know the
+// age of the merged chunks it finds).
+TEST_P(IndexerQuery, AMergesPartsStayForTheRemovalDelayAndQueriesAreExactMeanwhile) {
+  WorkloadSpec spec;
+  spec.apps = 1;
+  spec.hosts = 2;
+  spec.records = 600;
+  spec.max_records_per_chunk = 6;
+  spec.mixed_every = 0;
+  Workload w = MakeWorkload(spec);
+  constexpr int64_t kDelay = 600'000;
+  CompactorOptions o;
+  o.max_span_ms = 3'600'000;
+  o.target_records = 150;
+  o.allow_non_atomic = true;
+  o.list_parts = true;
+  o.removal_delay_ms = kDelay;
+  o.indexer = Options();
+  const int64_t settled = w.end_ms + o.settle_ms + o.max_span_ms + 1;
+  QueryOptions qo = QOptions();
+  qo.max_chunk_span_ms = o.max_span_ms;
+  auto expect_exact = [&](TableStore& store, const std::string& when) {
+    QueryEngine engine(store, qo);
+    QueryOptions main_table = qo;
+    main_table.max_scan_index_ranges = 0;
+    QueryEngine scanning(store, main_table);
+    for (const char* host : {"host0", "host1"}) {
+      Query q;
+      q.host = host;
+      q.from_ms = w.start_ms, q.to_ms = w.end_ms + 1, q.limit = 1000;
+      ExpectSame(RunAll(engine, q).records, BruteForce(w, q), when + ", " + host);
+    }
+    Query q;
+    q.scan = true;
+    q.from_ms = w.start_ms, q.to_ms = w.end_ms + 1, q.limit = 1000;
+    ExpectSame(RunAll(scanning, q).records, BruteForce(w, q), when + ", the main table");
+  };
+  // Stored main rows a stored merged chunk lists.
+  auto listed_and_stored = [&](TableStore& store) {
+    std::set<std::string> keys, listed;
+    EXPECT_TRUE(store.Scan(ScanSpec{std::string(kMainTable), "", "", false, 0}, [&](auto k, auto v) {
+      proto::MainRow row;
+      EXPECT_TRUE(row.ParseFromArray(v.data(), static_cast<int>(v.size())));
+      keys.emplace(k);
+      MainKey part = *MainKey::Decode(k);
+      for (int i = 0; i + 1 < row.parts_size(); i += 2) {
+        part.first_ts_ms = static_cast<int64_t>(row.parts(i));
+        part.chunk = ChunkId(row.parts(i + 1));
+        listed.insert(part.Encode());
+      }
+      return true;
+    }).ok());
+    size_t n = 0;
+    for (const std::string& k : listed) n += keys.count(k);
+    return n;
+  };
+
+  Indexer indexer(*store_, Options());
+  Ingest(w.chunks, indexer);
+  testing::FailingReads view(*store_);  // no atomic writes, whatever the backend
+  auto compactor = Compactor::Create(view, o);
+  ASSERT_TRUE(compactor.ok()) << compactor.error().ToString();
+  auto pass = (*compactor)->Pass(settled);
+  ASSERT_TRUE(pass.ok()) << pass.error().ToString();
+  ASSERT_GT(pass->merges, 1u);
+  EXPECT_EQ(pass->repaired_parts, 0u);
+  EXPECT_EQ(pass->removals_waiting, pass->parts);
+  const uint64_t merged_parts = pass->parts;
+  EXPECT_EQ(listed_and_stored(*store_), merged_parts) << "every part stays";
+  expect_exact(*store_, "merged, parts waiting");
+  pass = (*compactor)->Pass(settled + kDelay - 1);
+  ASSERT_TRUE(pass.ok()) << pass.error().ToString();
+  EXPECT_EQ(pass->repaired_parts, 0u) << "within the delay";
+  EXPECT_EQ(pass->removals_waiting, merged_parts);
+  EXPECT_EQ(pass->merges, 0u) << "waiting parts are not merged again";
+  expect_exact(*store_, "within the delay");
+  pass = (*compactor)->Pass(settled + kDelay);
+  ASSERT_TRUE(pass.ok()) << pass.error().ToString();
+  EXPECT_EQ(pass->repaired_parts, merged_parts) << "the delay has passed";
+  EXPECT_EQ(pass->removals_waiting, 0u);
+  EXPECT_EQ(listed_and_stored(*store_), 0u);
+  expect_exact(*store_, "parts removed");
+
+  if (!store_->conditional_writes()) return;
+  // Merged and restarted: the new compactor's lease, taken at its first
+  // pass, has been held for less than the delay, whatever the wall clock.
+  auto b = Open("b");
+  ASSERT_NE(b, nullptr);
+  Indexer b_indexer(*b, Options());
+  Ingest(w.chunks, b_indexer);
+  testing::FailingReads b_view(*b);
+  {
+    auto first = Compactor::Create(b_view, o);
+    ASSERT_TRUE(first.ok());
+    ASSERT_TRUE((*first)->Pass(settled).ok());
+  }
+  ManualClock lease_clock(0);
+  CompactionLeaseOptions lo;
+  lo.period_ms = 60'000;
+  auto lease = CompactionLease::Create(*b, lo, lease_clock);
+  ASSERT_TRUE(lease.ok());
+  o.lease = lease->get();
+  auto restarted = Compactor::Create(b_view, o);
+  ASSERT_TRUE(restarted.ok());
+  pass = (*restarted)->Pass(settled + 10 * kDelay);
+  ASSERT_TRUE(pass.ok()) << pass.error().ToString();
+  EXPECT_EQ(pass->repaired_parts, 0u) << "the lease is new";
+  EXPECT_EQ(pass->removals_waiting, merged_parts);
+  EXPECT_EQ(pass->merges, 0u);
+  expect_exact(*b, "restarted, lease new");
+  for (int64_t held = 20'000; held < kDelay; held += 20'000) {  // renewing it every third of its period
+    lease_clock.AdvanceMs(20'000);
+    pass = (*restarted)->Pass(settled + 10 * kDelay);
+    ASSERT_TRUE(pass.ok()) << pass.error().ToString();
+    ASSERT_EQ(pass->repaired_parts, 0u) << "held for " << held << " ms";
+  }
+  lease_clock.AdvanceMs(20'000);
+  pass = (*restarted)->Pass(settled + 10 * kDelay);
+  ASSERT_TRUE(pass.ok()) << pass.error().ToString();
+  EXPECT_EQ(pass->repaired_parts, merged_parts) << "held for the delay";
+  EXPECT_EQ(listed_and_stored(*b), 0u);
+  expect_exact(*b, "restarted, removed");
+}
+
 TEST_P(IndexerQuery, RefusesQueriesThatAreWrong) {
   QueryEngine engine(*store_, QOptions());
   auto expect_bad = [&](Query q, const std::string& says) {
