@@ -6,6 +6,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <random>
 #include <thread>
 #include <tuple>
@@ -94,7 +95,12 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
       : o_(std::move(o)), store_(store), processor_(processor), metrics_(metrics), clock_(clock) {}
 
   ~Impl() override {
-    if (consumer_ && !closed_) consumer_->close();
+    {
+      std::unique_lock lock(client_mu_);
+      closed_ = true;
+      refreshed_.wait(lock, [&] { return refreshing_ == 0; });  // a RefreshCommitted still in the client
+    }
+    if (consumer_) consumer_->close();
     if (producer_) {
       // Dead letters still queued or in flight (a stop while the DLQ was
       // slow): purge them and serve their reports, which free the tickets.
@@ -348,8 +354,8 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
     {
       std::lock_guard lock(client_mu_);
       closed_ = true;
-      consumer_->close();
     }
+    consumer_->close();
     producer_->flush(1000);
     return Status::Ok();
   }
@@ -802,14 +808,28 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
   }
 
   Status RefreshCommitted(const std::vector<std::pair<std::string, int32_t>>& partitions, int timeout_ms) {
-    if (partitions.empty()) return Status::Ok();
     std::vector<RdKafka::TopicPartition*> parts;
-    for (const auto& [topic, partition] : partitions) parts.push_back(RdKafka::TopicPartition::create(topic, partition));
+    {
+      // This member's own partitions: the broker holds what it committed.
+      std::lock_guard lock(mu_);
+      for (const auto& [topic, partition] : partitions) {
+        if (!assigned_.count({topic, partition})) parts.push_back(RdKafka::TopicPartition::create(topic, partition));
+      }
+    }
+    if (parts.empty()) return Status::Ok();
     RdKafka::ErrorCode e = RdKafka::ERR__STATE;
     {
-      // The client is thread-safe, but not once closed (Run's end).
-      std::lock_guard lock(client_mu_);
-      if (consumer_ && !closed_) e = consumer_->committed(parts, timeout_ms);
+      // The client is thread-safe, but not once closed (Run's end): the
+      // call is counted, and the client is not destroyed while it runs.
+      std::unique_lock lock(client_mu_);
+      if (!closed_ && consumer_) {
+        ++refreshing_;
+        lock.unlock();
+        e = consumer_->committed(parts, timeout_ms);
+        lock.lock();
+        --refreshing_;
+        refreshed_.notify_all();
+      }
     }
     size_t read = 0;
     for (auto* p : parts) {
@@ -824,8 +844,11 @@ class GroupConsumer::Impl : public RdKafka::RebalanceCb, public RdKafka::EventCb
   }
 
  private:
-  std::mutex client_mu_;  // consumer_'s close against RefreshCommitted
-  bool closed_ = false;   // under client_mu_ (Run's thread reads it unlocked: it alone writes it)
+  // RefreshCommitted against the client's close and destruction.
+  std::mutex client_mu_;
+  std::condition_variable refreshed_;
+  bool closed_ = false;  // under client_mu_
+  int refreshing_ = 0;   // calls in the client, under client_mu_
 
   // The highest offset this member saw committed per partition (commits and
   // assignments), for CommittedOffset().

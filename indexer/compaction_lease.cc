@@ -1,5 +1,6 @@
 #include "indexer/compaction_lease.h"
 
+#include <algorithm>
 #include <random>
 
 #include "common/bytes.h"
@@ -58,14 +59,18 @@ int64_t CompactionLease::held_for_ms() const { return held() ? (NowNs() - held_s
 
 CompactionLeaseValue CompactionLease::Next() const {
   CompactionLeaseValue v = *mine_;
-  ++v.counter;
+  // Past every value tried, landed or not: a write whose answer was lost
+  // must not look like a later one.
+  v.counter = std::max(v.counter, tried_counter_) + 1;
   v.period_ms = options_.period_ms;
   v.written_ms = clock_.NowMs();
   return v;
 }
 
-Result<bool> CompactionLease::Write(const std::optional<std::string>& expected, const CompactionLeaseValue& next) {
+Result<bool> CompactionLease::Write(const std::optional<std::string>& expected, const CompactionLeaseValue& next,
+                                    std::optional<std::string>* found) {
   const std::string value = next.Encode();
+  tried_counter_ = std::max(tried_counter_, next.counter);
   auto put = store_.CheckAndPut(kMetaTable, kCompactionLeaseRow, expected, value);
   if (put.ok() && *put) return true;
   // "No" (or an error) may follow this very write, landed by a retry whose
@@ -74,6 +79,7 @@ Result<bool> CompactionLease::Write(const std::optional<std::string>& expected, 
   if (!row.ok()) return put.ok() ? row.error() : put.error();
   if (row->has_value() && **row == value) return true;
   if (!put.ok()) return put.error();
+  if (found) *found = *row;
   return false;
 }
 
@@ -98,8 +104,9 @@ Result<bool> CompactionLease::Hold() {
   bool takeover = false;
   if (!take) {
     if (seen_ != **row) {  // a holder that writes is alive: wait a period from now
+      // From after the read: the value may have landed while it ran.
       seen_ = **row;
-      seen_ns_ = start;
+      seen_ns_ = NowNs();
       return false;
     }
     const int64_t period_ms = std::max(current->period_ms, options_.period_ms);
@@ -113,7 +120,8 @@ Result<bool> CompactionLease::Hold() {
   next.period_ms = options_.period_ms;
   next.written_ms = clock_.NowMs();
   next.owner = options_.owner;
-  auto wrote = Write(current ? std::optional<std::string>(**row) : std::nullopt, next);
+  tried_counter_ = 0;
+  auto wrote = Write(current ? std::optional<std::string>(**row) : std::nullopt, next, nullptr);
   if (!wrote.ok()) return wrote.error();
   seen_.reset();
   if (!*wrote) return false;  // another member was first
@@ -125,24 +133,41 @@ Result<bool> CompactionLease::Hold() {
 
 Result<bool> CompactionLease::Fence() {
   if (!mine_) return false;
-  const int64_t start = NowNs();
-  const CompactionLeaseValue next = Next();
-  auto wrote = Write(mine_->Encode(), next);
-  if (!wrote.ok()) return wrote.error();
-  if (!*wrote) {  // another member took it
+  for (int attempt = 0;; ++attempt) {
+    const int64_t start = NowNs();
+    const CompactionLeaseValue next = Next();
+    std::optional<std::string> found;
+    auto wrote = Write(mine_->Encode(), next, &found);
+    if (!wrote.ok()) return wrote.error();
+    if (*wrote) {
+      mine_ = next;
+      written_ns_ = start;
+      return true;
+    }
+    // The row moved on from what this member knew. With its token, it is
+    // an earlier write of its own whose answer was lost (it landed at an
+    // unknown time: written_ns_ stays): written over once more. Else
+    // another member took it.
+    auto row = found ? CompactionLeaseValue::Decode(*found) : std::nullopt;
+    if (attempt == 0 && row && !row->released && row->token == mine_->token && row->counter > mine_->counter) {
+      mine_ = *row;
+      continue;
+    }
     mine_.reset();
     return false;
   }
-  mine_ = next;
-  written_ns_ = start;
-  return true;
+}
+
+int64_t CompactionLease::remaining_ms() const {
+  if (!mine_) return 0;
+  return std::max<int64_t>(0, options_.period_ms - (NowNs() - written_ns_) / 1'000'000);
 }
 
 Status CompactionLease::Release() {
   if (!mine_) return Status::Ok();
   CompactionLeaseValue next = Next();
   next.released = true;
-  auto wrote = Write(mine_->Encode(), next);
+  auto wrote = Write(mine_->Encode(), next, nullptr);
   mine_.reset();
   if (!wrote.ok()) return wrote.error();
   return Status::Ok();

@@ -14,14 +14,19 @@
 //   - Held: a member that wrote the row at monotonic time S (the start of
 //     the call) holds it until S + period: a contender first saw that value
 //     after the write landed, after S, and waits a whole period more.
-//   - The holder renews (Hold) every third of the period, and fences each
-//     write phase (Fence): one conditional write, which fails once another
-//     member has taken over. The writes after a fence must land within the
-//     period: the period must exceed the store client's longest call
-//     (timeout × attempts), or a write still in flight could land after a
-//     takeover.
+//   - The holder renews it (Hold) once a third of the period has passed
+//     since its last write, when it is asked: the compactor asks at the
+//     start of each pass and before each write, so passes must come more
+//     often than the period. Each write phase is fenced (Fence): one
+//     conditional write, which fails once another member has taken over.
+//     The writes after a fence must land within the period: the compactor
+//     fences again before each batch once half the period is gone, so half
+//     the period must exceed the longest a batch write can take (the store
+//     client's timeout × attempts, per call), or a write still in flight
+//     could land after a takeover.
 //   - Release (at shutdown) marks the row released: the next member need
-//     not wait out the period.
+//     not wait out the period. Only once every write has answered: a write
+//     that failed may still land (a gateway retries it).
 // A conditional put that answers "no" may have landed on a retry after its
 // answer was lost (TableStore::CheckAndPut): the row is then read back and
 // compared with what was written (a random token per holding and the
@@ -86,6 +91,9 @@ class CompactionLease {
   Status Release();
 
   bool held() const;
+  // What is left of the period since this member's last write (0: not held).
+  int64_t remaining_ms() const;
+  int64_t period_ms() const { return options_.period_ms; }
   // How long this member has held the lease without a break (0: not held).
   int64_t held_for_ms() const;
   // Takeovers of a lease whose holder stopped writing it (counted here).
@@ -95,7 +103,9 @@ class CompactionLease {
   CompactionLease(TableStore& store, CompactionLeaseOptions options, const Clock& clock);
   // A conditional write of `next` over `expected`; true when it landed
   // (read back when the answer was no).
-  Result<bool> Write(const std::optional<std::string>& expected, const CompactionLeaseValue& next);
+  // `found`: the row's value, when it answers no.
+  Result<bool> Write(const std::optional<std::string>& expected, const CompactionLeaseValue& next,
+                     std::optional<std::string>* found);
   CompactionLeaseValue Next() const;
   int64_t NowNs() const { return clock_.MonotonicNs(); }
 
@@ -106,6 +116,7 @@ class CompactionLease {
   std::optional<CompactionLeaseValue> mine_;
   int64_t written_ns_ = 0;     // the start of the write that landed last
   int64_t held_since_ns_ = 0;  // the start of the write that took it
+  uint64_t tried_counter_ = 0; // the highest counter written or tried in this holding
   // Another member's value as first seen, and when.
   std::optional<std::string> seen_;
   int64_t seen_ns_ = 0;

@@ -147,6 +147,10 @@ Result<std::unique_ptr<Compactor>> Compactor::Create(TableStore& store, Compacto
                  "compaction needs a store whose writes are atomic (rocksdb); this store's are not (hbase)"};
   }
   if (!store.atomic_writes()) options.list_parts = true;
+  if (store.shared() && !options.lease) {
+    return Error{Errc::kFailedPrecondition,
+                 "compaction on a store several members write needs the compaction lease (one merges at a time)"};
+  }
   if (options.settle_ms < 0 || options.max_span_ms < 1 || options.target_records < 2 || options.target_bytes < 1 ||
       options.lookback_ms < 1 || options.max_pass_bytes < 1) {
     return Error{Errc::kInvalidArgument, "compactor: settle >= 0, max_span >= 1 ms, target_records >= 2, "
@@ -408,13 +412,19 @@ Status Compactor::MergeRun(std::vector<Part>& run, CompactionPass& pass,
 }
 
 Status Compactor::Land(const std::vector<const WriteBatch*>& batches) {
-  if (options_.lease) {
-    // The writes below must land while no other member merges (before the
-    // gate: ingest does not wait behind this round trip).
+  // The writes below must land while no other member merges: each batch
+  // starts with at least half the lease's period left (CompactionLease).
+  // The first fence comes before the gate, so that ingest does not wait
+  // behind its round trip; a wait for the gate may use the half up.
+  auto fence = [&](bool always) -> Status {
+    if (!options_.lease) return Status::Ok();
+    if (!always && options_.lease->remaining_ms() >= options_.lease->period_ms() / 2) return Status::Ok();
     auto held = options_.lease->Fence();
     if (!held.ok()) return held.error();
     if (!*held) return Status(Errc::kFailedPrecondition, "the compaction lease went to another member: this pass stops");
-  }
+    return Status::Ok();
+  };
+  if (Status f = fence(true); !f.ok()) return f;
   std::unique_lock<std::shared_mutex> gate;
   if (options_.merge_gate) {
     ++options_.merge_gate->merges_waiting;
@@ -425,7 +435,8 @@ Status Compactor::Land(const std::vector<const WriteBatch*>& batches) {
   Status s;
   for (const WriteBatch* b : batches) {
     if (b->empty()) continue;
-    s = store_.Write(*b);
+    s = fence(false);
+    if (s.ok()) s = store_.Write(*b);
     if (!s.ok()) break;
   }
   if (options_.store_epoch) options_.store_epoch->fetch_add(1);

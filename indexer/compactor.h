@@ -172,7 +172,7 @@ struct CompactorOptions {
   bool list_parts = false;
   // Merge on a store whose writes are not atomic (HBase): a merge writes
   // the merged chunk's rows and its ledger row, then removes its parts (their
-  // tag rows, then their main rows, then the rest: a stopped removal leaves
+  // tag and token-filter rows, then their main rows, then the rest: a stopped removal leaves
   // what finds and names the rest), and lists them (list_parts on), so that
   // a query finding both skips the parts. A merge stopped between or inside its writes is
   // finished by a later pass, which first removes the still-stored parts a
@@ -182,7 +182,8 @@ struct CompactorOptions {
   // main row is written (it goes last) loses its index rows and is done
   // again whole, under the same key.
   // Two compactors on one store need the lease (below) so that they never
-  // merge one stream at once; serve does not set this yet (issue 16).
+  // merge one stream at once: Create refuses a shared() store without one.
+  // Serve does not set this yet (issue 16).
   bool allow_non_atomic = false;
   // (allow_non_atomic) A merge's parts are removed by a pass at least this
   // long after the merged chunk was written (on the passes' now_ms), not at

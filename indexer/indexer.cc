@@ -645,7 +645,8 @@ void Indexer::StageRemoval(const proto::LogChunk& part, const MainKey& key, cons
   const int64_t last = part.last_ts_ms();
   batch.WriteLast(kMainTable);
   batch.Delete(kMainTable, key.Encode());
-  if (has_token_filter) batch.Delete(kTokenTable, key.Encode());  // a merged part's
+  WriteBatch& tag_batch = tag_rows ? *tag_rows : batch;
+  if (has_token_filter) tag_batch.Delete(kTokenTable, key.Encode());  // a merged part's
   batch.Delete(LevelIndexTable(key.severity), LevelIndexKey{key.app, last, key.host, key.chunk}.Encode());
   batch.Delete(kHostIndexTable, HostIndexKey{key.host, key.app, last, key.severity, key.chunk}.Encode());
   std::vector<TagId> tags;
@@ -657,7 +658,6 @@ void Indexer::StageRemoval(const proto::LogChunk& part, const MainKey& key, cons
   }
   std::sort(tags.begin(), tags.end());
   tags.erase(std::unique(tags.begin(), tags.end()), tags.end());
-  WriteBatch& tag_batch = tag_rows ? *tag_rows : batch;
   for (TagId tag : tags) {
     tag_batch.Delete(kTagIndexTable, TagIndexKey{tag, last, key.app, key.host, key.severity, key.chunk}.Encode());
   }

@@ -269,11 +269,12 @@ class Indexer {
   // tag summary and of its records' tags (a delete of an absent row is harmless).
   // Its `tok` row only when its index rows say it has one (`has_token_filter`,
   // IndexValue): most parts have none, and a delete is a memtable insert.
-  // `tag_rows`, when given, takes the tag rows' deletes: a store without
-  // atomic writes lands them first, in a write of their own, because a
-  // part's tags are read from its main row (removed in `batch`, before its
-  // severity and host rows), so that a removal stopped anywhere leaves the
-  // rows that find the rest of it.
+  // `tag_rows`, when given, takes the tag and token-filter rows' deletes: a
+  // store without atomic writes lands them first, in a write of their own,
+  // because a part's tags are read from its main row (removed in `batch`,
+  // before its severity and host rows, which say whether it has a token
+  // filter), so that a removal stopped anywhere leaves the rows that find
+  // the rest of it.
   static void StageRemoval(const proto::LogChunk& part, const MainKey& key, const RecordViews& records,
                            WriteBatch& batch, bool has_token_filter = true, WriteBatch* tag_rows = nullptr);
   // The same, of records built (tests).

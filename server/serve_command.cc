@@ -362,7 +362,7 @@ Result<std::unique_ptr<Compactor>> MakeCompactor(const ServeConfig& config, Tabl
       if (!first && now - it->second < std::chrono::seconds(30)) return false;
       it->second = now;
     }
-    if (Status s = consumer.RefreshCommitted({{src.topic(), src.partition()}}, 5'000); !s.ok()) {
+    if (Status s = consumer.RefreshCommitted({{src.topic(), src.partition()}}, 2'000); !s.ok()) {
       spdlog::warn("compaction: {} (partition {}[{}]); its parts wait", s.message(), src.topic(), src.partition());
       return false;
     }

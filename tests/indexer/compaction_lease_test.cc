@@ -160,8 +160,16 @@ class LosesAnswers final : public testing::ForwardingStore {
     if (mode == kNo) return false;
     return Error{Errc::kUnavailable, "injected: the answer was lost"};
   }
+  Result<std::optional<std::string>> Get(std::string_view table, std::string_view key) override {
+    if (fail_gets > 0) {
+      --fail_gets;
+      return Error{Errc::kUnavailable, "injected read failure"};
+    }
+    return base_.Get(table, key);
+  }
   bool conditional_writes() const override { return base_.conditional_writes(); }
   enum { kAnswer, kNo, kError } mode = kAnswer;
+  int fail_gets = 0;
 };
 
 TEST_P(CompactionLeaseTest, AWriteWhoseAnswerWasLostIsReadBack) {
@@ -176,6 +184,60 @@ TEST_P(CompactionLeaseTest, AWriteWhoseAnswerWasLostIsReadBack) {
   ASSERT_TRUE(a->Release().ok());
   EXPECT_TRUE(Row()->released);
   store.mode = LosesAnswers::kAnswer;
+  EXPECT_TRUE(Is(b->Hold(), true));
+}
+
+// A fence whose write landed but whose answer and read-back both failed:
+// the next fence finds the row past what the member knew, with its own
+// token, and writes over it: the lease stays with it.
+TEST_P(CompactionLeaseTest, AFenceThatLandedUnansweredIsRecognisedByTheNextOne) {
+  LosesAnswers store(*store_);
+  ManualClock a_clock(0), b_clock(0);
+  auto a = Lease("a:1", a_clock, &store), b = Lease("b:2", b_clock, &store);
+  ASSERT_TRUE(Is(a->Hold(), true));
+  const uint64_t first = Row()->counter;
+  store.mode = LosesAnswers::kError;
+  store.fail_gets = 1;
+  EXPECT_FALSE(a->Fence().ok()) << "landed, but neither answer nor read-back came";
+  EXPECT_GT(Row()->counter, first);
+  store.mode = LosesAnswers::kAnswer;
+  ASSERT_TRUE(Is(a->Fence(), true));
+  EXPECT_TRUE(a->held());
+  EXPECT_EQ(Row()->owner, "a:1");
+  EXPECT_GT(Row()->counter, first + 1) << "written over the unanswered write";
+  EXPECT_TRUE(Is(b->Hold(), false));
+}
+
+// A contender's read that takes long: the holder's value may have landed
+// while it ran, so the contender counts its period from the read's end.
+TEST_P(CompactionLeaseTest, AContenderCountsThePeriodFromWhenItsReadReturned) {
+  ManualClock a_clock(0), b_clock(0);
+  class SlowReads final : public testing::ForwardingStore {
+   public:
+    SlowReads(TableStore& base, ManualClock& clock) : ForwardingStore(base), clock_(clock) {}
+    Result<std::optional<std::string>> Get(std::string_view table, std::string_view key) override {
+      auto row = base_.Get(table, key);
+      clock_.AdvanceMs(slow_ms);
+      slow_ms = 0;
+      return row;
+    }
+    Result<bool> CheckAndPut(std::string_view table, std::string_view key, const std::optional<std::string>& expected,
+                             std::string_view value) override {
+      return base_.CheckAndPut(table, key, expected, value);
+    }
+    bool conditional_writes() const override { return base_.conditional_writes(); }
+    int64_t slow_ms = 0;
+
+   private:
+    ManualClock& clock_;
+  } slow(*store_, b_clock);
+  auto a = Lease("a:1", a_clock), b = Lease("b:2", b_clock, &slow);
+  ASSERT_TRUE(Is(a->Hold(), true));
+  slow.slow_ms = 30'000;
+  ASSERT_TRUE(Is(b->Hold(), false));
+  b_clock.AdvanceMs(kPeriod - 1);
+  EXPECT_TRUE(Is(b->Hold(), false)) << "a period from the read's end has not passed";
+  b_clock.AdvanceMs(1);
   EXPECT_TRUE(Is(b->Hold(), true));
 }
 
