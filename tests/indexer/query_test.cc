@@ -85,6 +85,27 @@ class IndexerQuery : public ::testing::TestWithParam<Backend> {
     return PackChunk(app, host, b, po).SerializeAsString();
   }
 
+  // Main rows, and the stored parts a stored merged chunk lists (by main
+  // key: the workload's chunk ids are not unique).
+  static std::pair<size_t, size_t> Census(TableStore& store) {
+    std::set<std::string> keys, listed;
+    EXPECT_TRUE(store.Scan(ScanSpec{std::string(kMainTable), "", "", false, 0}, [&](auto k, auto v) {
+      proto::MainRow row;
+      EXPECT_TRUE(row.ParseFromArray(v.data(), static_cast<int>(v.size())));
+      keys.emplace(k);
+      MainKey part = *MainKey::Decode(k);
+      for (int i = 0; i + 1 < row.parts_size(); i += 2) {
+        part.first_ts_ms = static_cast<int64_t>(row.parts(i));
+        part.chunk = ChunkId(row.parts(i + 1));
+        listed.insert(part.Encode());
+      }
+      return true;
+    }).ok());
+    size_t left = 0;
+    for (const std::string& k : listed) left += keys.count(k);
+    return {keys.size(), left};
+  }
+
   void Ingest(const std::vector<std::string>& chunks, Indexer& indexer) {
     proto::ChunkSource src;
     src.set_topic("t");
@@ -1690,26 +1711,7 @@ TEST_P(IndexerQuery, AMergeStoppedAtAnyWriteIsExactMeanwhileAndFinishedByTheNext
     }
     ExpectSame(RunAll(scanning, queries[3]).records, BruteForce(w, queries[3]), when + ", the main table");
   };
-  // Main rows, and the stored parts a stored merged chunk lists (by main
-  // key: the workload's chunk ids are not unique).
-  auto census = [&](TableStore& store) {
-    std::set<std::string> keys, listed;
-    EXPECT_TRUE(store.Scan(ScanSpec{std::string(kMainTable), "", "", false, 0}, [&](auto k, auto v) {
-      proto::MainRow row;
-      EXPECT_TRUE(row.ParseFromArray(v.data(), static_cast<int>(v.size())));
-      keys.emplace(k);
-      MainKey part = *MainKey::Decode(k);
-      for (int i = 0; i + 1 < row.parts_size(); i += 2) {
-        part.first_ts_ms = static_cast<int64_t>(row.parts(i));
-        part.chunk = ChunkId(row.parts(i + 1));
-        listed.insert(part.Encode());
-      }
-      return true;
-    }).ok());
-    size_t left = 0;
-    for (const std::string& k : listed) left += keys.count(k);
-    return std::make_pair(keys.size(), left);
-  };
+  auto census = [&](TableStore& store) { return Census(store); };
 
   size_t clean_rows = 0;
   std::map<std::string, std::vector<std::pair<std::string, std::string>>> clean;
@@ -1905,25 +1907,7 @@ TEST_P(IndexerQuery, AMergesPartsStayForTheRemovalDelayAndQueriesAreExactMeanwhi
     q.from_ms = w.start_ms, q.to_ms = w.end_ms + 1, q.limit = 1000;
     ExpectSame(RunAll(scanning, q).records, BruteForce(w, q), when + ", the main table");
   };
-  // Stored main rows a stored merged chunk lists.
-  auto listed_and_stored = [&](TableStore& store) {
-    std::set<std::string> keys, listed;
-    EXPECT_TRUE(store.Scan(ScanSpec{std::string(kMainTable), "", "", false, 0}, [&](auto k, auto v) {
-      proto::MainRow row;
-      EXPECT_TRUE(row.ParseFromArray(v.data(), static_cast<int>(v.size())));
-      keys.emplace(k);
-      MainKey part = *MainKey::Decode(k);
-      for (int i = 0; i + 1 < row.parts_size(); i += 2) {
-        part.first_ts_ms = static_cast<int64_t>(row.parts(i));
-        part.chunk = ChunkId(row.parts(i + 1));
-        listed.insert(part.Encode());
-      }
-      return true;
-    }).ok());
-    size_t n = 0;
-    for (const std::string& k : listed) n += keys.count(k);
-    return n;
-  };
+  auto listed_and_stored = [&](TableStore& store) { return Census(store).second; };
 
   Indexer indexer(*store_, Options());
   Ingest(w.chunks, indexer);
