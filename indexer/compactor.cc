@@ -195,6 +195,7 @@ Status Compactor::RunPass(int64_t now_ms, const std::function<bool(uint64_t)>& k
     }
   }
   now_ms_ = now_ms;
+  pass_started_ns_ = SystemClock::Instance().MonotonicNs();
   std::erase_if(waiting_, [&](const auto& w) { return SaturatingSub(now_ms, w.second.written_ms) >= options_.removal_delay_ms; });
   const int64_t cutoff = SaturatingSub(now_ms, options_.settle_ms);
   const int64_t lo = SaturatingSub(now_ms, options_.lookback_ms);
@@ -654,7 +655,10 @@ Status Compactor::WriteMerge(std::vector<Part*>& parts, CompactionPass& pass) {
   const bool atomic = store_.atomic_writes();
   const bool delayed = !atomic && options_.removal_delay_ms > 0;
   WriteBatch& removes = atomic ? batch : removal;
-  Waiting waiting{now_ms_, {}};
+  // When written: the pass's now_ms plus the time the pass has run (a long
+  // pass must not shorten its late merges' delay).
+  const int64_t ran_ms = (SystemClock::Instance().MonotonicNs() - pass_started_ns_) / 1'000'000;
+  Waiting waiting{now_ms_ + ran_ms, {}};
   uint64_t bytes_in = 0, uncompressed = 0;
   for (const Part* p : parts) {
     // The merged chunk's main key is new (its id is not a part's), so a

@@ -296,7 +296,7 @@ class Compactor {
   std::unordered_map<uint64_t, ClockClosed> clock_closed_;
   uint64_t passes_ = 0;
   // This compactor's merges whose parts' removal waits (removal_delay_ms):
-  // when each merged chunk was written (now_ms of its pass) and its parts
+  // when each merged chunk was written (on the passes' now_ms) and its parts
   // (severity, first time, id), so that a pass neither reads it nor
   // removes them until the delay has passed. At most a delay's merges.
   struct Waiting {
@@ -306,7 +306,8 @@ class Compactor {
   // By the merged chunk's (app, host, severity, first time, id): ids alone
   // may repeat across streams.
   std::map<std::tuple<AppId, HostId, Severity, int64_t, ChunkId>, Waiting> waiting_;
-  int64_t now_ms_ = 0;  // the running pass's
+  int64_t now_ms_ = 0;  // the running pass's, and when it started
+  int64_t pass_started_ns_ = 0;  // SystemClock's monotonic time
 };
 
 }  // namespace logdex
