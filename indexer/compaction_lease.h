@@ -21,9 +21,10 @@
 //     conditional write, which fails once another member has taken over.
 //     The writes after a fence must land within the period: the compactor
 //     fences again before each batch once half the period is gone, so half
-//     the period must exceed the longest a batch write can take (the store
-//     client's timeout × attempts, per call), or a write still in flight
-//     could land after a takeover.
+//     the period must exceed the longest a batch write can take (a call per
+//     table, each up to the store client's timeout × attempts; the HBase
+//     gateway may apply a put until its own operation timeout), or a write
+//     still in flight could land after a takeover.
 //   - Release (at shutdown) marks the row released: the next member need
 //     not wait out the period. Only once every write has answered: a write
 //     that failed may still land (a gateway retries it).
