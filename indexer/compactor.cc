@@ -655,10 +655,7 @@ Status Compactor::WriteMerge(std::vector<Part*>& parts, CompactionPass& pass) {
   const bool atomic = store_.atomic_writes();
   const bool delayed = !atomic && options_.removal_delay_ms > 0;
   WriteBatch& removes = atomic ? batch : removal;
-  // When written: the pass's now_ms plus the time the pass has run (a long
-  // pass must not shorten its late merges' delay).
-  const int64_t ran_ms = (SystemClock::Instance().MonotonicNs() - pass_started_ns_) / 1'000'000;
-  Waiting waiting{now_ms_ + ran_ms, {}};
+  Waiting waiting;
   uint64_t bytes_in = 0, uncompressed = 0;
   for (const Part* p : parts) {
     // The merged chunk's main key is new (its id is not a part's), so a
@@ -677,6 +674,9 @@ Status Compactor::WriteMerge(std::vector<Part*>& parts, CompactionPass& pass) {
   if (s.ok() && !removal.empty()) s = Land({&tag_rows, &removal});
   if (!s.ok()) return s;
   if (delayed) {
+    // Written (landed) at the pass's now_ms plus the time the pass has run:
+    // a long pass or a slow write must not shorten the delay.
+    waiting.written_ms = now_ms_ + (SystemClock::Instance().MonotonicNs() - pass_started_ns_) / 1'000'000;
     pass.removals_waiting += waiting.parts.size();
     waiting_[{AppIdOf(head.app()), HostIdOf(head.host()), parts.front()->key.severity, merged.first_ts_ms(), merged_id}] =
         std::move(waiting);
