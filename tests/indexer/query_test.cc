@@ -85,6 +85,26 @@ class IndexerQuery : public ::testing::TestWithParam<Backend> {
     return PackChunk(app, host, b, po).SerializeAsString();
   }
 
+  // The non-atomic merge tests' workload: one app on two hosts, small
+  // single-severity chunks that merge into a few runs of NonAtomicMerges().
+  static WorkloadSpec NonAtomicSpec(int records) {
+    WorkloadSpec spec;
+    spec.apps = 1;
+    spec.hosts = 2;
+    spec.records = records;
+    spec.max_records_per_chunk = 6;
+    spec.mixed_every = 0;
+    return spec;
+  }
+  CompactorOptions NonAtomicMerges() {
+    CompactorOptions o;
+    o.max_span_ms = 3'600'000;
+    o.target_records = 150;
+    o.allow_non_atomic = true;
+    o.indexer = Options();
+    return o;
+  }
+
   // Main rows, and the stored parts a stored merged chunk lists (by main
   // key: the workload's chunk ids are not unique).
   static std::pair<size_t, size_t> Census(TableStore& store) {
@@ -1671,18 +1691,9 @@ TEST_P(IndexerQuery, PartsFoundBesideTheMergedChunkListingThemAreSkipped) {
 // left, and the store ends as a pass never stopped leaves it.
 TEST_P(IndexerQuery, AMergeStoppedAtAnyWriteIsExactMeanwhileAndFinishedByTheNextPass) {
   if (!GetParam().fault_injection) GTEST_SKIP() << GetParam().name << " has no fault injection";
-  WorkloadSpec spec;
-  spec.apps = 1;
-  spec.hosts = 2;
-  spec.records = 800;
-  spec.max_records_per_chunk = 6;
-  spec.mixed_every = 0;
+  WorkloadSpec spec = NonAtomicSpec(800);
   Workload w = MakeWorkload(spec);
-  CompactorOptions o;
-  o.max_span_ms = 3'600'000;
-  o.target_records = 150;
-  o.allow_non_atomic = true;
-  o.indexer = Options();
+  CompactorOptions o = NonAtomicMerges();
   const int64_t settled = w.end_ms + o.settle_ms + o.max_span_ms + 1;
   QueryOptions qo = QOptions();
   qo.max_chunk_span_ms = o.max_span_ms;
@@ -1769,12 +1780,7 @@ TEST_P(IndexerQuery, AMergeStoppedAtAnyWriteIsExactMeanwhileAndFinishedByTheNext
 // Every query answers what a brute force answers throughout.
 TEST_P(IndexerQuery, CompactorsSharingAStoreMergeOnlyWhileTheyHoldTheLease) {
   if (!store_->conditional_writes()) GTEST_SKIP() << GetParam().name << ": one process owns the store";
-  WorkloadSpec spec;
-  spec.apps = 1;
-  spec.hosts = 2;
-  spec.records = 900;
-  spec.max_records_per_chunk = 6;
-  spec.mixed_every = 0;
+  WorkloadSpec spec = NonAtomicSpec(900);
   // Three workloads, one after the other in time: ingested one at a time.
   std::vector<Workload> thirds;
   for (int i = 0; i < 3; ++i) {
@@ -1793,12 +1799,8 @@ TEST_P(IndexerQuery, CompactorsSharingAStoreMergeOnlyWhileTheyHoldTheLease) {
   lo.owner = "b";
   auto b_lease = CompactionLease::Create(*store_, lo, b_clock);
   ASSERT_TRUE(a_lease.ok() && b_lease.ok());
-  CompactorOptions o;
-  o.max_span_ms = 3'600'000;
-  o.target_records = 150;
-  o.allow_non_atomic = true;
+  CompactorOptions o = NonAtomicMerges();
   o.list_parts = true;
-  o.indexer = Options();
   o.lease = a_lease->get();
   auto a = Compactor::Create(*store_, o);
   o.lease = b_lease->get();
@@ -1873,21 +1875,12 @@ TEST_P(IndexerQuery, CompactorsSharingAStoreMergeOnlyWhileTheyHoldTheLease) {
 // nothing until it has held the lease for the delay (it cannot know the
 // age of the merged chunks it finds).
 TEST_P(IndexerQuery, AMergesPartsStayForTheRemovalDelayAndQueriesAreExactMeanwhile) {
-  WorkloadSpec spec;
-  spec.apps = 1;
-  spec.hosts = 2;
-  spec.records = 600;
-  spec.max_records_per_chunk = 6;
-  spec.mixed_every = 0;
+  WorkloadSpec spec = NonAtomicSpec(600);
   Workload w = MakeWorkload(spec);
   constexpr int64_t kDelay = 600'000;
-  CompactorOptions o;
-  o.max_span_ms = 3'600'000;
-  o.target_records = 150;
-  o.allow_non_atomic = true;
+  CompactorOptions o = NonAtomicMerges();
   o.list_parts = true;
   o.removal_delay_ms = kDelay;
-  o.indexer = Options();
   const int64_t settled = w.end_ms + o.settle_ms + o.max_span_ms + 1;
   QueryOptions qo = QOptions();
   qo.max_chunk_span_ms = o.max_span_ms;
