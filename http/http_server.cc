@@ -405,7 +405,8 @@ json StatsToJson(const QueryStats& s) {
           {"meta_rows", s.meta_rows},
           {"token_filters_read", s.token_filters_read},
           {"chunks_skipped_by_tokens", s.chunks_skipped_by_tokens},
-          {"superseded_parts", s.superseded_parts}};
+          {"superseded_parts", s.superseded_parts},
+          {"runs", s.runs}};
 }
 
 json CountsToJson(const VolumeCounts& c) {

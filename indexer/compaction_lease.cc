@@ -9,10 +9,23 @@
 namespace logdex {
 namespace {
 
-constexpr uint8_t kVersion = 1;
-constexpr size_t kFixed = 2 + 4 * 8;  // version, released, four integers
+constexpr uint8_t kVersion = 2;
+constexpr size_t kFixed = 2 + 6 * 8;    // version, released, six integers
+constexpr size_t kFixedV1 = 2 + 4 * 8;  // version 1: no begun, ended
+constexpr uint64_t kEpochBit = uint64_t{1} << 63;
 
 }  // namespace
+
+uint64_t CompactionLeaseValue::Epoch() const {
+  return kEpochBit | ((2 * begun - (begun != ended ? 1 : 0)) & ~kEpochBit);
+}
+
+std::optional<uint64_t> CompactionLeaseEpoch(const std::optional<std::string>& row) {
+  if (!row) return kEpochBit;
+  auto value = CompactionLeaseValue::Decode(*row);
+  if (!value) return std::nullopt;
+  return value->Epoch();
+}
 
 std::string CompactionLeaseValue::Encode() const {
   std::string out;
@@ -23,19 +36,29 @@ std::string CompactionLeaseValue::Encode() const {
   AppendBigEndian64(out, counter);
   AppendBigEndian64(out, static_cast<uint64_t>(period_ms));
   AppendBigEndian64(out, static_cast<uint64_t>(written_ms));
+  AppendBigEndian64(out, begun);
+  AppendBigEndian64(out, ended);
   out.append(owner);
   return out;
 }
 
 std::optional<CompactionLeaseValue> CompactionLeaseValue::Decode(std::string_view v) {
-  if (v.size() < kFixed || static_cast<uint8_t>(v[0]) != kVersion || static_cast<uint8_t>(v[1]) > 1) return std::nullopt;
+  if (v.size() < 2 || static_cast<uint8_t>(v[1]) > 1) return std::nullopt;
+  const uint8_t version = static_cast<uint8_t>(v[0]);
+  const size_t fixed = version == kVersion ? kFixed : version == 1 ? kFixedV1 : 0;
+  if (fixed == 0 || v.size() < fixed) return std::nullopt;
   CompactionLeaseValue out;
   out.released = v[1] == 1;
   out.token = GetBigEndian64(v.data() + 2);
   out.counter = GetBigEndian64(v.data() + 10);
   out.period_ms = static_cast<int64_t>(GetBigEndian64(v.data() + 18));
   out.written_ms = static_cast<int64_t>(GetBigEndian64(v.data() + 26));
-  out.owner = std::string(v.substr(kFixed));
+  if (version == kVersion) {
+    out.begun = GetBigEndian64(v.data() + 34);
+    out.ended = GetBigEndian64(v.data() + 42);
+    if (out.ended > out.begun) return std::nullopt;
+  }
+  out.owner = std::string(v.substr(fixed));
   return out;
 }
 
@@ -64,7 +87,19 @@ CompactionLeaseValue CompactionLease::Next() const {
   v.counter = std::max(v.counter, tried_counter_) + 1;
   v.period_ms = options_.period_ms;
   v.written_ms = clock_.NowMs();
+  // A phase open while none runs ends once no failed write of it may still
+  // land (a period after the last failure).
+  if (!in_phase_ && v.begun != v.ended && !unanswered_recently()) v.ended = v.begun;
   return v;
+}
+
+bool CompactionLease::unanswered_recently() const {
+  return unanswered_ns_ && NowNs() - *unanswered_ns_ < options_.period_ms * 1'000'000;
+}
+
+void CompactionLease::NoteUnanswered() {
+  in_phase_ = false;
+  unanswered_ns_ = NowNs();
 }
 
 Result<bool> CompactionLease::Write(const std::optional<std::string>& expected, const CompactionLeaseValue& next,
@@ -120,7 +155,14 @@ Result<bool> CompactionLease::Hold() {
   next.period_ms = options_.period_ms;
   next.written_ms = clock_.NowMs();
   next.owner = options_.owner;
+  // The epoch goes on from the row's; a phase left open ends: its holder
+  // released the lease after its writes answered, or wrote nothing for a
+  // whole period. A new row starts at the wall clock, so that a row deleted
+  // by an operator does not repeat an epoch older cursors carry.
+  next.begun = next.ended = current ? current->begun : static_cast<uint64_t>(std::max<int64_t>(clock_.NowMs(), 0));
   tried_counter_ = 0;
+  in_phase_ = false;
+  unanswered_ns_.reset();
   auto wrote = Write(current ? std::optional<std::string>(**row) : std::nullopt, next, nullptr);
   if (!wrote.ok()) return wrote.error();
   seen_.reset();
@@ -131,17 +173,24 @@ Result<bool> CompactionLease::Hold() {
   return true;
 }
 
-Result<bool> CompactionLease::Fence() {
+Result<bool> CompactionLease::EndPhase() {
+  in_phase_ = false;
+  return Fence(false);
+}
+
+Result<bool> CompactionLease::Fence(bool begin_phase) {
   if (!mine_) return false;
   for (int attempt = 0;; ++attempt) {
     const int64_t start = NowNs();
-    const CompactionLeaseValue next = Next();
+    CompactionLeaseValue next = Next();
+    if (begin_phase) ++next.begun;
     std::optional<std::string> found;
     auto wrote = Write(mine_->Encode(), next, &found);
     if (!wrote.ok()) return wrote.error();
     if (*wrote) {
       mine_ = next;
       written_ns_ = start;
+      in_phase_ |= begin_phase;
       return true;
     }
     // The row moved on from what this member knew. With its token, it is
@@ -165,6 +214,11 @@ int64_t CompactionLease::remaining_ms() const {
 
 Status CompactionLease::Release() {
   if (!mine_) return Status::Ok();
+  if (in_phase_ || unanswered_recently()) {
+    // A write may still land: the next holder waits out the period.
+    mine_.reset();
+    return Status::Ok();
+  }
   CompactionLeaseValue next = Next();
   next.released = true;
   auto wrote = Write(mine_->Encode(), next, nullptr);

@@ -33,9 +33,17 @@
 // compared with what was written (a random token per holding and the
 // counter make each value unique).
 //
-// Row value, version 1: version u8 (1) · released u8 (0 or 1) · token u64 ·
+// The row also carries the store's layout epoch (indexer/store_epoch.h):
+// `begun` counts the holders' write phases begun, `ended` is set to `begun`
+// when a phase's writes have all answered. The epoch is odd while they
+// differ. A phase whose write failed stays open for the period (the write
+// may still land); a takeover closes it (a whole period has passed). Every
+// new value carries them on, so the epoch never goes down, whoever holds.
+//
+// Row value, version 2: version u8 (2) · released u8 (0 or 1) · token u64 ·
 // counter u64 · period_ms u64 · written_ms u64 (the writer's wall clock, for
-// operators) · the holder's name (the rest), integers big-endian.
+// operators) · begun u64 · ended u64 · the holder's name (the rest),
+// integers big-endian. Version 1 (no begun, ended) reads as begun = ended = 0.
 #pragma once
 
 #include <cstdint>
@@ -64,11 +72,20 @@ struct CompactionLeaseValue {
   uint64_t counter = 0;
   int64_t period_ms = 0;
   int64_t written_ms = 0;
+  uint64_t begun = 0;  // write phases begun
+  uint64_t ended = 0;  // == begun once the last one's writes all answered
   std::string owner;
 
+  // The store's layout epoch: top bit set (never equal to a LocalStoreEpoch,
+  // which counts from twice the wall clock in ms), odd while a phase is open.
+  uint64_t Epoch() const;
   std::string Encode() const;
   static std::optional<CompactionLeaseValue> Decode(std::string_view v);
 };
+
+// The epoch a lease row's value (absent: nullopt inside) holds; nullopt when
+// it does not decode. An absent row: 1 << 63 (nothing was ever merged).
+std::optional<uint64_t> CompactionLeaseEpoch(const std::optional<std::string>& row);
 
 // One member's side of the lease. Not thread-safe: the compactor's thread
 // drives it.
@@ -84,11 +101,21 @@ class CompactionLease {
   // member holds it. On a store error the lease counts as held only within
   // the period of the last write that landed.
   Result<bool> Hold();
-  // Before a write phase: renews the lease with a conditional write. True:
-  // held for a period from now (the phase's writes must land within it).
-  // False: another member took it (or it was never held): do not write.
-  Result<bool> Fence();
-  // Marks the row released, when held; the lease is then not held.
+  // Before writes: renews the lease with a conditional write. True: held
+  // for a period from now (the writes must land within it). False: another
+  // member took it (or it was never held): do not write. `begin_phase`: the
+  // writes that follow change the layout: the epoch turns odd (begun + 1)
+  // until EndPhase.
+  Result<bool> Fence(bool begin_phase = false);
+  // After a phase's writes all answered: the epoch turns even (one more
+  // conditional write). False: the lease went to another member.
+  Result<bool> EndPhase();
+  // A write of the phase failed and may land later (a gateway retries it):
+  // the epoch stays odd for a period from now.
+  void NoteUnanswered();
+  // Marks the row released, when held; the lease is then not held. Not
+  // while a write may still land (a phase open, or a failure within the
+  // period): the lease is then given up without a write.
   Status Release();
 
   bool held() const;
@@ -108,6 +135,7 @@ class CompactionLease {
   Result<bool> Write(const std::optional<std::string>& expected, const CompactionLeaseValue& next,
                      std::optional<std::string>* found);
   CompactionLeaseValue Next() const;
+  bool unanswered_recently() const;
   int64_t NowNs() const { return clock_.MonotonicNs(); }
 
   TableStore& store_;
@@ -118,6 +146,8 @@ class CompactionLease {
   int64_t written_ns_ = 0;     // the start of the write that landed last
   int64_t held_since_ns_ = 0;  // the start of the write that took it
   uint64_t tried_counter_ = 0; // the highest counter written or tried in this holding
+  bool in_phase_ = false;      // between Fence(true) and EndPhase or NoteUnanswered
+  std::optional<int64_t> unanswered_ns_;  // the last NoteUnanswered
   // Another member's value as first seen, and when.
   std::optional<std::string> seen_;
   int64_t seen_ns_ = 0;

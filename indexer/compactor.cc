@@ -417,10 +417,12 @@ Status Compactor::Land(const std::vector<const WriteBatch*>& batches) {
   // starts with at least half the lease's period left (CompactionLease).
   // The first fence comes before the gate, so that ingest does not wait
   // behind its round trip; a wait for the gate may use the half up.
-  auto fence = [&](bool always) -> Status {
+  // The first fence also begins a write phase: the store's epoch in the
+  // lease row (indexer/store_epoch.h) turns odd until EndPhase below.
+  auto fence = [&](bool first) -> Status {
     if (!options_.lease) return Status::Ok();
-    if (!always && options_.lease->remaining_ms() >= options_.lease->period_ms() / 2) return Status::Ok();
-    auto held = options_.lease->Fence();
+    if (!first && options_.lease->remaining_ms() >= options_.lease->period_ms() / 2) return Status::Ok();
+    auto held = options_.lease->Fence(first);
     if (!held.ok()) return held.error();
     if (!*held) return Status(Errc::kFailedPrecondition, "the compaction lease went to another member: this pass stops");
     return Status::Ok();
@@ -441,6 +443,15 @@ Status Compactor::Land(const std::vector<const WriteBatch*>& batches) {
     if (!s.ok()) break;
   }
   if (options_.store_epoch) options_.store_epoch->fetch_add(1);
+  if (gate.owns_lock()) gate.unlock();  // ingest need not wait for the round trip below
+  if (!options_.lease) return s;
+  if (!s.ok()) {
+    options_.lease->NoteUnanswered();  // the epoch stays odd while the write may land
+    return s;
+  }
+  auto ended = options_.lease->EndPhase();
+  if (!ended.ok()) return ended.error();
+  if (!*ended) return Status(Errc::kFailedPrecondition, "the compaction lease went to another member: this pass stops");
   return s;
 }
 

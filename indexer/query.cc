@@ -16,6 +16,7 @@
 #include "common/row_keys.h"
 #include "common/token_bloom.h"
 #include "indexer/indexer.h"
+#include "indexer/store_epoch.h"
 
 namespace logdex {
 namespace {
@@ -389,8 +390,11 @@ class Execution {
     return Status::Ok();
   }
 
-  // Whether the run resumed a cursor's saved index positions (see MergeRaced).
-  bool resumed_positions() const { return cursor_.has_value(); }
+  // Whether the run depends on the layout its cursor was made in: saved
+  // index positions and chunks (stateful), or whole positions compared
+  // (chunk ids change in a merge). Only a cursor resuming after a merge
+  // (merged_since: by record alone) does not (see MergeRaced).
+  bool layout_dependent() const { return cursor_.has_value() && !cursor_->merged_since; }
 
   Status Run() {
     if (Status s = Validate(); !s.ok()) return s;
@@ -1271,29 +1275,61 @@ int64_t DefaultVolumeStep(int64_t from_ms, int64_t to_ms) {
 
 namespace {
 
-// Whether a run should be run again because a merge (compactor.h) landed
-// while it read: it found index rows without their main row (the rows it
-// missed are in the merged chunk its iterators predate), or it resumed a
-// cursor's saved positions, which the merge may have moved (run again, the
-// cursor resumes without them). At most kMaxRuns runs.
+// Whether a run should be run again because a compactor's writes raced
+// it (indexer/store_epoch.h). At most kMaxRuns runs.
+//   - One process's store (RocksDB): the run found index rows without their
+//     main row (the rows it missed are in a merged chunk its snapshot
+//     predates), or it depended on its cursor's layout, and the epoch moved
+//     or was odd.
+//   - A shared store (HBase, no snapshots): the run depended on its cursor's
+//     layout, or lasted `recheck_after_ms`, and the epoch, read again now,
+//     moved or was odd. Index rows without a main row are routine there
+//     (ingest writes the main row last) and harmless while a merge's parts
+//     stay (its removal delay), so they are no reason.
+// `now`: the epoch read again, when it was (the next run's `before`).
 constexpr int kMaxRuns = 3;
-bool MergeRaced(const std::atomic<uint64_t>* epoch, uint64_t before, const QueryStats& stats, bool resumed) {
-  if (!epoch || (stats.index_rows_without_main == 0 && !resumed)) return false;
-  return before % 2 == 1 || epoch->load() != before;
+bool MergeRaced(StoreEpoch* epoch, uint64_t before, const QueryStats& stats, bool layout_dependent,
+                int64_t elapsed_ms, int64_t recheck_after_ms, std::optional<uint64_t>& now) {
+  if (!epoch) return false;
+  if (epoch->shared()) {
+    if (!layout_dependent && (recheck_after_ms <= 0 || elapsed_ms < recheck_after_ms)) return false;
+  } else if (stats.index_rows_without_main == 0 && !layout_dependent) {
+    return false;
+  }
+  now = epoch->Now();
+  return before % 2 == 1 || !now || *now != before;
+}
+
+// The epoch a run starts from: the one read after the run before (nullopt:
+// that read failed), or the one held. Unknown: odd, so that a cursor resumes
+// by record and a page does not stop empty.
+constexpr uint64_t kUnknownEpoch = ~uint64_t{0};
+uint64_t EpochBefore(StoreEpoch* epoch, int run, const std::optional<uint64_t>& read_after_last) {
+  if (!epoch) return 0;
+  if (run > 1) return read_after_last.value_or(kUnknownEpoch);
+  return epoch->Held().value_or(kUnknownEpoch);
 }
 
 }  // namespace
 
 Result<VolumeAnswer> QueryEngine::Volume(const VolumeQuery& query, QueryStats* stats) const {
+  const Clock& clock = options_.clock ? *options_.clock : SystemClock::Instance();
+  std::optional<uint64_t> now;
   for (int run = 1;; ++run) {
-    const uint64_t before = options_.store_epoch ? options_.store_epoch->load() : 0;
+    const uint64_t before = EpochBefore(options_.store_epoch, run, now);
+    const int64_t start_ns = clock.MonotonicNs();
     QueryAnswer unused;
     VolumeAnswer answer;
     auto view = store_.SnapshotView();
     Execution exec(view ? *view : store_, options_, query.filter, unused, before);
     Status s = exec.RunVolume(query, answer);
     answer.stats = unused.stats;
-    if (s.ok() && run < kMaxRuns && MergeRaced(options_.store_epoch, before, answer.stats, false)) continue;
+    answer.stats.runs = static_cast<uint64_t>(run);
+    if (s.ok() && run < kMaxRuns &&
+        MergeRaced(options_.store_epoch, before, answer.stats, false, (clock.MonotonicNs() - start_ns) / 1'000'000,
+                   options_.recheck_after_ms, now)) {
+      continue;
+    }
     if (stats) *stats = answer.stats;
     if (!s.ok()) return s.error();
     return answer;
@@ -1301,13 +1337,19 @@ Result<VolumeAnswer> QueryEngine::Volume(const VolumeQuery& query, QueryStats* s
 }
 
 Result<QueryAnswer> QueryEngine::Run(const Query& query, QueryStats* stats) const {
+  const Clock& clock = options_.clock ? *options_.clock : SystemClock::Instance();
+  std::optional<uint64_t> now;
   for (int run = 1;; ++run) {
-    const uint64_t before = options_.store_epoch ? options_.store_epoch->load() : 0;
+    const uint64_t before = EpochBefore(options_.store_epoch, run, now);
+    const int64_t start_ns = clock.MonotonicNs();
     QueryAnswer answer;
     auto view = store_.SnapshotView();
     Execution exec(view ? *view : store_, options_, query, answer, before);
     Status s = exec.Run();
-    if (s.ok() && run < kMaxRuns && MergeRaced(options_.store_epoch, before, answer.stats, exec.resumed_positions())) {
+    answer.stats.runs = static_cast<uint64_t>(run);
+    if (s.ok() && run < kMaxRuns &&
+        MergeRaced(options_.store_epoch, before, answer.stats, exec.layout_dependent(),
+                   (clock.MonotonicNs() - start_ns) / 1'000'000, options_.recheck_after_ms, now)) {
       continue;
     }
     if (stats) *stats = answer.stats;

@@ -128,6 +128,10 @@
 #include "store/table_store.h"
 
 namespace logdex {
+class StoreEpoch;  // indexer/store_epoch.h
+}
+
+namespace logdex {
 
 struct Query {
   std::string app;                     // empty = any
@@ -182,11 +186,17 @@ struct QueryOptions {
   int64_t index_count_span_ms = 0;
   // Most buckets of a Volume() answer. Default 11,000.
   uint64_t max_volume_buckets = 11'000;
-  // The compactor's epoch (indexer/compactor.h), when one writes to the
-  // store: a query that found index rows without their main row while it
-  // moved is run again (up to 3 runs), and a cursor from another epoch
-  // resumes without its saved positions. Null: no compactor. Not owned.
-  const std::atomic<uint64_t>* store_epoch = nullptr;
+  // The store's layout epoch (indexer/store_epoch.h), when a compactor
+  // writes to the store: a cursor from another epoch resumes by record, not
+  // by its saved positions, and a run that a merge raced is run again (up
+  // to 3 runs; QueryStats::runs). Null: no compactor. Not owned.
+  StoreEpoch* store_epoch = nullptr;
+  // Shared stores (StoreEpoch::shared()): a run at least this long reads the
+  // epoch again when it ends, and runs again when it moved: the parts of a
+  // merge that landed after the run passed its position may have been
+  // removed meanwhile. Set it to the compactors' removal delay
+  // (CompactorOptions::removal_delay_ms). 0: never.
+  int64_t recheck_after_ms = 0;
   // Read merged chunks' token filters (common/token_bloom.h) to skip chunks
   // no record of which can pass a word, phrase, contains or regex filter.
   // Answers are the same either way; false measures the difference.
@@ -222,6 +232,9 @@ struct QueryStats {
   // Parts found beside the merged chunk that lists them (MainRow.parts: on
   // HBase, between a merge's writes): skipped, or their records dropped.
   uint64_t superseded_parts = 0;
+  // Runs of the page: more than 1 when a compactor's writes raced it
+  // (QueryOptions::store_epoch); the other counts are the last run's.
+  uint64_t runs = 1;
   // Which budget stopped the query: "time", "rows_scanned",
   // "bytes_decompressed", "scan_records"; empty otherwise. Run() then
   // returns the page so far (QueryAnswer::stopped_early), or fails with

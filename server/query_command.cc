@@ -377,6 +377,7 @@ int RunQuery(const QueryCommandOptions& o) {
                   {"token_filters_read", 0},
                   {"chunks_skipped_by_tokens", 0},
                   {"superseded_parts", 0},
+                  {"runs", 0},
                   {"pages", 0}};
     std::string cursor = o.cursor;
     bool more = false;

@@ -31,6 +31,7 @@
 #include "consumer/kafka_properties.h"
 #include "consumer/group_consumer.h"
 #include "indexer/compactor.h"
+#include "indexer/store_epoch.h"
 #include "indexer/indexer.h"
 #include "indexer/query.h"
 #include "indexer/tables.h"
@@ -517,6 +518,7 @@ int Serve(const ServeFlags& flags) {
   // chunks of each stream. The epoch starts at a value of this process, so
   // that no cursor of an earlier process counts as made after the latest merge.
   std::atomic<uint64_t> store_epoch{static_cast<uint64_t>(clock.NowMs()) * 2};
+  LocalStoreEpoch local_epoch(store_epoch);
   std::unique_ptr<Compactor> compactor;
   std::unique_ptr<CompactionRunner> compaction;
   if (compacting) {
@@ -534,7 +536,7 @@ int Serve(const ServeFlags& flags) {
   }
 
   QueryOptions qo = QueryOptionsOf(config, *longest_span, io.decode, clock);
-  qo.store_epoch = compacting ? &store_epoch : nullptr;
+  qo.store_epoch = compacting ? &local_epoch : nullptr;
   // Members sharing a store (HBase) started later with a longer span raise
   // it: queries read it again every minute.
   prometheus::Counter& span_read_failures =

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/row_keys.h"
+#include "indexer/store_epoch.h"
 #include "indexer/tables.h"
 #include "tests/backends.h"
 #include "tests/failing_store.h"
@@ -295,6 +296,114 @@ TEST_P(CompactionLeaseTest, ARowOfAnotherShapeIsAnErrorNotAFreeLease) {
   EXPECT_EQ(back->period_ms, 1234);
   EXPECT_EQ(back->written_ms, 99);
   EXPECT_EQ(back->owner, "host:1");
+  v.begun = 12, v.ended = 11;
+  back = CompactionLeaseValue::Decode(v.Encode());
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->begun, 12u);
+  EXPECT_EQ(back->ended, 11u);
+  EXPECT_EQ(back->owner, "host:1");
+  v.begun = 10;
+  EXPECT_FALSE(CompactionLeaseValue::Decode(v.Encode()).has_value()) << "more phases ended than begun";
+  // Version 1 (no phase counters), as the first lease code wrote it.
+  std::string v1 = std::string("\x01\x00", 2) + std::string(15, '\0') + "\x05" + std::string(16, '\0') + "host:2";
+  back = CompactionLeaseValue::Decode(v1);
+  ASSERT_TRUE(back.has_value());
+  EXPECT_EQ(back->counter, 5u);
+  EXPECT_EQ(back->begun, 0u);
+  EXPECT_EQ(back->ended, 0u);
+  EXPECT_EQ(back->owner, "host:2");
+  EXPECT_EQ(CompactionLeaseEpoch(v1), uint64_t{1} << 63);
+  EXPECT_EQ(CompactionLeaseEpoch(std::nullopt), uint64_t{1} << 63) << "no row: nothing merged yet";
+  EXPECT_FALSE(CompactionLeaseEpoch(std::string("\x09garbage")).has_value());
+}
+
+// The store's layout epoch (indexer/store_epoch.h) in the lease row: odd
+// from a write phase's fence until it ends, and while a failed write of it
+// may still land (a period); never lower, whoever holds the lease.
+TEST_P(CompactionLeaseTest, AWritePhaseMakesTheEpochOddUntilItsWritesHaveAllAnswered) {
+  ManualClock a_clock(1'700'000'000'000), b_clock(0);
+  auto a = Lease("a:1", a_clock), b = Lease("b:2", b_clock);
+  ASSERT_TRUE(a && b);
+  ASSERT_TRUE(Is(a->Hold(), true));
+  EXPECT_EQ(Row()->begun, 1'700'000'000'000u) << "a new row starts at its holder's wall clock";
+  const uint64_t e0 = Row()->Epoch();
+  EXPECT_EQ(e0, uint64_t{1} << 63 | 3'400'000'000'000u);
+  ASSERT_TRUE(Is(a->Fence(true), true));
+  EXPECT_EQ(Row()->Epoch(), e0 + 1) << "a phase under way";
+  ASSERT_TRUE(Is(a->Fence(), true));
+  EXPECT_EQ(Row()->Epoch(), e0 + 1) << "a fence inside the phase";
+  ASSERT_TRUE(Is(a->EndPhase(), true));
+  EXPECT_EQ(Row()->Epoch(), e0 + 2);
+
+  // A write of the next phase fails: odd until a period after the failure.
+  ASSERT_TRUE(Is(a->Fence(true), true));
+  a->NoteUnanswered();
+  a_clock.AdvanceMs(kPeriod / 3);
+  ASSERT_TRUE(Is(a->Hold(), true));  // renews
+  EXPECT_EQ(Row()->Epoch(), e0 + 3) << "the failed write may still land";
+  ASSERT_TRUE(Is(a->Fence(true), true));
+  ASSERT_TRUE(Is(a->EndPhase(), true));
+  EXPECT_EQ(Row()->Epoch(), e0 + 5) << "a later phase ends, the failed write may still land";
+  ASSERT_TRUE(a->Release().ok());
+  EXPECT_FALSE(Row()->released) << "not released while a write may land";
+  EXPECT_TRUE(Is(b->Hold(), false));
+  b_clock.AdvanceMs(kPeriod);
+  ASSERT_TRUE(Is(b->Hold(), true)) << "taken over after a period";
+  EXPECT_EQ(Row()->Epoch(), e0 + 6) << "the taker ends the open phase: a period has passed";
+
+  // b stops in a phase; a takes over, and the epoch goes on from b's.
+  ASSERT_TRUE(Is(b->Fence(true), true));
+  EXPECT_EQ(Row()->Epoch(), e0 + 7);
+  EXPECT_TRUE(Is(a->Hold(), false));
+  a_clock.AdvanceMs(kPeriod);
+  ASSERT_TRUE(Is(a->Hold(), true));
+  EXPECT_EQ(Row()->Epoch(), e0 + 8);
+  EXPECT_TRUE(Is(b->Fence(), false)) << "b's next fence finds it gone";
+  ASSERT_TRUE(Is(a->Fence(true), true));
+  ASSERT_TRUE(Is(a->EndPhase(), true));
+  ASSERT_TRUE(a->Release().ok());
+  EXPECT_TRUE(Row()->released);
+  EXPECT_EQ(Row()->Epoch(), e0 + 10);
+  ASSERT_TRUE(Is(b->Hold(), true)) << "a released lease";
+  EXPECT_EQ(Row()->Epoch(), e0 + 10) << "a release keeps the epoch";
+  EXPECT_TRUE(Is(b->EndPhase(), true)) << "nothing to end";
+  EXPECT_EQ(Row()->Epoch(), e0 + 10);
+  ASSERT_TRUE(Is(b->Fence(true), true));
+  ASSERT_TRUE(Is(b->Fence(true), true)) << "as when a phase's fence is retried";
+  ASSERT_TRUE(Is(b->EndPhase(), true));
+  EXPECT_EQ(Row()->Epoch(), e0 + 14);
+}
+
+// LeaseRowEpoch: Held() reads the row once per hold (sooner while odd),
+// Now() at every call; a failed read keeps what is held and is reported.
+TEST_P(CompactionLeaseTest, TheSharedEpochIsReadOncePerHoldAndFreshWhenAsked) {
+  ManualClock q_clock(0);
+  std::vector<std::string> failures;
+  testing::FailingReads reads(*store_);
+  LeaseRowEpoch epoch(reads, q_clock, 1'000, [&](const Error& e) { failures.push_back(e.ToString()); });
+  ASSERT_EQ(epoch.Held(), uint64_t{1} << 63) << "no row";
+  EXPECT_EQ(epoch.reads(), 1u);
+  auto a = Lease("a:1", clock_);
+  ASSERT_TRUE(Is(a->Hold(), true));
+  const uint64_t e0 = Row()->Epoch();
+  EXPECT_EQ(epoch.Held(), uint64_t{1} << 63) << "held for a second";
+  EXPECT_EQ(epoch.reads(), 1u);
+  EXPECT_EQ(epoch.Now(), e0);
+  EXPECT_EQ(epoch.reads(), 2u);
+  EXPECT_EQ(epoch.Held(), e0) << "Now() raised the value held";
+  ASSERT_TRUE(Is(a->Fence(true), true));
+  q_clock.AdvanceMs(1'000);
+  EXPECT_EQ(epoch.Held(), e0 + 1);
+  EXPECT_EQ(epoch.reads(), 3u);
+  ASSERT_TRUE(Is(a->EndPhase(), true));
+  q_clock.AdvanceMs(100);
+  EXPECT_EQ(epoch.Held(), e0 + 2) << "read again sooner while odd";
+  EXPECT_EQ(epoch.reads(), 4u);
+  reads.fail_table = std::string(kMetaTable);
+  q_clock.AdvanceMs(1'000);
+  EXPECT_EQ(epoch.Held(), e0 + 2) << "a failed read keeps the value held";
+  EXPECT_FALSE(epoch.Now().has_value());
+  EXPECT_EQ(failures.size(), 2u);
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, CompactionLeaseTest, ::testing::ValuesIn(AllBackends()), BackendName());

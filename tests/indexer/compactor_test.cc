@@ -4,6 +4,7 @@
 // merges, cursors that straddle a merge, a failed batch, replays that are not
 // yet safe, a pass budget, and the refusal of stores whose writes are not atomic.
 #include "indexer/compactor.h"
+#include "indexer/store_epoch.h"
 
 #include <gtest/gtest.h>
 
@@ -55,6 +56,7 @@ struct Fixture {
   TempDir dir;
   std::unique_ptr<RocksDbStore> store;
   std::atomic<uint64_t> epoch{0};
+  LocalStoreEpoch local_epoch{epoch};
   Workload w;
 
   // `ingest` false: the workload is made, not indexed. `clock`: the store's.
@@ -89,7 +91,7 @@ struct Fixture {
   QueryOptions EngineOptions() {
     QueryOptions qo;
     qo.max_chunk_span_ms = kMaxSpanMs;
-    qo.store_epoch = &epoch;
+    qo.store_epoch = &local_epoch;
     return qo;
   }
 

@@ -12,6 +12,7 @@
 #include "common/crc32c.h"
 #include "common/row_keys.h"
 #include "indexer/compaction_lease.h"
+#include "indexer/store_epoch.h"
 #include "indexer/compactor.h"
 #include "indexer/indexer.h"
 #include "indexer/query.h"
@@ -1969,6 +1970,187 @@ TEST_P(IndexerQuery, AMergesPartsStayForTheRemovalDelayAndQueriesAreExactMeanwhi
   EXPECT_EQ(pass->repaired_parts, merged_parts) << "held for the delay";
   EXPECT_EQ(listed_and_stored(*b), 0u);
   expect_exact(*b, "restarted, removed");
+}
+
+// Members share an HBase store: a cursor's page 2 may run on any member,
+// after another member merged the chunks page 1 stopped in and, its removal
+// delay later, removed their parts. Saved positions then point at rows that
+// are gone and the merged chunk sits above them: page 2 must resume by
+// record. The epoch every member reads from the lease row
+// (indexer/store_epoch.h) tells it so; an engine without it loses records.
+TEST_P(IndexerQuery, ACursorResumesByRecordAfterAnotherMembersMergeAndItsRemoval) {
+  if (!store_->conditional_writes()) GTEST_SKIP() << GetParam().name << ": one process owns the store";
+  Workload w = MakeWorkload(NonAtomicSpec(600));
+  Indexer indexer(*store_, Options());
+  Ingest(w.chunks, indexer);
+  constexpr int64_t kDelay = 60'000;
+  ManualClock a_clock(1'790'000'000'000);
+  CompactionLeaseOptions lo;
+  lo.period_ms = 60'000;
+  lo.owner = "a";
+  auto lease = CompactionLease::Create(*store_, lo, a_clock);
+  ASSERT_TRUE(lease.ok());
+  CompactorOptions o = NonAtomicMerges();
+  o.list_parts = true;
+  o.removal_delay_ms = kDelay;
+  o.lease = lease->get();
+  auto a = Compactor::Create(*store_, o);
+  ASSERT_TRUE(a.ok()) << a.error().ToString();
+  const int64_t settled = w.end_ms + o.settle_ms + o.max_span_ms + 1;
+
+  QueryOptions plain = QOptions();
+  plain.max_chunk_span_ms = o.max_span_ms;
+  QueryOptions shared = plain;
+  // Held for an hour (clock_ stands still): page 2 starts from the stale
+  // value page 1 read, and the read after it (MergeRaced) finds it moved.
+  LeaseRowEpoch epoch(*store_, clock_, 3'600'000);
+  shared.store_epoch = &epoch;
+  QueryEngine with(*store_, shared), without(*store_, plain);
+  auto held = (*lease)->Hold();  // the lease row exists before page 1: its epoch must move
+  ASSERT_TRUE(held.ok() && *held);
+  struct Paging {
+    const QueryEngine* engine;
+    Query q;
+    std::vector<ResultRecord> got;
+  };
+  std::vector<Paging> pagings;
+  for (const QueryEngine* engine : {&with, &without}) {
+    for (const char* host : {"host0", "host1"}) {
+      Paging p{engine, Query{}, {}};
+      p.q.host = host;
+      p.q.from_ms = w.start_ms, p.q.to_ms = w.end_ms + 1, p.q.limit = 7;  // chunks hold up to 6 records
+      auto page = engine->Run(p.q);
+      ASSERT_TRUE(page.ok()) << page.error().ToString();
+      ASSERT_FALSE(page->next_cursor.empty());
+      p.got = std::move(page->records);
+      p.q.cursor = page->next_cursor;
+      pagings.push_back(std::move(p));
+    }
+  }
+
+  auto pass = (*a)->Pass(settled);
+  ASSERT_TRUE(pass.ok()) << pass.error().ToString();
+  ASSERT_GT(pass->merges, 1u);
+  const uint64_t merged_parts = pass->parts;
+  uint64_t removed = 0;
+  for (int i = 0; i < 6 && removed < merged_parts; ++i) {  // the lease renewed every third of its period
+    a_clock.AdvanceMs(20'000);
+    pass = (*a)->Pass(settled + kDelay + 60'000);
+    ASSERT_TRUE(pass.ok()) << pass.error().ToString();
+    removed += pass->repaired_parts;
+  }
+  ASSERT_EQ(removed, merged_parts) << "every part removed";
+
+  size_t lost_without = 0;
+  for (Paging& p : pagings) {
+    for (int pages = 0; !p.q.cursor.empty() && pages < 1000; ++pages) {
+      auto page = p.engine->Run(p.q);
+      ASSERT_TRUE(page.ok()) << page.error().ToString();
+      if (p.engine == &with && pages == 0) {  // the first page 2 read it moved, and raised the value held
+        EXPECT_EQ(page->stats.runs, &p == &pagings.front() ? 2u : 1u) << "run again once the epoch was read";
+      }
+      for (auto& r : page->records) p.got.push_back(std::move(r));
+      p.q.cursor = page->next_cursor;
+    }
+    p.q.cursor.clear();
+    const auto want = BruteForce(w, p.q);
+    if (p.engine == &with) {
+      ExpectSame(p.got, want, "the shared epoch, " + p.q.host);
+    } else {
+      EXPECT_LE(p.got.size(), want.size());
+      lost_without += want.size() - std::min(want.size(), p.got.size());
+    }
+  }
+  EXPECT_GT(lost_without, 0u) << "the test no longer makes a cursor that loses records without the shared epoch";
+}
+
+// One page can outlast a merge's removal delay (a stalled store call): its
+// index scan passed the merged chunk's position before the merge landed,
+// and the parts it then reads were removed meanwhile. A page that ran
+// QueryOptions::recheck_after_ms or longer reads the shared epoch again
+// and runs again when it moved.
+TEST_P(IndexerQuery, APageLongerThanTheRemovalDelayRunsAgainWhenAMergeMovedTheLayout) {
+  if (!store_->conditional_writes()) GTEST_SKIP() << GetParam().name << ": one process owns the store";
+  Workload w = MakeWorkload(NonAtomicSpec(600));
+  constexpr int64_t kDelay = 60'000;
+  // The query's first main-row read waits while another member merges and,
+  // its delay later, removes the parts; the page then goes on.
+  class StallsAtTheFirstMainRead final : public testing::ForwardingStore {
+   public:
+    using ForwardingStore::ForwardingStore;
+    Result<std::optional<std::string>> Get(std::string_view table, std::string_view key) override {
+      if (table == kMainTable && stall) std::exchange(stall, nullptr)();
+      return base_.Get(table, key);
+    }
+    std::function<void()> stall;
+  };
+  // The records of host0 one page finds, with recheck_after_ms `recheck`,
+  // and the page's runs.
+  auto page_through_a_stall = [&](const std::string& name, int64_t recheck) -> std::pair<size_t, uint64_t> {
+    auto store = Open(name);
+    EXPECT_NE(store, nullptr);
+    if (!store) return {0, 0};
+    Indexer indexer(*store, Options());
+    Ingest(w.chunks, indexer);
+    ManualClock a_clock(1'790'000'000'000), q_clock(0);
+    CompactionLeaseOptions lo;
+    lo.period_ms = 60'000;
+    auto lease = CompactionLease::Create(*store, lo, a_clock);
+    EXPECT_TRUE(lease.ok());
+    CompactorOptions o = NonAtomicMerges();
+    o.list_parts = true;
+    o.removal_delay_ms = kDelay;
+    o.lease = lease->get();
+    auto a = Compactor::Create(*store, o);
+    EXPECT_TRUE(a.ok());
+    if (!lease.ok() || !a.ok()) return {0, 0};
+    EXPECT_TRUE((*lease)->Hold().ok());
+    const int64_t settled = w.end_ms + o.settle_ms + o.max_span_ms + 1;
+    StallsAtTheFirstMainRead stalling(*store);
+    LeaseRowEpoch epoch(*store, q_clock, 3'600'000);
+    QueryOptions qo = QOptions();
+    qo.max_chunk_span_ms = o.max_span_ms;
+    qo.store_epoch = &epoch;
+    qo.clock = &q_clock;
+    qo.recheck_after_ms = recheck;
+    uint64_t removed = 0, merged = 0;
+    stalling.stall = [&] {
+      auto pass = (*a)->Pass(settled);
+      EXPECT_TRUE(pass.ok());
+      merged = pass.ok() ? pass->parts : 0;
+      for (int i = 0; i < 6 && removed < merged; ++i) {
+        a_clock.AdvanceMs(20'000);
+        pass = (*a)->Pass(settled + kDelay + 60'000);
+        EXPECT_TRUE(pass.ok());
+        removed += pass.ok() ? pass->repaired_parts : 0;
+      }
+      q_clock.AdvanceMs(kDelay + 60'000);
+    };
+    Query q;
+    q.host = "host0";
+    q.from_ms = w.start_ms, q.to_ms = w.end_ms + 1, q.limit = 1000;
+    auto page = QueryEngine(stalling, qo).Run(q);
+    EXPECT_TRUE(page.ok());
+    EXPECT_GT(merged, 0u);
+    EXPECT_EQ(removed, merged) << "every part removed during the page";
+    if (!page.ok()) return {0, 0};
+    EXPECT_TRUE(page->next_cursor.empty());
+    if (recheck > 0) {
+      Query all = q;
+      ExpectSame(page->records, BruteForce(w, all), "a page that outlasted the removal delay");
+    }
+    return {page->records.size(), page->stats.runs};
+  };
+  Query q;
+  q.host = "host0";
+  q.from_ms = w.start_ms, q.to_ms = w.end_ms + 1;
+  const size_t want = BruteForce(w, q).size();
+  auto [found, runs] = page_through_a_stall("rechecked", kDelay);
+  EXPECT_EQ(found, want);
+  EXPECT_EQ(runs, 2u);
+  std::tie(found, runs) = page_through_a_stall("not_rechecked", 0);
+  EXPECT_LT(found, want) << "the test no longer makes a page that loses records without the re-check";
+  EXPECT_EQ(runs, 1u);
 }
 
 TEST_P(IndexerQuery, RefusesQueriesThatAreWrong) {

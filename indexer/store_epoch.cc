@@ -1,0 +1,57 @@
+#include "indexer/store_epoch.h"
+
+#include <algorithm>
+
+#include "common/row_keys.h"
+#include "indexer/compaction_lease.h"
+
+namespace logdex {
+namespace {
+
+constexpr int64_t kOddHoldNs = 100'000'000;  // a write phase ends soon: read again sooner
+
+}  // namespace
+
+LeaseRowEpoch::LeaseRowEpoch(TableStore& store, const Clock& clock, int64_t hold_ms,
+                             std::function<void(const Error&)> on_failure)
+    : store_(store), clock_(clock), hold_ns_(std::max<int64_t>(hold_ms, 0) * 1'000'000),
+      on_failure_(std::move(on_failure)) {}
+
+std::optional<uint64_t> LeaseRowEpoch::Read() {
+  reads_.fetch_add(1);
+  auto row = store_.Get(kMetaTable, kCompactionLeaseRow);
+  if (!row.ok()) {
+    if (on_failure_) on_failure_(row.error());
+    return std::nullopt;
+  }
+  auto epoch = CompactionLeaseEpoch(*row);
+  if (!epoch) {
+    if (on_failure_) on_failure_(Error{Errc::kCorruption, "the compaction lease row (meta) does not decode"});
+    return std::nullopt;
+  }
+  // The highest read: a slower read that overtook a later one never lowers it.
+  uint64_t held = held_.load();
+  while (held < *epoch && !held_.compare_exchange_weak(held, *epoch)) {
+  }
+  return std::max(held, *epoch);
+}
+
+std::optional<uint64_t> LeaseRowEpoch::Now() { return Read(); }
+
+std::optional<uint64_t> LeaseRowEpoch::Held() {
+  auto held = [&]() -> std::optional<uint64_t> {
+    const uint64_t h = held_.load();
+    return h == 0 ? std::nullopt : std::optional<uint64_t>(h);
+  };
+  if (clock_.MonotonicNs() < next_read_ns_.load()) return held();
+  std::unique_lock<std::mutex> lock(reading_, std::try_to_lock);
+  if (!lock.owns_lock()) return held();  // another query is reading it
+  const int64_t start = clock_.MonotonicNs();
+  if (start < next_read_ns_.load()) return held();
+  auto read = Read();
+  const bool odd = read.value_or(held_.load()) % 2 == 1;
+  next_read_ns_.store(start + (odd ? std::min(hold_ns_, kOddHoldNs) : hold_ns_));
+  return read ? read : held();
+}
+
+}  // namespace logdex
