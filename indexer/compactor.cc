@@ -178,8 +178,10 @@ Compactor::Compactor(TableStore& store, CompactorOptions options)
 Result<CompactionPass> Compactor::Pass(int64_t now_ms, const std::function<bool(uint64_t)>& keep_going) {
   CompactionPass pass;
   const int64_t cpu0 = ThreadCpuNs();
+  lease_lost_ = false;
   Status s = RunPass(now_ms, keep_going, pass);
   pass.cpu_ns = ThreadCpuNs() - cpu0;
+  pass.lease_lost = lease_lost_;
   last_pass_ = pass;
   if (!s.ok()) return s.error();
   return pass;
@@ -217,6 +219,16 @@ Status Compactor::RunPass(int64_t now_ms, const std::function<bool(uint64_t)>& k
   if (!s.ok()) return s;
   bool stop_pass = false;
   for (const auto& [host, app] : ranges) {
+    // A pass may read for long without a write: the lease is renewed
+    // between streams (a write once a third of its period has passed).
+    if (options_.lease && !stop_pass) {
+      auto held = options_.lease->Hold();
+      if (!held.ok()) return held.error();
+      if (!*held) {
+        lease_lost_ = pass.lease_elsewhere = stop_pass = true;
+        break;
+      }
+    }
     if (Status r = PassOverHostApp(host, app, lo, cutoff, now_ms, pass, keep_going, stop_pass); !r.ok()) return r;
     if (stop_pass) break;
   }
@@ -412,7 +424,7 @@ Status Compactor::MergeRun(std::vector<Part>& run, CompactionPass& pass,
   return Status::Ok();
 }
 
-Status Compactor::Land(const std::vector<const WriteBatch*>& batches) {
+Status Compactor::Land(const std::vector<WriteBatch*>& batches) {
   // The writes below must land while no other member merges: each batch
   // starts with at least half the lease's period left (CompactionLease).
   // The first fence comes before the gate, so that ingest does not wait
@@ -424,7 +436,7 @@ Status Compactor::Land(const std::vector<const WriteBatch*>& batches) {
     if (!first && options_.lease->remaining_ms() >= options_.lease->period_ms() / 2) return Status::Ok();
     auto held = options_.lease->Fence(first);
     if (!held.ok()) return held.error();
-    if (!*held) return Status(Errc::kFailedPrecondition, "the compaction lease went to another member: this pass stops");
+    if (!*held) return LeaseLost();
     return Status::Ok();
   };
   if (Status f = fence(true); !f.ok()) return f;
@@ -436,9 +448,11 @@ Status Compactor::Land(const std::vector<const WriteBatch*>& batches) {
   }
   if (options_.store_epoch) options_.store_epoch->fetch_add(1);  // odd: a merge is landing
   Status s;
-  for (const WriteBatch* b : batches) {
+  for (WriteBatch* b : batches) {
     if (b->empty()) continue;
     s = fence(false);
+    // Its last attempt starts within the half period a fence leaves at least.
+    if (options_.lease) b->set_send_within_ms(options_.lease->remaining_ms() - options_.lease->period_ms() / 2);
     if (s.ok()) s = store_.Write(*b);
     if (!s.ok()) break;
   }
@@ -451,8 +465,13 @@ Status Compactor::Land(const std::vector<const WriteBatch*>& batches) {
   }
   auto ended = options_.lease->EndPhase();
   if (!ended.ok()) return ended.error();
-  if (!*ended) return Status(Errc::kFailedPrecondition, "the compaction lease went to another member: this pass stops");
+  if (!*ended) return LeaseLost();
   return s;
+}
+
+Status Compactor::LeaseLost() {
+  lease_lost_ = true;
+  return Status(Errc::kFailedPrecondition, "the compaction lease went to another member: this pass stops");
 }
 
 Status Compactor::RemoveListedParts(const std::vector<std::pair<HostIndexKey, IndexValue>>& rows,
@@ -514,6 +533,21 @@ Status Compactor::RemoveListedParts(const std::vector<std::pair<HostIndexKey, In
       if (!others_removable) keep.insert(part);
     }
   }
+  // The parts' removals land together, a few thousand rows at a time: each
+  // landing is a write phase (fences, and the shared epoch moves, which
+  // sends every cursor on the store to resume by record).
+  constexpr size_t kRemovalRows = 4096;
+  WriteBatch tag_rows, removal;
+  uint64_t staged = 0;
+  auto land = [&]() -> Status {
+    if (staged == 0) return Status::Ok();
+    Status s = Land({&tag_rows, &removal});
+    if (s.ok()) pass.repaired_parts += staged;
+    tag_rows.Clear();
+    removal.Clear();
+    staged = 0;
+    return s;
+  };
   for (const auto& [key, value] : rows) {
     const std::tuple<Severity, int64_t, ChunkId> name{value.main_key.severity, value.main_key.first_ts_ms,
                                                       value.main_key.chunk};
@@ -536,12 +570,13 @@ Status Compactor::RemoveListedParts(const std::vector<std::pair<HostIndexKey, In
       views = RecordViews();
     }
     part.mutable_chunk()->set_last_ts_ms(key.ts_ms);
-    WriteBatch tag_rows, removal;
     Indexer::StageRemoval(part.chunk(), value.main_key, views, removal, value.has_token_filter, &tag_rows);
-    if (Status s = Land({&tag_rows, &removal}); !s.ok()) return s;
-    ++pass.repaired_parts;
+    ++staged;
+    if (removal.size() + tag_rows.size() >= kRemovalRows) {
+      if (Status s = land(); !s.ok()) return s;
+    }
   }
-  return Status::Ok();
+  return land();
 }
 
 void Compactor::NoteBig(ChunkId id, uint64_t bytes) {

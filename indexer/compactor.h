@@ -233,7 +233,11 @@ struct CompactionPass {
   uint64_t unsafe_parts = 0;   // parts of runs that wait for one not yet replay-safe
   uint64_t repaired_parts = 0; // parts a merged chunk lists, still stored (a merge stopped part-way, or a delayed removal): removed
   uint64_t removals_waiting = 0;  // parts a merged chunk lists, still stored, left for a later pass (removal_delay_ms)
-  bool lease_elsewhere = false;  // another member holds the compaction lease: the pass did nothing
+  bool lease_elsewhere = false;  // another member holds the compaction lease: the pass did nothing (or stopped)
+  // The lease went to another member during the pass (a fence or a renewal
+  // found it taken): the pass stopped, failing with kFailedPrecondition
+  // when it was about to write. Not a store error.
+  bool lease_lost = false;
   uint64_t runs_left = 0;      // closed runs the pass had no budget for
   uint64_t runs_growing = 0;   // runs the clock closed that wait: grown since the last pass, or merged within settle
   int64_t lag_ms = 0;          // now - the last record of the oldest run left (0: none)
@@ -266,7 +270,9 @@ class Compactor {
                   const std::function<bool(uint64_t)>& keep_going, bool& stop);
   Status WriteMerge(std::vector<Part*>& parts, CompactionPass& pass);
   // Writes a merge's batch: alone (merge_gate), with store_epoch odd meanwhile.
-  Status Land(const std::vector<const WriteBatch*>& batches);
+  Status Land(const std::vector<WriteBatch*>& batches);
+  // Marks the pass's lease lost (CompactionPass::lease_lost) and says so.
+  Status LeaseLost();
   // Of `rows` (a host and app's index rows), the parts a stored merged chunk
   // lists (into `listed`), each removed (allow_non_atomic).
   Status RemoveListedParts(const std::vector<std::pair<HostIndexKey, IndexValue>>& rows,
@@ -284,6 +290,7 @@ class Compactor {
   // it then stays unmerged). Past the first 64 Ki, a bad part is read and
   // counted at every pass.
   std::unordered_set<ChunkId> corrupt_;
+  bool lease_lost_ = false;  // set by LeaseLost() during a pass
   CompactionPass last_pass_;
   // Streams (host, app, severity) whose run the clock closed: that run as
   // last seen (a hash of its parts' ids), the pass that saw it, and when

@@ -110,6 +110,7 @@ class WriteBatch {
     entries_.clear();
     last_.clear();
     bytes_ = 0;
+    send_within_ms_.reset();
   }
 
   // Marks a table whose rows stand for others in the batch (the indexer's
@@ -129,6 +130,14 @@ class WriteBatch {
   }
   const std::vector<std::string>& last_tables() const { return last_; }
 
+  // A store whose calls may be retried for long (HBase) starts no attempt
+  // of this batch's calls once `ms` have passed since Write() was called,
+  // and fails the write instead (kUnavailable): a compactor's writes must
+  // land within its lease (indexer/compaction_lease.h). Other stores
+  // ignore it. Unset: no deadline.
+  void set_send_within_ms(int64_t ms) { send_within_ms_ = ms; }
+  std::optional<int64_t> send_within_ms() const { return send_within_ms_; }
+
   const std::vector<Entry>& entries() const { return entries_; }
   size_t size() const { return entries_.size(); }
   bool empty() const { return entries_.empty(); }
@@ -139,6 +148,7 @@ class WriteBatch {
   std::vector<Entry> entries_;
   std::vector<std::string> last_;
   uint64_t bytes_ = 0;
+  std::optional<int64_t> send_within_ms_;
 };
 
 // Visits one row; return false to stop the scan.

@@ -274,6 +274,13 @@ class HBaseTableStore::Impl {
     if (!options_.sleep) {
       options_.sleep = [](int ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); };
     }
+    if (!options_.monotonic_ns) {
+      options_.monotonic_ns = [] {
+        return static_cast<int64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                        std::chrono::steady_clock::now().time_since_epoch())
+                                        .count());
+      };
+    }
   }
 
   Status Ping() {
@@ -294,10 +301,17 @@ class HBaseTableStore::Impl {
   // `scanner_connects`: for a call on a scanner, Pool::connects() when it
   // was opened; if a connection was made since, the call is not sent
   // (stale_scanner: the caller reopens the scan).
+  // `deadline_ns` (options_.monotonic_ns time): no attempt starts past it
+  // (checked once a connection is at hand: waiting for one, or connecting,
+  // sends nothing).
   template <class Fn>
-  Attempt Once(std::string_view what, Fn&& fn, std::optional<uint64_t> scanner_connects = std::nullopt) {
+  Attempt Once(std::string_view what, Fn&& fn, std::optional<uint64_t> scanner_connects = std::nullopt,
+               std::optional<int64_t> deadline_ns = std::nullopt) {
     auto lease = pool_.Borrow();
     if (!lease.ok()) return {Status(lease.error()), lease.error().code == Errc::kUnavailable};
+    if (deadline_ns && options_.monotonic_ns() > *deadline_ns) {
+      return {Status(Errc::kUnavailable, std::string(what) + ": not sent: the batch's send deadline has passed"), false};
+    }
     if (scanner_connects && *scanner_connects != pool_.connects()) {
       return {Status(Errc::kUnavailable, std::string(what) + ": scanner opened before a connection was made"), true,
               true};
@@ -332,9 +346,9 @@ class HBaseTableStore::Impl {
 
   // `fn` with retries on retryable failures.
   template <class Fn>
-  Status Rpc(std::string_view what, Fn&& fn) {
+  Status Rpc(std::string_view what, Fn&& fn, std::optional<int64_t> deadline_ns = std::nullopt) {
     for (int attempt = 0;; ++attempt) {
-      Attempt a = Once(what, fn);
+      Attempt a = Once(what, fn, std::nullopt, deadline_ns);
       if (a.status.ok() || !a.retryable || attempt >= options_.retries) return a.status;
       ++retries_;
       Sleep(attempt);
@@ -471,7 +485,9 @@ class HBaseTableStore::Impl {
   // ---- writes ----
 
   Status Write(const WriteBatch& batch) {
-    Status s = WriteOrdered(batch);
+    std::optional<int64_t> deadline_ns;
+    if (auto within = batch.send_within_ms()) deadline_ns = options_.monotonic_ns() + *within * 1'000'000;
+    Status s = WriteOrdered(batch, deadline_ns);
     if (s.ok()) {
       ++write_batches_;
     } else {
@@ -480,7 +496,7 @@ class HBaseTableStore::Impl {
     return s;
   }
 
-  Status WriteOrdered(const WriteBatch& batch) {
+  Status WriteOrdered(const WriteBatch& batch, std::optional<int64_t> deadline_ns) {
     if (batch.empty()) return Status::Ok();
     // Tables in order of first appearance; every one must exist before
     // anything is sent.
@@ -516,7 +532,7 @@ class HBaseTableStore::Impl {
     order.insert(order.begin(), first.begin(), first.end());
     order.insert(order.end(), last.begin(), last.end());
     for (const std::string& t : order) {
-      if (Status s = WriteTable(batch, t); !s.ok()) return s;
+      if (Status s = WriteTable(batch, t, deadline_ns); !s.ok()) return s;
     }
     return Status::Ok();
   }
@@ -524,7 +540,7 @@ class HBaseTableStore::Impl {
   // Sends the batch's entries for one table, in order: runs of puts as
   // putMultiple calls, runs of deletes as deleteMultiple calls, each under
   // max_call_bytes.
-  Status WriteTable(const WriteBatch& batch, const std::string& table) {
+  Status WriteTable(const WriteBatch& batch, const std::string& table, std::optional<int64_t> deadline_ns) {
     const std::string hname = HBaseName(table);
     const h2::TDurability::type durability = ToThrift(options_.durability);
     std::vector<h2::TPut> puts;
@@ -535,14 +551,14 @@ class HBaseTableStore::Impl {
       Status s;
       const uint64_t rows = puts.size() + deletes.size();
       if (!puts.empty()) {
-        s = Rpc("putMultiple " + hname, [&](auto& c) { c.putMultiple(hname, puts); });
+        s = Rpc("putMultiple " + hname, [&](auto& c) { c.putMultiple(hname, puts); }, deadline_ns);
       } else {
         size_t not_deleted = 0;
         s = Rpc("deleteMultiple " + hname, [&](auto& c) {
           std::vector<h2::TDelete> failed;
           c.deleteMultiple(failed, hname, deletes);
           not_deleted = failed.size();
-        });
+        }, deadline_ns);
         // The gateway answers the deletes it could not apply instead of
         // failing the call; ignoring them would report rows gone that are not.
         if (s.ok() && not_deleted > 0) {

@@ -100,6 +100,9 @@ struct HBaseOptions {
   int retry_backoff_ms = 100;
   // Sleeps between retries (a seam for tests); default sleeps the thread.
   std::function<void(int ms)> sleep;
+  // Monotonic time in ns for batches' send deadlines
+  // (WriteBatch::set_send_within_ms; a seam for tests); default steady_clock.
+  std::function<int64_t()> monotonic_ns;
 
   Durability durability = Durability::kAsync;
 

@@ -349,6 +349,41 @@ TEST_F(HBaseStore, RetriesTIOErrorsThatCanBeRetriedAndOnlyThose) {
   EXPECT_TRUE(Has("t", "k"));
 }
 
+// A batch's send deadline (WriteBatch::set_send_within_ms: a compactor's
+// writes must land within its lease): no attempt starts past it, whatever
+// retries are left; a batch without one retries as before.
+TEST_F(HBaseStore, NoAttemptOfABatchStartsPastItsSendDeadline) {
+  int64_t now_ns = 0;
+  HBaseOptions client = ServedHBaseStore::DefaultClientOptions();
+  client.monotonic_ns = [&] { return now_ns; };
+  client.sleep = [&](int ms) { now_ns += int64_t{ms} * 1'000'000; };
+  client.retry_backoff_ms = 100;  // delays drawn from [50, 100], [100, 200], ...
+  Open(client);
+  ASSERT_TRUE(store_->CreateTable("t", TableOptions{}).ok());
+  ASSERT_TRUE(store_->CreateTable("u", TableOptions{}).ok());
+  WriteBatch b;
+  b.Put("t", "k", "v");
+  b.Put("u", "k", "v");
+  b.set_send_within_ms(120);
+  const uint64_t before = store_->server().stats().calls["putMultiple"];
+  store_->server().FailNextCalls("putMultiple", 2, /*can_retry=*/true);
+  Status s = store_->Write(b);
+  EXPECT_EQ(s.code(), Errc::kUnavailable) << s.ToString();
+  EXPECT_NE(s.message().find("send deadline"), std::string::npos) << s.ToString();
+  EXPECT_EQ(store_->server().stats().calls["putMultiple"], before + 2) << "the third attempt, at >= 150 ms, is not sent";
+  EXPECT_FALSE(Has("u", "k")) << "nor the next table's call";
+
+  store_->server().FailNextCalls("putMultiple", 2, /*can_retry=*/true);
+  b.set_send_within_ms(10'000);
+  ASSERT_TRUE(store_->Write(b).ok()) << "within the deadline, retries go on";
+  EXPECT_TRUE(Has("u", "k"));
+  WriteBatch late;
+  late.Put("t", "k2", "v");
+  late.set_send_within_ms(-1);
+  EXPECT_FALSE(store_->Write(late).ok()) << "past it from the start";
+  EXPECT_FALSE(Has("t", "k2"));
+}
+
 // deleteMultiple answers the deletes it did not apply: they used to be
 // ignored, so a batch reported written while its rows were still there.
 TEST_F(HBaseStore, DeletesTheGatewayAnswersAsNotAppliedFailTheWrite) {

@@ -1851,6 +1851,7 @@ TEST_P(IndexerQuery, CompactorsSharingAStoreMergeOnlyWhileTheyHoldTheLease) {
   pass = (*a)->Pass(settled);
   ASSERT_FALSE(pass.ok());
   EXPECT_EQ(pass.error().code, Errc::kFailedPrecondition) << pass.error().ToString();
+  EXPECT_TRUE((*a)->last_pass().lease_lost) << "told apart from a store error";
   auto after = Dump(*store_);
   for (auto* dump : {&before, &after}) {  // but the lease row, which a's failed fence leaves as b wrote it
     std::erase_if((*dump)[std::string(kMetaTable)], [](const auto& row) { return row.first == kCompactionLeaseRow; });
@@ -1859,6 +1860,7 @@ TEST_P(IndexerQuery, CompactorsSharingAStoreMergeOnlyWhileTheyHoldTheLease) {
   pass = (*a)->Pass(settled);
   ASSERT_TRUE(pass.ok()) << pass.error().ToString();
   EXPECT_TRUE(pass->lease_elsewhere);
+  EXPECT_FALSE(pass->lease_lost) << "it knew it was not the holder";
   expect_exact(3, "a stopped");
 
   pass = (*b)->Pass(settled);
@@ -1994,7 +1996,23 @@ TEST_P(IndexerQuery, ACursorResumesByRecordAfterAnotherMembersMergeAndItsRemoval
   o.list_parts = true;
   o.removal_delay_ms = kDelay;
   o.lease = lease->get();
-  auto a = Compactor::Create(*store_, o);
+  // Every batch goes with a send deadline: the half period the fence left.
+  class RecordsSendDeadlines final : public testing::ForwardingStore {
+   public:
+    using ForwardingStore::ForwardingStore;
+    Status Write(const WriteBatch& b) override {
+      deadlines.push_back(b.send_within_ms().value_or(-1));
+      return base_.Write(b);
+    }
+    Result<bool> CheckAndPut(std::string_view table, std::string_view key, const std::optional<std::string>& expected,
+                             std::string_view value) override {
+      return base_.CheckAndPut(table, key, expected, value);
+    }
+    bool conditional_writes() const override { return base_.conditional_writes(); }
+    bool shared() const override { return base_.shared(); }
+    std::vector<int64_t> deadlines;
+  } recording(*store_);
+  auto a = Compactor::Create(recording, o);
   ASSERT_TRUE(a.ok()) << a.error().ToString();
   const int64_t settled = w.end_ms + o.settle_ms + o.max_span_ms + 1;
 
@@ -2040,6 +2058,8 @@ TEST_P(IndexerQuery, ACursorResumesByRecordAfterAnotherMembersMergeAndItsRemoval
     removed += pass->repaired_parts;
   }
   ASSERT_EQ(removed, merged_parts) << "every part removed";
+  ASSERT_FALSE(recording.deadlines.empty());
+  for (int64_t d : recording.deadlines) ASSERT_EQ(d, lo.period_ms / 2) << "a's clock stands still while it writes";
 
   size_t lost_without = 0;
   for (Paging& p : pagings) {
