@@ -212,19 +212,18 @@ int64_t CompactionLease::remaining_ms() const {
   return std::max<int64_t>(0, options_.period_ms - (NowNs() - written_ns_) / 1'000'000);
 }
 
-Status CompactionLease::Release() {
-  if (!mine_) return Status::Ok();
+Result<bool> CompactionLease::Release() {
+  if (!mine_) return false;
   if (in_phase_ || unanswered_recently()) {
     // A write may still land: the next holder waits out the period.
     mine_.reset();
-    return Status::Ok();
+    return false;
   }
   CompactionLeaseValue next = Next();
   next.released = true;
   auto wrote = Write(mine_->Encode(), next, nullptr);
   mine_.reset();
-  if (!wrote.ok()) return wrote.error();
-  return Status::Ok();
+  return wrote;
 }
 
 }  // namespace logdex

@@ -115,8 +115,9 @@ class CompactionLease {
   void NoteUnanswered();
   // Marks the row released, when held; the lease is then not held. Not
   // while a write may still land (a phase open, or a failure within the
-  // period): the lease is then given up without a write.
-  Status Release();
+  // period): the lease is then given up without a write, left to expire.
+  // True: released.
+  Result<bool> Release();
 
   bool held() const;
   // What is left of the period since this member's last write (0: not held).

@@ -13,12 +13,13 @@ constexpr int64_t kOddHoldNs = 100'000'000;  // a write phase ends soon: read ag
 }  // namespace
 
 LeaseRowEpoch::LeaseRowEpoch(TableStore& store, const Clock& clock, int64_t hold_ms,
-                             std::function<void(const Error&)> on_failure)
+                             std::function<void(const Error&)> on_failure, std::function<void()> on_read)
     : store_(store), clock_(clock), hold_ns_(std::max<int64_t>(hold_ms, 0) * 1'000'000),
-      on_failure_(std::move(on_failure)) {}
+      on_failure_(std::move(on_failure)), on_read_(std::move(on_read)) {}
 
 std::optional<uint64_t> LeaseRowEpoch::Read() {
   reads_.fetch_add(1);
+  if (on_read_) on_read_();
   auto row = store_.Get(kMetaTable, kCompactionLeaseRow);
   if (!row.ok()) {
     if (on_failure_) on_failure_(row.error());

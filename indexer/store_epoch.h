@@ -63,8 +63,9 @@ class LocalStoreEpoch final : public StoreEpoch {
 // nullopt, Held() the value held.
 class LeaseRowEpoch final : public StoreEpoch {
  public:
+  // `on_read`: called at each read of the row (for a metric).
   LeaseRowEpoch(TableStore& store, const Clock& clock, int64_t hold_ms = 1'000,
-                std::function<void(const Error&)> on_failure = {});
+                std::function<void(const Error&)> on_failure = {}, std::function<void()> on_read = {});
   std::optional<uint64_t> Held() override;
   std::optional<uint64_t> Now() override;
   bool shared() const override { return true; }
@@ -78,6 +79,7 @@ class LeaseRowEpoch final : public StoreEpoch {
   const Clock& clock_;
   const int64_t hold_ns_;
   const std::function<void(const Error&)> on_failure_;
+  const std::function<void()> on_read_;
   std::atomic<uint64_t> held_{0};  // 0: none read yet (a lease row's epoch has its top bit set)
   std::atomic<int64_t> next_read_ns_{0};
   std::atomic<uint64_t> reads_{0};

@@ -5,7 +5,10 @@
 #include <sys/syscall.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
+
+#include "indexer/compaction_lease.h"
 
 namespace logdex {
 namespace {
@@ -53,6 +56,16 @@ CompactionRunner::CompactionRunner(prometheus::Registry& registry, Compactor& co
                      "Closed runs of small chunks the last pass had no budget for (compaction.max_pass_bytes)");
   lag_ = Gauge(registry, "logdex_compaction_lag_seconds",
                "Age of the newest record of the oldest run the last pass left unmerged (0: none left)");
+  removed_ = Counter(registry, "logdex_compaction_removed_parts_total",
+                     "Parts removed after their merged chunk landed (stores without atomic writes: HBase)");
+  removals_waiting_ = Gauge(registry, "logdex_compaction_removals_waiting",
+                            "Parts a merged chunk lists that stay for compaction.removal_delay (HBase)");
+  lease_held_ = Gauge(registry, "logdex_compaction_lease_held",
+                      "1 while this member holds the compaction lease of a shared store (HBase): only it merges");
+  takeovers_ = Counter(registry, "logdex_compaction_lease_takeovers_total",
+                       "Compaction leases this member took over from a holder that stopped renewing it");
+  lease_lost_ = Counter(registry, "logdex_compaction_lease_lost_total",
+                        "Passes stopped because the compaction lease went to another member (this one stalled)");
 }
 
 CompactionRunner::~CompactionRunner() {
@@ -78,11 +91,25 @@ Result<CompactionPass> CompactionRunner::RunOnce() {
   passes_->Increment();
   // What a pass that stopped on an error merged before it is counted too.
   const CompactionPass* pass = &compactor_.last_pass();
-  if (!result.ok()) {
+  if (pass->lease_lost) {
+    lease_lost_->Increment();
+    spdlog::info("compaction: the lease went to another member (this one did not renew it within "
+                 "compaction.lease_period); the pass stopped after {} merges",
+                 pass->merges);
+  } else if (!result.ok()) {
     failures_->Increment();
     spdlog::warn("compaction: the pass stopped on a store error ({}) after {} merges; the next pass retries",
                  result.error().ToString(), pass->merges);
   }
+  if (CompactionLease* lease = compactor_.options().lease) {
+    lease_held_->Set(lease->held() ? 1 : 0);
+    takeovers_->Increment(static_cast<double>(lease->takeovers() - takeovers_seen_));
+    if (lease->takeovers() > takeovers_seen_) {
+      spdlog::info("compaction: took the lease over from a member that stopped renewing it");
+    }
+    takeovers_seen_ = lease->takeovers();
+  }
+  removed_->Increment(static_cast<double>(pass->repaired_parts));
   merges_->Increment(static_cast<double>(pass->merges));
   parts_->Increment(static_cast<double>(pass->parts));
   records_->Increment(static_cast<double>(pass->records));
@@ -98,6 +125,7 @@ Result<CompactionPass> CompactionRunner::RunOnce() {
     runs_left_->Set(static_cast<double>(pass->runs_left));
     growing_->Set(static_cast<double>(pass->runs_growing));
     lag_->Set(static_cast<double>(pass->lag_ms) / 1000.0);
+    if (!pass->lease_elsewhere) removals_waiting_->Set(static_cast<double>(pass->removals_waiting));
   }
   if (pass->merges > 0) {
     spdlog::info("compaction: merged {} chunks into {} ({} records; {} -> {} bytes) in {:.1f} ms of CPU", pass->parts,
@@ -121,15 +149,16 @@ Result<CompactionPass> CompactionRunner::RunOnce() {
   return result;
 }
 
-void CompactionRunner::Start() {
+void CompactionRunner::Start(int64_t first_delay_ms) {
   if (thread_.joinable()) return;
-  thread_ = std::thread([this] {
+  thread_ = std::thread([this, first_delay_ms] {
     // The lowest priority: compaction takes only CPU that ingest, queries and
     // alerting leave (Linux: per-thread nice through the thread id).
     if (setpriority(PRIO_PROCESS, static_cast<id_t>(syscall(SYS_gettid)), 19) != 0) {
       spdlog::info("compaction: could not lower the thread's priority; it runs at the process's");
     }
     std::unique_lock lock(mu_);
+    cv_.wait_for(lock, std::chrono::milliseconds(std::max<int64_t>(first_delay_ms, 0)), [this] { return stop_; });
     while (!stop_) {
       lock.unlock();
       (void)RunOnce();

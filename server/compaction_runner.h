@@ -14,6 +14,11 @@
 //   for, and the age of the oldest: the compactor is behind; a warn line says
 //   so at most once a minute), logdex_compaction_growing_runs (runs late
 //   records keep growing, left to wait: indexer/compactor.h).
+// On a shared store (HBase): logdex_compaction_removed_parts_total and
+//   logdex_compaction_removals_waiting (parts kept for compaction.removal_delay),
+//   logdex_compaction_lease_held (1 on the member that merges),
+//   logdex_compaction_lease_takeovers_total, logdex_compaction_lease_lost_total
+//   (passes stopped because another member took the lease: not failures).
 #pragma once
 
 #include <prometheus/counter.h>
@@ -41,7 +46,8 @@ class CompactionRunner {
   // One pass now, paced, on the calling thread (the thread's loop; tests).
   Result<CompactionPass> RunOnce();
 
-  void Start();
+  // Starts the thread; its first pass comes after `first_delay_ms`.
+  void Start(int64_t first_delay_ms = 0);
 
  private:
   Compactor& compactor_;
@@ -51,6 +57,10 @@ class CompactionRunner {
   prometheus::Counter *token_filters_, *token_filter_bytes_, *token_filters_skipped_;
   prometheus::Counter *merges_, *parts_, *records_, *bytes_in_, *bytes_out_, *cpu_, *passes_, *failures_, *corrupt_;
   prometheus::Gauge *waiting_, *runs_left_, *growing_, *lag_;
+  // Stores without atomic writes (HBase): removals and the lease.
+  prometheus::Counter *removed_, *takeovers_, *lease_lost_;
+  prometheus::Gauge *removals_waiting_, *lease_held_;
+  uint64_t takeovers_seen_ = 0;
   int64_t warned_ms_ = INT64_MIN / 2;
   std::mutex mu_;
   std::condition_variable cv_;

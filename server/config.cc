@@ -39,7 +39,24 @@ void Validate(const ServeConfig& c, const Problem& problem) {
   if (c.store.max_wal_bytes != 0 && c.store.max_wal_bytes < (1ull << 20)) {
     problem("store.max_wal", "must be 0 (the memtable budget) or at least 1MiB");
   }
-  if (c.compaction.enabled && c.store.backend == StoreBackend::kRocksDb) {
+  const bool hbase = c.store.backend == StoreBackend::kHBase;
+  if (c.compaction.hbase && !hbase) problem("compaction.hbase", "is for store.backend: hbase only");
+  if (c.compaction.enabled && hbase && c.compaction.hbase) {
+    const CompactionConfig& x = c.compaction;
+    if (x.lease_period_ms < 4 * c.store.hbase.rpc_timeout_ms) {
+      problem("compaction.lease_period",
+              "must be at least 4 × store.hbase.rpc_timeout (" + std::to_string(4 * c.store.hbase.rpc_timeout_ms) +
+                  " ms): half the period must cover one write attempt's send and receive");
+    }
+    if (x.interval_ms * 3 > x.lease_period_ms) {
+      problem("compaction.interval", "must be at most a third of compaction.lease_period (passes renew the lease)");
+    }
+    if (c.query.max_time_ms <= 0 || x.removal_delay_ms < c.query.max_time_ms + 10'000) {
+      problem("compaction.removal_delay", "must be at least query.max_time (" + std::to_string(c.query.max_time_ms) +
+                                              " ms) + 10s: a merge's parts stay for the queries begun before it");
+    }
+  }
+  if (c.compaction.enabled && (!hbase || c.compaction.hbase)) {
     constexpr int64_t kWeek = 7ll * 24 * 3600 * 1000;
     for (const auto& [key, ms] : {std::pair{"compaction.settle", c.compaction.settle_ms},
                                   std::pair{"compaction.max_span", c.compaction.max_span_ms},
@@ -197,7 +214,10 @@ Result<ServeConfig> ParseConfig(const std::string& yaml, const std::string& name
                         {"max_rate", w.Bytes(x.max_rate_bytes)},
                         {"max_pass_bytes", w.Bytes(x.max_pass_bytes)},
                         {"zstd_level", w.Number<int>(x.zstd_level, 1, 19)},
-                        {"token_filter_percent", w.Number<uint32_t>(x.token_filter_percent, 0, 50)}});
+                        {"token_filter_percent", w.Number<uint32_t>(x.token_filter_percent, 0, 50)},
+                        {"hbase", w.Bool(x.hbase)},
+                        {"lease_period", w.Duration(x.lease_period_ms, 1000)},
+                        {"removal_delay", w.Duration(x.removal_delay_ms, 1000)}});
                })},
               {"query", F([&](const YAML::Node& n, const std::string& p) {
                  w.Map(n, p,

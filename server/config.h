@@ -121,6 +121,17 @@ struct CompactionConfig {
   // A merged chunk's token filter takes at most this percentage of its
   // stored bytes (common/token_bloom.h); 0: no token filters.
   uint32_t token_filter_percent = 5;
+  // HBase (store.backend: hbase) only. Opt-in: a member that compacts a
+  // shared store changes the layout under every member's cursors, so every
+  // member must read the epoch of this version first (indexer/store_epoch.h).
+  bool hbase = false;                        // compaction.hbase
+  // One member merges at a time: the one holding the lease
+  // (indexer/compaction_lease.h). At least 4 × store.hbase.rpc_timeout.
+  int64_t lease_period_ms = 10 * 60'000;     // compaction.lease_period
+  // A merge's parts stay this long after its merged chunk landed, for the
+  // queries that began before (HBase has no snapshots): longer than
+  // query.max_time. Equal on every member.
+  int64_t removal_delay_ms = 2 * 60'000;     // compaction.removal_delay
 };
 
 struct QueryConfig {

@@ -24,12 +24,14 @@
 #include "alerting/dispatcher.h"
 #include "alerting/sinks.h"
 #include "alerting/stager.h"
+#include "common/bytes.h"
 #include "common/clock.h"
 #include "common/files.h"
 #include "consumer/batch_processor.h"
 #include "consumer/embedded_kafka.h"
 #include "consumer/kafka_properties.h"
 #include "consumer/group_consumer.h"
+#include "indexer/compaction_lease.h"
 #include "indexer/compactor.h"
 #include "indexer/store_epoch.h"
 #include "indexer/indexer.h"
@@ -235,7 +237,7 @@ GroupConsumerOptions ConsumerOptionsOf(const ServeConfig& config) {
   return go;
 }
 
-// The query engine's limits (serve sets store_epoch when it compacts).
+// The query engine's limits (serve sets store_epoch).
 QueryOptions QueryOptionsOf(const ServeConfig& config, int64_t longest_span, const DecodeOptions& decode,
                             const Clock& clock) {
   QueryOptions qo;
@@ -321,11 +323,14 @@ void AnnounceOnceAssigned(const EmbeddedKafka& embedded, const ServeFlags& flags
   };
 }
 
-// The compactor of serve's store (rocksdb only): merges each stream's small
-// settled chunks. A part is merged only once its offset is committed.
+// The compactor of serve's store: merges each stream's small settled
+// chunks. A part is merged only once its offset is committed. On a shared
+// store (HBase) it merges while it holds `lease`, in two writes (merged rows
+// first), and removes the parts compaction.removal_delay later; the store's
+// epoch is then the lease row's (indexer/store_epoch.h), not `local_epoch`.
 Result<std::unique_ptr<Compactor>> MakeCompactor(const ServeConfig& config, TableStore& store,
-                                                  const IndexerOptions& io, std::atomic<uint64_t>* store_epoch,
-                                                  GroupConsumer& consumer) {
+                                                  const IndexerOptions& io, std::atomic<uint64_t>* local_epoch,
+                                                  CompactionLease* lease, GroupConsumer& consumer) {
   // io.merge_gate: the consumer's indexer's, so that no merge lands between
   // a batch's ledger checks and its write.
   CompactorOptions co;
@@ -336,7 +341,11 @@ Result<std::unique_ptr<Compactor>> MakeCompactor(const ServeConfig& config, Tabl
   co.lookback_ms = config.compaction.lookback_ms;
   co.max_pass_bytes = config.compaction.max_pass_bytes;
   co.zstd_level = config.compaction.zstd_level;
-  co.store_epoch = store_epoch;
+  const bool atomic = store.atomic_writes();
+  co.store_epoch = atomic ? local_epoch : nullptr;
+  co.allow_non_atomic = !atomic;
+  co.removal_delay_ms = atomic ? 0 : config.compaction.removal_delay_ms;
+  co.lease = lease;
   co.merge_gate = io.merge_gate;
   co.indexer = io;
   co.indexer.merged_check_ms = 0;  // the compactor's own indexer writes merged chunks only
@@ -430,11 +439,39 @@ int Serve(const ServeFlags& flags) {
   // skip_wal: RocksDB flushes each table's memtable on its own, so a crash
   // could keep a merge's deletes and lose its merged rows (no WAL to replay
   // them, and Kafka no longer has the parts' offsets to replay).
-  const bool compacting = config.compaction.enabled && (*store)->atomic_writes() &&
-                          config.store.durability != Durability::kSkipWal;
+  // A shared store (HBase) is compacted only with compaction.hbase, set once
+  // every member runs a version whose queries read the store's epoch.
+  const bool shared_store = (*store)->shared();
+  const bool compacting =
+      config.compaction.enabled &&
+      ((*store)->atomic_writes() ? config.store.durability != Durability::kSkipWal
+                                 : config.compaction.hbase && shared_store && (*store)->conditional_writes());
   if (config.compaction.enabled && !compacting) {
-    spdlog::info("compaction: off: it needs a store whose writes are atomic and logged (rocksdb, durability async or "
-                 "sync); compaction.enabled is ignored");
+    if (!(*store)->atomic_writes()) {
+      spdlog::info("compaction: off: on HBase it needs compaction.hbase: true (set it once every member runs this "
+                   "version); compaction.enabled is ignored");
+    } else {
+      spdlog::info("compaction: off: it needs a store whose writes are logged (durability async or sync); "
+                   "compaction.enabled is ignored");
+    }
+  }
+  // A member that raises the store's longest span (a longer
+  // compaction.max_span) waits until the others pad their queries by it
+  // (they read it again every kLongestSpanRereadMs) before it merges.
+  int64_t first_pass_delay_ms = 0;
+  if (compacting && shared_store) {
+    auto raw = (*store)->Get(kMetaTable, kLongestSpanRow);
+    if (!raw.ok()) {
+      std::fprintf(stderr, "logdex serve: store: %s\n", raw.error().ToString().c_str());
+      return 1;
+    }
+    const int64_t mine = std::max(config.indexer.max_chunk_span_ms, config.compaction.max_span_ms);
+    if (raw->has_value() && (*raw)->size() == 8 && static_cast<int64_t>(GetBigEndian64((*raw)->data())) < mine) {
+      first_pass_delay_ms = kLongestSpanRereadMs + 10'000;
+      spdlog::info("compaction: this member raises the store's longest chunk span; its first pass waits {} s, until "
+                   "every member pads its queries by it",
+                   first_pass_delay_ms / 1000);
+    }
   }
 
   // Queries pad their ranges by the longest chunk span the store may hold,
@@ -519,10 +556,24 @@ int Serve(const ServeFlags& flags) {
   // that no cursor of an earlier process counts as made after the latest merge.
   std::atomic<uint64_t> store_epoch{static_cast<uint64_t>(clock.NowMs()) * 2};
   LocalStoreEpoch local_epoch(store_epoch);
+  std::unique_ptr<CompactionLease> lease;  // outlives the compactor and its runner
   std::unique_ptr<Compactor> compactor;
   std::unique_ptr<CompactionRunner> compaction;
+  if (compacting && shared_store) {
+    CompactionLeaseOptions lo;
+    char host[256] = {};
+    ::gethostname(host, sizeof host - 1);
+    lo.owner = std::string(host) + ":" + std::to_string(::getpid());
+    lo.period_ms = config.compaction.lease_period_ms;
+    auto made = CompactionLease::Create(**store, lo, clock);
+    if (!made.ok()) {
+      std::fprintf(stderr, "logdex serve: compaction: %s\n", made.error().ToString().c_str());
+      return 1;
+    }
+    lease = std::move(*made);
+  }
   if (compacting) {
-    auto made = MakeCompactor(config, **store, io, &store_epoch, consumer);
+    auto made = MakeCompactor(config, **store, io, &store_epoch, lease.get(), consumer);
     if (!made.ok()) {
       std::fprintf(stderr, "logdex serve: compaction: %s\n", made.error().ToString().c_str());
       return 1;
@@ -536,7 +587,39 @@ int Serve(const ServeFlags& flags) {
   }
 
   QueryOptions qo = QueryOptionsOf(config, *longest_span, io.decode, clock);
-  qo.store_epoch = compacting ? &local_epoch : nullptr;
+  // The layout epoch: this process's compactor's on RocksDB; on a shared
+  // store the lease row's, read by every member, compacting or not (another
+  // member's merges move the chunks under its cursors).
+  prometheus::Counter& epoch_read_failures =
+      prometheus::BuildCounter()
+          .Name("logdex_query_store_epoch_read_failures_total")
+          .Help("Failed reads of the store's layout epoch (the compaction lease row, HBase): cursors then resume by "
+                "record, which is slower, never wrong")
+          .Register(registry)
+          .Add({});
+  prometheus::Counter& epoch_reads =
+      prometheus::BuildCounter()
+          .Name("logdex_query_store_epoch_reads_total")
+          .Help("Reads of the store's layout epoch (the compaction lease row, HBase): at most one a second for first "
+                "pages, one after each page that resumed a cursor's saved positions")
+          .Register(registry)
+          .Add({});
+  std::unique_ptr<LeaseRowEpoch> shared_epoch;
+  if (shared_store) {
+    shared_epoch = std::make_unique<LeaseRowEpoch>(
+        **store, clock, 1'000,
+        [&epoch_read_failures](const Error& e) {
+          epoch_read_failures.Increment();
+          spdlog::warn("query: reading the store's layout epoch failed ({}); cursors resume by record", e.ToString());
+        },
+        [&epoch_reads] { epoch_reads.Increment(); });
+    qo.store_epoch = shared_epoch.get();
+    // A page that ran this long re-reads it: a merge's parts may be gone.
+    qo.recheck_after_ms = config.compaction.removal_delay_ms -
+                          std::max<int64_t>(1'000, config.compaction.removal_delay_ms / 100);
+  } else {
+    qo.store_epoch = compacting ? &local_epoch : nullptr;
+  }
   // Members sharing a store (HBase) started later with a longer span raise
   // it: queries read it again every minute.
   prometheus::Counter& span_read_failures =
@@ -613,12 +696,25 @@ int Serve(const ServeFlags& flags) {
     std::fflush(stdout);
   }
 
-  if (compaction) compaction->Start();
+  if (compaction) compaction->Start(first_pass_delay_ms);
 
   std::atomic<bool> stop{false};
   signals.Watch(stop, config.consumer.shutdown_deadline_ms);
   Status run = consumer.Run(stop);
   compaction.reset();  // a pass under way stops after its current merge
+  if (lease) {
+    // The next member need not wait out the period, unless a write of this
+    // one may still land.
+    auto released = lease->Release();
+    if (!released.ok()) {
+      spdlog::warn("compaction: releasing the lease failed ({}); it expires after compaction.lease_period",
+                   released.error().ToString());
+    } else if (!*released) {
+      spdlog::info("compaction: the lease is left to expire (not held, or a write may still land)");
+    } else {
+      spdlog::info("compaction: released the lease: the next member takes it at once");
+    }
+  }
   http.Stop();
   dispatcher.Stop();
   signals.Finish();

@@ -314,5 +314,65 @@ TEST(Config, ServeAndAlertingSectionsAreReadByOneWalkerThatKeepsLinesThroughCros
   ::unsetenv("LOGDEX_TEST_UNSET_SECRET_FOR_CONFIG");
 }
 
+// Compacting a shared HBase store is opt-in (compaction.hbase), and its
+// lease and removal delay must fit the client's timeout, the pass interval
+// and the longest query.
+TEST(Config, CompactionOnHBaseIsOptInWithALeaseAndARemovalDelayThatFitTheClientAndTheQueries) {
+  auto defaults = ParseConfig("", "d.yaml");
+  ASSERT_TRUE(defaults.ok()) << defaults.error().message;
+  EXPECT_FALSE(defaults->compaction.hbase);
+  EXPECT_EQ(defaults->compaction.lease_period_ms, 10 * 60'000);
+  EXPECT_EQ(defaults->compaction.removal_delay_ms, 2 * 60'000);
+
+  auto bad = ParseConfig(
+      "store:\n"                                                  // 1
+      "  backend: hbase\n"                                        // 2
+      "  hbase: {host: hb, rpc_timeout: 60s}\n"                   // 3
+      "query: {max_time: 30s}\n"                                  // 4
+      "compaction:\n"                                             // 5
+      "  enabled: yes\n"                                          // 6
+      "  hbase: yes\n"                                            // 7
+      "  lease_period: 3m\n"                                      // 8
+      "  interval: 90s\n"                                         // 9
+      "  removal_delay: 20s\n",                                   // 10
+      "h.yaml");
+  ASSERT_FALSE(bad.ok());
+  const std::string& m = bad.error().message;
+  EXPECT_NE(m.find("h.yaml:8: compaction.lease_period: must be at least 4 × store.hbase.rpc_timeout (240000 ms)"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("h.yaml:9: compaction.interval: must be at most a third of compaction.lease_period"),
+            std::string::npos)
+      << m;
+  EXPECT_NE(m.find("h.yaml:10: compaction.removal_delay: must be at least query.max_time (30000 ms) + 10s"),
+            std::string::npos)
+      << m;
+
+  auto rocksdb = ParseConfig("compaction: {enabled: yes, hbase: yes}\n", "r.yaml");
+  ASSERT_FALSE(rocksdb.ok());
+  EXPECT_NE(rocksdb.error().message.find("r.yaml:1: compaction.hbase: is for store.backend: hbase only"),
+            std::string::npos)
+      << rocksdb.error().message;
+
+  // Without the opt-in, an HBase config with compaction enabled is checked
+  // as before (serve logs that it does not compact).
+  auto without = ParseConfig(
+      "store: {backend: hbase, hbase: {host: hb}}\n"
+      "compaction: {enabled: yes, lease_period: 1s}\n",
+      "w.yaml");
+  EXPECT_TRUE(without.ok()) << without.error().message;
+
+  // The process test's settings.
+  auto ok = ParseConfig(
+      "store: {backend: hbase, hbase: {host: hb, rpc_timeout: 500ms, retries: 0}}\n"
+      "query: {max_time: 1s}\n"
+      "compaction: {enabled: yes, hbase: yes, lease_period: 4s, removal_delay: 11s, interval: 200ms}\n",
+      "ok.yaml");
+  ASSERT_TRUE(ok.ok()) << ok.error().message;
+  EXPECT_TRUE(ok->compaction.hbase);
+  EXPECT_EQ(ok->compaction.lease_period_ms, 4'000);
+  EXPECT_EQ(ok->compaction.removal_delay_ms, 11'000);
+}
+
 }  // namespace
 }  // namespace logdex

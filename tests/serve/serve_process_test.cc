@@ -231,13 +231,19 @@ class ServeProcess : public ::testing::Test {
   };
   void StartSharedMembers(const std::string& alerting_extra, alerting::WebhookReceiver& receiver,
                           SharedMembers* m) {
+    StartSharedMembers([&](const TestHBase&) {
+      return "alerting:\n  sinks:\n    - name: hook\n      type: webhook\n      url: " + receiver.url() + "\n" +
+             alerting_extra;
+    }, m);
+  }
+  // The same without alerting; `tail(hbase)` follows the store section (its
+  // first lines may add to the store.hbase map).
+  void StartSharedMembers(const std::function<std::string(const TestHBase&)>& tail, SharedMembers* m) {
     StartHBase(&m->hbase);
     if (IsSkipped() || HasFatalFailure()) return;
     const std::string config = dir_.path() + "/shared.yaml";
     std::ofstream(config) << "consumer:\n  session_timeout: 6s\n  batch_max_messages: 50\n  shutdown_deadline: 20s\n"
-                          << "kafka:\n  log_level: \"3\"\n" << m->hbase->StoreYaml("shared")
-                          << "alerting:\n  sinks:\n    - name: hook\n      type: webhook\n      url: " << receiver.url()
-                          << "\n" << alerting_extra;
+                          << "kafka:\n  log_level: \"3\"\n" << m->hbase->StoreYaml("shared") << tail(*m->hbase);
     StartKafka(8, &m->kafka);
     if (IsSkipped() || HasFatalFailure()) return;
     auto member = [&](const std::string& name) {
@@ -1425,6 +1431,108 @@ TEST_F(ServeProcess, ShipNeverEchoesARejectedSecretSetting) {
   EXPECT_NE(out.find("sasl.oauthbearer.method"), std::string::npos) << out;
 }
 
+// The compaction tests' workload: chunks of a few records each, `per_app`
+// of every (app, host), one every 72 s from `start` on (a run holds 9 at
+// most), every fourth WARN (a run of its own), the others INFO. Every record
+// has a time of its own, so newest first is one order. Chunk k of the a-th
+// app goes to partition (k + a) % 8.
+struct SmallChunks {
+  std::map<std::string, std::vector<std::pair<int64_t, std::string>>> by;  // by app, and by host
+  size_t records = 0;
+  int64_t chunks = 0;
+
+  // A record as the compaction tests compare it.
+  static std::string Line(int64_t ts, std::string_view severity, const std::string& app, const std::string& host,
+                          const std::string& message) {
+    return std::to_string(ts) + " " + std::string(severity) + " " + app + "@" + host + " " + message;
+  }
+  // The lines of an app or a host, newest first.
+  std::vector<std::string> Lines(const std::string& key) const {
+    auto records = by.count(key) ? by.at(key) : std::vector<std::pair<int64_t, std::string>>{};
+    std::sort(records.rbegin(), records.rend());
+    std::vector<std::string> lines;
+    for (auto& [ts, l] : records) lines.push_back(std::move(l));
+    return lines;
+  }
+  bool Produce(TestProducer& producer, const std::vector<std::pair<std::string, std::string>>& app_hosts, int per_app,
+               int64_t start, uint64_t* seq) {
+    for (int k = 0; k < per_app; ++k) {
+      for (size_t a = 0; a < app_hosts.size(); ++a) {
+        const auto& [app, host] = app_hosts[a];
+        const Severity severity = k % 4 == 3 ? Severity::kWarn : Severity::kInfo;
+        proto::RecordBatch b;
+        for (int i = 0; i < 1 + (k + static_cast<int>(a)) % 5; ++i) {
+          proto::LogRecord* r = b.add_records();
+          r->set_ts_ms(start + k * 72'000 + i * 1'000 + static_cast<int64_t>(a));
+          r->set_severity(SeverityCode(severity));
+          r->set_message(app + " record " + std::to_string(k) + "." + std::to_string(i));
+          const std::string l = Line(r->ts_ms(), SeverityName(severity), app, host, r->message());
+          by[app].emplace_back(r->ts_ms(), l);
+          by[host].emplace_back(r->ts_ms(), l);
+          ++records;
+        }
+        PackOptions po;
+        po.producer_id = 1616;
+        po.sequence = ++*seq;
+        if (!producer.Queue(std::string(kDefaultTopic), static_cast<int32_t>((k + a) % 8),
+                            PackChunk(app, host, b, po).SerializeAsString())) {
+          return false;
+        }
+        ++chunks;
+      }
+    }
+    return producer.Flush();
+  }
+};
+
+// Every record of `filter` (app=... or host=...) over the last 4 h, `limit` a
+// page, in the order the pages give them, page i asked of ports[i % size]
+// (members sharing a store answer each other's cursors); false on an HTTP
+// error or past `max_pages`. The chunks the pages read are added to
+// `chunks_read` when given.
+bool QueryLines(const std::vector<int>& ports, const std::string& filter, int limit, size_t max_pages,
+                std::vector<std::string>* got, uint64_t* chunks_read = nullptr) {
+  got->clear();
+  std::string cursor;
+  for (size_t page = 0; page <= max_pages; ++page) {
+    httplib::Client http("127.0.0.1", ports[page % ports.size()]);
+    http.set_read_timeout(60, 0);
+    std::string q = "/api/v1/query?" + filter + "&since=4h&limit=" + std::to_string(limit);
+    if (!cursor.empty()) q += "&cursor=" + cursor;
+    auto r = http.Get(q);
+    if (!r || r->status != 200) return false;
+    const nlohmann::json j = nlohmann::json::parse(r->body);
+    for (const auto& rec : j["records"]) {
+      got->push_back(SmallChunks::Line(rec["ts"], rec["severity"].get<std::string>(), rec["app"], rec["host"],
+                                       rec["message"]));
+    }
+    if (chunks_read) *chunks_read += j["stats"]["chunks_read"].get<uint64_t>();
+    if (j["next_cursor"].is_null()) return true;
+    cursor = j["next_cursor"];
+  }
+  return false;
+}
+
+// `got` is `expected`; else says what is missing, extra or out of order.
+void ExpectSameLines(const std::vector<std::string>& got, const std::vector<std::string>& expected) {
+  EXPECT_EQ(got.size(), expected.size());
+  if (got == expected) return;
+  const std::multiset<std::string> g(got.begin(), got.end()), w(expected.begin(), expected.end());
+  std::vector<std::string> missing, extra;
+  std::set_difference(w.begin(), w.end(), g.begin(), g.end(), std::back_inserter(missing));
+  std::set_difference(g.begin(), g.end(), w.begin(), w.end(), std::back_inserter(extra));
+  ADD_FAILURE() << missing.size() << " missing, " << extra.size() << " extra (or twice)"
+                << (missing.empty() && extra.empty() ? ": the same records out of order" : "");
+  for (size_t i = 0; i < std::min<size_t>(3, missing.size()); ++i) ADD_FAILURE() << "missing: " << missing[i];
+  for (size_t i = 0; i < std::min<size_t>(3, extra.size()); ++i) ADD_FAILURE() << "extra: " << extra[i];
+  for (size_t i = 0; i < std::min(got.size(), expected.size()); ++i) {
+    if (got[i] != expected[i]) {
+      ADD_FAILURE() << "first difference at " << i << ": " << got[i] << " instead of " << expected[i];
+      break;
+    }
+  }
+}
+
 // Issue 16: serve's compactor merges the many small chunks of slow streams
 // (300 chunks of 1-5 records, 1-3 h old: settled, their runs closed, their
 // offsets committed) into a few, and the query API then answers exactly the
@@ -1440,79 +1548,26 @@ TEST_F(ServeProcess, CompactionMergesSmallChunksAndQueriesReturnTheSameRecords) 
   ASSERT_FALSE(bootstrap.empty()) << serve.Log();
   ASSERT_GT(port, 0) << serve.Log();
 
-  // Apps cmp-a and cmp-b on host h1, cmp-c on h2: 100 chunks each, one every
-  // 72 s from 3 h ago to 1 h ago (a run holds 9 at most), every fourth WARN
-  // (a run of its own), the others INFO. Every record has a time of its own,
-  // so newest first is one order. The chunks go to every partition.
+  // Apps cmp-a and cmp-b on host h1, cmp-c on h2: 100 chunks each from 3 h
+  // ago to 1 h ago, to every partition.
   const std::string topic(kDefaultTopic);
   const char* const apps[] = {"cmp-a", "cmp-b", "cmp-c"};
-  const int per_app = 100;
-  const int64_t chunks = per_app * 3;
-  const int64_t start = SystemClock::Instance().NowMs() - 3 * 3'600'000;
-  std::map<std::string, std::vector<std::pair<int64_t, std::string>>> want;  // by app, and by host "h1"
-  auto line = [](int64_t ts, std::string_view severity, const std::string& app, const std::string& host,
-                 const std::string& message) {
-    return std::to_string(ts) + " " + std::string(severity) + " " + app + "@" + host + " " + message;
-  };
+  SmallChunks w;
   TestProducer producer(bootstrap);
   uint64_t seq = 0;
-  size_t total = 0;
-  for (int k = 0; k < per_app; ++k) {
-    for (int a = 0; a < 3; ++a) {
-      const std::string app = apps[a], host = a < 2 ? "h1" : "h2";
-      const Severity severity = k % 4 == 3 ? Severity::kWarn : Severity::kInfo;
-      proto::RecordBatch b;
-      for (int i = 0; i < 1 + (k + a) % 5; ++i) {
-        proto::LogRecord* r = b.add_records();
-        r->set_ts_ms(start + k * 72'000 + i * 1'000 + a);
-        r->set_severity(SeverityCode(severity));
-        r->set_message(app + " record " + std::to_string(k) + "." + std::to_string(i));
-        const std::string l = line(r->ts_ms(), SeverityName(severity), app, host, r->message());
-        want[app].emplace_back(r->ts_ms(), l);
-        if (host == "h1") want["h1"].emplace_back(r->ts_ms(), l);
-        ++total;
-      }
-      PackOptions po;
-      po.producer_id = 1616;
-      po.sequence = ++seq;
-      ASSERT_TRUE(producer.Queue(topic, (k + a) % 8, PackChunk(app, host, b, po).SerializeAsString()));
-    }
-  }
-  ASSERT_TRUE(producer.Flush());
-  for (auto& [key, records] : want) std::sort(records.rbegin(), records.rend());  // newest first
-
-  httplib::Client http("127.0.0.1", port);
-  http.set_read_timeout(60, 0);
-  // Every record of `filter` (app=... or host=...) over the last 4 h, `limit`
-  // a page, in the order the pages give them; false on an HTTP error. The
-  // chunks the pages read are added to `chunks_read` when given.
+  ASSERT_TRUE(w.Produce(producer, {{"cmp-a", "h1"}, {"cmp-b", "h1"}, {"cmp-c", "h2"}}, 100,
+                        SystemClock::Instance().NowMs() - 3 * 3'600'000, &seq));
+  const int64_t chunks = w.chunks;
+  const size_t total = w.records;
   auto query = [&](const std::string& filter, int limit, std::vector<std::string>* got,
-                   uint64_t* chunks_read = nullptr) {
-    got->clear();
-    std::string cursor;
-    for (size_t pages = 0; pages <= total; ++pages) {
-      std::string q = "/api/v1/query?" + filter + "&since=4h&limit=" + std::to_string(limit);
-      if (!cursor.empty()) q += "&cursor=" + cursor;
-      auto r = http.Get(q);
-      if (!r || r->status != 200) return false;
-      const nlohmann::json j = nlohmann::json::parse(r->body);
-      for (const auto& rec : j["records"]) {
-        got->push_back(line(rec["ts"], rec["severity"].get<std::string>(), rec["app"], rec["host"], rec["message"]));
-      }
-      if (chunks_read) *chunks_read += j["stats"]["chunks_read"].get<uint64_t>();
-      if (j["next_cursor"].is_null()) return true;
-      cursor = j["next_cursor"];
-    }
-    return false;  // more pages than records
-  };
+                   uint64_t* chunks_read = nullptr) { return QueryLines({port}, filter, limit, total, got, chunks_read); };
   auto all_queryable = [&] {
     std::vector<std::string> got;
     for (const char* app : apps) {
-      if (!query(std::string("app=") + app, 10'000, &got) || got.size() != want[app].size()) return false;
+      if (!query(std::string("app=") + app, 10'000, &got) || got != w.Lines(app)) return false;
     }
     return true;
   };
-
   // The compactor merged, and every record is queryable.
   const std::string merges = "logdex_compaction_merges_total", parts = "logdex_compaction_parts_total",
                     passes = "logdex_compaction_passes_total";
@@ -1565,32 +1620,143 @@ TEST_F(ServeProcess, CompactionMergesSmallChunksAndQueriesReturnTheSameRecords) 
       {"app=cmp-a", 7}, {"app=cmp-b", 5}, {"app=cmp-c", 13}, {"host=h1", 11}};
   for (const auto& [filter, limit] : queries) {
     SCOPED_TRACE(filter);
-    const std::string key = filter.substr(filter.find('=') + 1);
-    std::vector<std::string> expected;
-    for (const auto& [ts, l] : want[key]) expected.push_back(l);
     ASSERT_TRUE(query(filter, limit, &got));
-    EXPECT_EQ(got.size(), expected.size());
-    if (got != expected) {
-      const std::multiset<std::string> g(got.begin(), got.end()), w(expected.begin(), expected.end());
-      std::vector<std::string> missing, extra;
-      std::set_difference(w.begin(), w.end(), g.begin(), g.end(), std::back_inserter(missing));
-      std::set_difference(g.begin(), g.end(), w.begin(), w.end(), std::back_inserter(extra));
-      ADD_FAILURE() << missing.size() << " missing, " << extra.size() << " extra (or twice)"
-                    << (missing.empty() && extra.empty() ? ": the same records out of order" : "");
-      for (size_t i = 0; i < std::min<size_t>(3, missing.size()); ++i) ADD_FAILURE() << "missing: " << missing[i];
-      for (size_t i = 0; i < std::min<size_t>(3, extra.size()); ++i) ADD_FAILURE() << "extra: " << extra[i];
-      for (size_t i = 0; i < std::min(got.size(), expected.size()); ++i) {
-        if (got[i] != expected[i]) {
-          ADD_FAILURE() << "first difference at " << i << ": " << got[i] << " instead of " << expected[i];
-          break;
-        }
-      }
-    }
+    ExpectSameLines(got, w.Lines(filter.substr(filter.find('=') + 1)));
   }
   std::printf("compaction: %lld chunks (%zu records) sent; %.0f merged into %.0f; %.0f stored\n",
               static_cast<long long>(chunks), total, merged_parts, merged, stored);
   serve.Signal(SIGTERM);
   EXPECT_EQ(serve.Wait(), 0) << serve.Log();
+}
+
+// Two members compact one HBase store (compaction.hbase): one at a time,
+// the holder of the lease; the other's queries and cursors stay exact while
+// merges land and parts are removed (every member reads the store's epoch
+// from the lease row). The holder is SIGKILLed: the other takes the lease
+// over after its period, merges what is new, and every record is still there
+// once. A member stopped with SIGTERM releases the lease: the next takes it
+// at once, not after a period.
+TEST_F(ServeProcess, MembersSharingAnHBaseStoreCompactItOneAtATimeAndTakeOverFromAKilledHolder) {
+  SharedMembers m;
+  // The lease covers 4 write attempts of the client (config rule); a real
+  // HBase needs seconds to create a table, so its client waits longer.
+  int64_t lease_s = 0;
+  StartSharedMembers([&](const TestHBase& hbase) {
+    const int rpc_s = hbase.real() ? 20 : 2;
+    lease_s = 4 * rpc_s;
+    return "    rpc_timeout: " + std::to_string(rpc_s) + "s\n"
+           "query: {max_time: 2s}\n"
+           "compaction: {enabled: true, hbase: true, settle: 1s, max_span: 10m, interval: 200ms, lookback: 2d, "
+           "lease_period: " + std::to_string(lease_s) + "s, removal_delay: 12s}\n";
+  }, &m);
+  if (IsSkipped() || HasFatalFailure()) return;
+  SmallChunks w;
+  TestProducer producer(m.kafka->bootstrap());
+  uint64_t seq = 0;
+  const int64_t start = SystemClock::Instance().NowMs() - 3 * 3'600'000;
+  ASSERT_TRUE(w.Produce(producer, {{"cmp-a", "h1"}, {"cmp-b", "h1"}, {"cmp-c", "h2"}}, 60, start, &seq));
+  const std::vector<std::string> apps = {"cmp-a", "cmp-b", "cmp-c"};
+  auto sum = [&](const std::string& name, const std::vector<int>& ports) {
+    double total = 0;
+    for (int port : ports) total += std::max(0.0, MetricOf(port, name));
+    return total;
+  };
+  const std::vector<int> both = {m.port_a, m.port_b};
+  auto exact = [&](const std::vector<int>& ports, const std::vector<std::string>& of, int limit) {
+    std::vector<std::string> got;
+    for (const std::string& app : of) {
+      if (!QueryLines(ports, "app=" + app, limit, w.records, &got) || got != w.Lines(app)) return false;
+    }
+    return true;
+  };
+  // Merged and every part removed (the removal delay after each merge).
+  auto settled = [&](const std::vector<int>& ports) {
+    const double parts = sum("logdex_compaction_parts_total", ports);
+    return parts > 0 && sum("logdex_compaction_removed_parts_total", ports) >= parts &&
+           sum("logdex_compaction_runs_left", ports) == 0 && sum("logdex_compaction_growing_runs", ports) == 0;
+  };
+  auto state = [&](const std::vector<int>& ports) {
+    return "merges " + std::to_string(sum("logdex_compaction_merges_total", ports)) + ", parts " +
+           std::to_string(sum("logdex_compaction_parts_total", ports)) + ", removed " +
+           std::to_string(sum("logdex_compaction_removed_parts_total", ports)) + ", lease held " +
+           std::to_string(sum("logdex_compaction_lease_held", ports)) + ", failures " +
+           std::to_string(sum("logdex_compaction_failures_total", ports)) + "\n";
+  };
+
+  // Once every record is queryable, and while merges land and parts go
+  // (compaction.removal_delay after each merge), pages alternate between the
+  // members: each answer is every record once, newest first.
+  ASSERT_TRUE(WaitFor([&] { return exact(both, apps, 10'000); }, 180'000)) << state(both);
+  std::vector<std::string> got;
+  const auto paging_until = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  int rounds = 0;
+  const double removed_before = sum("logdex_compaction_removed_parts_total", both);
+  while (!settled(both) && std::chrono::steady_clock::now() < paging_until) {
+    for (const std::string& app : apps) {
+      SCOPED_TRACE("round " + std::to_string(rounds) + ", " + app);
+      ASSERT_TRUE(QueryLines(both, "app=" + app, 7, w.records, &got));
+      ExpectSameLines(got, w.Lines(app));
+    }
+    ++rounds;
+  }
+  ASSERT_TRUE(WaitFor([&] { return settled(both); }, 180'000)) << state(both) << m.a->Log() << m.b->Log();
+  std::printf("paged through %d rounds while %.0f parts were removed\n", rounds,
+              sum("logdex_compaction_removed_parts_total", both) - removed_before);
+  EXPECT_EQ(sum("logdex_compaction_lease_held", both), 1) << "one member merges";
+  EXPECT_EQ(sum("logdex_compaction_failures_total", both), 0) << m.a->Log() << m.b->Log();
+  EXPECT_EQ(sum("logdex_query_store_epoch_read_failures_total", both), 0);
+  for (int port : both) EXPECT_GT(MetricOf(port, "logdex_query_store_epoch_reads_total"), 0) << "every member reads it";
+  EXPECT_LE(sum("logdex_compaction_merges_total", both), w.chunks / 3.0);
+  for (const auto& [filter, limit] : std::vector<std::pair<std::string, int>>{
+           {"app=cmp-a", 7}, {"app=cmp-b", 5}, {"app=cmp-c", 13}, {"host=h1", 11}}) {
+    SCOPED_TRACE(filter);
+    ASSERT_TRUE(QueryLines(both, filter, limit, w.records, &got));
+    ExpectSameLines(got, w.Lines(filter.substr(filter.find('=') + 1)));
+  }
+
+  // The holder is killed; the other takes its partitions and, a period
+  // later, the lease, and merges a fourth app's chunks.
+  const bool a_holds = MetricOf(m.port_a, "logdex_compaction_lease_held") == 1;
+  Process& holder = a_holds ? *m.a : *m.b;
+  const int other = a_holds ? m.port_b : m.port_a;
+  holder.Signal(SIGKILL);
+  holder.Wait();
+  const double parts_before = MetricOf(other, "logdex_compaction_parts_total");
+  ASSERT_TRUE(w.Produce(producer, {{"cmp-d", "h3"}}, 40, start, &seq));
+  ASSERT_TRUE(WaitFor([&] { return MetricOf(other, "logdex_compaction_lease_held") == 1; }, (lease_s + 120) * 1000))
+      << state({other});
+  EXPECT_EQ(MetricOf(other, "logdex_compaction_lease_takeovers_total"), 1);
+  ASSERT_TRUE(WaitFor([&] {
+    return MetricOf(other, "logdex_compaction_parts_total") > parts_before &&
+           MetricOf(other, "logdex_compaction_removals_waiting") == 0 && settled({other}) &&
+           exact({other}, {"cmp-a", "cmp-b", "cmp-c", "cmp-d"}, 10'000);
+  }, 180'000)) << state({other}) << (a_holds ? m.b : m.a)->Log();
+  for (const auto& [filter, limit] : std::vector<std::pair<std::string, int>>{{"app=cmp-d", 7}, {"host=h1", 11}}) {
+    SCOPED_TRACE(filter);
+    ASSERT_TRUE(QueryLines({other}, filter, limit, w.records, &got));
+    ExpectSameLines(got, w.Lines(filter.substr(filter.find('=') + 1)));
+  }
+  EXPECT_EQ(MetricOf(other, "logdex_compaction_failures_total"), 0);
+  std::printf("compaction on HBase: %lld chunks sent; %.0f merged into %.0f\n", static_cast<long long>(w.chunks),
+              MetricOf(other, "logdex_compaction_parts_total"), MetricOf(other, "logdex_compaction_merges_total"));
+
+  // Stopped with SIGTERM, the holder releases the lease: a member started
+  // again takes it within a few passes, not a period, and not as a takeover.
+  auto restarted = std::make_unique<Process>(
+      std::vector<std::string>{LOGDEX_BINARY, "serve", "--config", dir_.path() + "/shared.yaml", "--http",
+                               "127.0.0.1:0", "--brokers", m.kafka->bootstrap(), "--group", "shared"},
+      Log("restarted"));
+  const int port_r = ListeningPort(*restarted, 180'000);
+  ASSERT_GT(port_r, 0) << restarted->Log();
+  Process& survivor = a_holds ? *m.b : *m.a;
+  survivor.Signal(SIGTERM);
+  EXPECT_EQ(survivor.Wait(), 0) << survivor.Log();
+  EXPECT_NE(survivor.Log().find("compaction: released the lease"), std::string::npos) << survivor.Log();
+  ASSERT_TRUE(WaitFor([&] { return MetricOf(port_r, "logdex_compaction_lease_held") == 1; }, lease_s * 1000 / 2))
+      << "a released lease is taken at once\n" << restarted->Log();
+  EXPECT_EQ(MetricOf(port_r, "logdex_compaction_lease_takeovers_total"), 0);
+  restarted->Signal(SIGTERM);
+  EXPECT_EQ(restarted->Wait(), 0) << restarted->Log();
 }
 
 }  // namespace
