@@ -16,15 +16,17 @@
 //     after the write landed, after S, and waits a whole period more.
 //   - The holder renews it (Hold) once a third of the period has passed
 //     since its last write, when it is asked: the compactor asks at the
-//     start of each pass and before each write, so passes must come more
-//     often than the period. Each write phase is fenced (Fence): one
-//     conditional write, which fails once another member has taken over.
-//     The writes after a fence must land within the period: the compactor
-//     fences again before each batch once half the period is gone, so half
-//     the period must exceed the longest a batch write can take (a call per
-//     table, each up to the store client's timeout × attempts; the HBase
-//     gateway may apply a put until its own operation timeout), or a write
-//     still in flight could land after a takeover.
+//     start of each pass, between streams and before each write, so passes
+//     must come more often than a third of the period. Each write phase is
+//     fenced (Fence): one conditional write, which fails once another
+//     member has taken over. The writes after a fence must land within the
+//     period: the compactor fences again before each batch once half the
+//     period is gone, and gives the batch a send deadline of the half
+//     period left (WriteBatch::set_send_within_ms: the HBase client starts
+//     no attempt past it), so half the period must exceed one attempt's
+//     send and receive (serve: lease_period >= 4 × rpc_timeout), plus the
+//     HBase gateway's own operation timeout, until which it may apply a put
+//     it received, or a write still in flight could land after a takeover.
 //   - Release (at shutdown) marks the row released: the next member need
 //     not wait out the period. Only once every write has answered: a write
 //     that failed may still land (a gateway retries it).

@@ -43,7 +43,8 @@
 //     merge resumes without its saved positions.
 // Stores whose writes are not atomic (HBase) are refused: Create() fails
 // (unless allow_non_atomic, below; several members then take turns by
-// the compaction lease, CompactorOptions::lease).
+// the compaction lease, CompactorOptions::lease, and the store's epoch is
+// the lease row's: indexer/store_epoch.h).
 //
 // Replays: a part whose Kafka source is not yet committed could be written
 // again by a replay after the merge, and its records would then be stored
@@ -183,7 +184,7 @@ struct CompactorOptions {
   // again whole, under the same key.
   // Two compactors on one store need the lease (below) so that they never
   // merge one stream at once: Create refuses a shared() store without one.
-  // Serve does not set this yet (issue 16).
+  // Serve sets it on HBase with compaction.hbase.
   bool allow_non_atomic = false;
   // (allow_non_atomic) A merge's parts are removed by a pass at least this
   // long after the merged chunk was written (on the passes' now_ms), not at
@@ -199,7 +200,9 @@ struct CompactorOptions {
   // Whether a part's source can no longer be replayed (see above). Null: all.
   std::function<bool(const proto::ChunkSource&)> replay_safe;
   // Bumped (to odd) before and (to even) after every merge batch; queries
-  // read it (QueryOptions::store_epoch). May be null.
+  // read it (QueryOptions::store_epoch, through LocalStoreEpoch). May be
+  // null. One process's: on a shared store the epoch is the lease row's
+  // (indexer/store_epoch.h), moved by the lease's write phases (Land).
   std::atomic<uint64_t>* store_epoch = nullptr;
   // On a store several members write (HBase): one of them merges at a time.
   // A pass runs only while this member holds the lease (CompactionLease::
