@@ -10,7 +10,7 @@ namespace logdex {
 namespace {
 
 constexpr uint8_t kVersion = 2;
-constexpr size_t kFixed = 2 + 6 * 8;    // version, released, six integers
+constexpr size_t kFixed = 2 + 7 * 8;    // version, released, seven integers
 constexpr size_t kFixedV1 = 2 + 4 * 8;  // version 1: no begun, ended
 constexpr uint64_t kEpochBit = uint64_t{1} << 63;
 
@@ -38,6 +38,7 @@ std::string CompactionLeaseValue::Encode() const {
   AppendBigEndian64(out, static_cast<uint64_t>(written_ms));
   AppendBigEndian64(out, begun);
   AppendBigEndian64(out, ended);
+  AppendBigEndian64(out, static_cast<uint64_t>(removal_delay_ms));
   out.append(owner);
   return out;
 }
@@ -56,7 +57,8 @@ std::optional<CompactionLeaseValue> CompactionLeaseValue::Decode(std::string_vie
   if (version == kVersion) {
     out.begun = GetBigEndian64(v.data() + 34);
     out.ended = GetBigEndian64(v.data() + 42);
-    if (out.ended > out.begun) return std::nullopt;
+    out.removal_delay_ms = static_cast<int64_t>(GetBigEndian64(v.data() + 50));
+    if (out.ended > out.begun || out.removal_delay_ms < 0) return std::nullopt;
   }
   out.owner = std::string(v.substr(fixed));
   return out;
@@ -87,6 +89,7 @@ CompactionLeaseValue CompactionLease::Next() const {
   v.counter = std::max(v.counter, tried_counter_) + 1;
   v.period_ms = options_.period_ms;
   v.written_ms = clock_.NowMs();
+  v.removal_delay_ms = options_.removal_delay_ms;
   // A phase open while none runs ends once no failed write of it may still
   // land (a period after the last failure).
   if (!in_phase_ && v.begun != v.ended && !unanswered_recently()) v.ended = v.begun;
@@ -154,6 +157,7 @@ Result<bool> CompactionLease::Hold() {
   next.counter = current ? current->counter + 1 : 1;
   next.period_ms = options_.period_ms;
   next.written_ms = clock_.NowMs();
+  next.removal_delay_ms = options_.removal_delay_ms;
   next.owner = options_.owner;
   // The epoch goes on from the row's; a phase left open ends: its holder
   // released the lease after its writes answered, or wrote nothing for a

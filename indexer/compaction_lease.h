@@ -24,7 +24,9 @@
 //     period is gone, and gives the batch a send deadline of the half
 //     period left (WriteBatch::set_send_within_ms: the HBase client starts
 //     no attempt past it), so half the period must exceed one attempt's
-//     send and receive (serve: lease_period >= 4 × rpc_timeout), plus the
+//     send and receive (serve: lease_period >= 4 × rpc_timeout; the
+//     timeouts are per socket call, so a large frame sent in many calls can
+//     take longer: periods well above the minimum are safer), plus the
 //     HBase gateway's own operation timeout, until which it may apply a put
 //     it received, or a write still in flight could land after a takeover.
 //   - Release (at shutdown) marks the row released: the next member need
@@ -42,10 +44,15 @@
 // may still land); a takeover closes it (a whole period has passed). Every
 // new value carries them on, so the epoch never goes down, whoever holds.
 //
+// The row also carries the holder's removal delay (CompactorOptions::
+// removal_delay_ms): queries of every member re-read the epoch after a page
+// that ran about that long (LeaseRowEpoch::RecheckAfterMs).
+//
 // Row value, version 2: version u8 (2) · released u8 (0 or 1) · token u64 ·
 // counter u64 · period_ms u64 · written_ms u64 (the writer's wall clock, for
-// operators) · begun u64 · ended u64 · the holder's name (the rest),
-// integers big-endian. Version 1 (no begun, ended) reads as begun = ended = 0.
+// operators) · begun u64 · ended u64 · removal_delay_ms u64 · the holder's
+// name (the rest), integers big-endian. Version 1 (no begun, ended, delay)
+// reads as begun = ended = 0, no delay.
 #pragma once
 
 #include <cstdint>
@@ -65,6 +72,7 @@ inline constexpr std::string_view kCompactionLeaseRow = "\xff" "store.compaction
 struct CompactionLeaseOptions {
   std::string owner;              // who holds it, for operators (host:pid)
   int64_t period_ms = 5 * 60'000;  // see above: longer than the store's longest call
+  int64_t removal_delay_ms = 0;    // the compactor's, written in the row for queries (see above)
 };
 
 // The row's value, decoded.
@@ -76,6 +84,7 @@ struct CompactionLeaseValue {
   int64_t written_ms = 0;
   uint64_t begun = 0;  // write phases begun
   uint64_t ended = 0;  // == begun once the last one's writes all answered
+  int64_t removal_delay_ms = 0;
   std::string owner;
 
   // The store's layout epoch: top bit set (never equal to a LocalStoreEpoch,
@@ -122,6 +131,9 @@ class CompactionLease {
   Result<bool> Release();
 
   bool held() const;
+  // Whether this member last knew itself the holder (its period may have
+  // passed since: held() says).
+  bool holding() const { return mine_.has_value(); }
   // What is left of the period since this member's last write (0: not held).
   int64_t remaining_ms() const;
   int64_t period_ms() const { return options_.period_ms; }

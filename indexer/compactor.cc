@@ -189,10 +189,12 @@ Result<CompactionPass> Compactor::Pass(int64_t now_ms, const std::function<bool(
 
 Status Compactor::RunPass(int64_t now_ms, const std::function<bool(uint64_t)>& keep_going, CompactionPass& pass) {
   if (options_.lease) {
+    const bool holding = options_.lease->holding();
     auto held = options_.lease->Hold();
     if (!held.ok()) return held.error();
     if (!*held) {
       pass.lease_elsewhere = true;
+      lease_lost_ = holding;  // it stalled past its period between passes
       return Status::Ok();
     }
   }
@@ -431,9 +433,11 @@ Status Compactor::Land(const std::vector<WriteBatch*>& batches) {
   // behind its round trip; a wait for the gate may use the half up.
   // The first fence also begins a write phase: the store's epoch in the
   // lease row (indexer/store_epoch.h) turns odd until EndPhase below.
+  // Fenced again once a quarter of the period is gone, so that each batch
+  // has at least a quarter of it to be sent in (its send deadline).
   auto fence = [&](bool first) -> Status {
     if (!options_.lease) return Status::Ok();
-    if (!first && options_.lease->remaining_ms() >= options_.lease->period_ms() / 2) return Status::Ok();
+    if (!first && options_.lease->remaining_ms() >= options_.lease->period_ms() * 3 / 4) return Status::Ok();
     auto held = options_.lease->Fence(first);
     if (!held.ok()) return held.error();
     if (!*held) return LeaseLost();
@@ -451,7 +455,8 @@ Status Compactor::Land(const std::vector<WriteBatch*>& batches) {
   for (WriteBatch* b : batches) {
     if (b->empty()) continue;
     s = fence(false);
-    // Its last attempt starts within the half period a fence leaves at least.
+    // Its last attempt starts in the first half of the period from its
+    // fence (a quarter of the period at least).
     if (options_.lease) b->set_send_within_ms(options_.lease->remaining_ms() - options_.lease->period_ms() / 2);
     if (s.ok()) s = store_.Write(*b);
     if (!s.ok()) break;
@@ -463,9 +468,10 @@ Status Compactor::Land(const std::vector<WriteBatch*>& batches) {
     options_.lease->NoteUnanswered();  // the epoch stays odd while the write may land
     return s;
   }
+  // Every write answered: a store error here leaves the phase open in the
+  // row until the lease's next write (Next() ends it), not the merge failed.
   auto ended = options_.lease->EndPhase();
-  if (!ended.ok()) return ended.error();
-  if (!*ended) return LeaseLost();
+  if (ended.ok() && !*ended) return LeaseLost();
   return s;
 }
 
@@ -718,15 +724,18 @@ Status Compactor::WriteMerge(std::vector<Part*>& parts, CompactionPass& pass) {
   Status s = Land({&batch});
   indexer_.Settle(s.ok());
   if (s.ok() && !removal.empty()) s = Land({&tag_rows, &removal});
-  if (!s.ok()) return s;
   if (delayed) {
     // Written (landed) at the pass's now_ms plus the time the pass has run:
-    // a long pass or a slow write must not shorten the delay.
+    // a long pass or a slow write must not shorten the delay. Also when the
+    // write failed: it may have landed (or land later), and the parts must
+    // then stay the delay too; one that never lands only waits to be merged
+    // again.
     waiting.written_ms = now_ms_ + (SystemClock::Instance().MonotonicNs() - pass_started_ns_) / 1'000'000;
-    pass.removals_waiting += waiting.parts.size();
+    if (s.ok()) pass.removals_waiting += waiting.parts.size();
     waiting_[{AppIdOf(head.app()), HostIdOf(head.host()), parts.front()->key.severity, merged.first_ts_ms(), merged_id}] =
         std::move(waiting);
   }
+  if (!s.ok()) return s;
   NoteBig(merged_id, merged_record_bytes);
   ++pass.merges;
   pass.parts += parts.size();

@@ -1292,6 +1292,7 @@ bool MergeRaced(StoreEpoch* epoch, uint64_t before, const QueryStats& stats, boo
                 int64_t elapsed_ms, int64_t recheck_after_ms, std::optional<uint64_t>& now) {
   if (!epoch) return false;
   if (epoch->shared()) {
+    recheck_after_ms = epoch->RecheckAfterMs(recheck_after_ms);
     if (!layout_dependent && (recheck_after_ms <= 0 || elapsed_ms < recheck_after_ms)) return false;
   } else if (stats.index_rows_without_main == 0 && !layout_dependent) {
     return false;

@@ -189,13 +189,15 @@ struct QueryOptions {
   // The store's layout epoch (indexer/store_epoch.h), when a compactor
   // writes to the store: a cursor from another epoch resumes by record, not
   // by its saved positions, and a run that a merge raced is run again (up
-  // to 3 runs; QueryStats::runs). Null: no compactor. Not owned.
+  // to 3 runs; QueryStats::runs). Null: no compactor (on a shared store
+  // another member may compact: serve always sets it there). Not owned.
   StoreEpoch* store_epoch = nullptr;
   // Shared stores (StoreEpoch::shared()): a run at least this long reads the
   // epoch again when it ends, and runs again when it moved: the parts of a
   // merge that landed after the run passed its position may have been
-  // removed meanwhile. Set it to the compactors' removal delay
-  // (CompactorOptions::removal_delay_ms). 0: never.
+  // removed meanwhile. Somewhat less than the compactors' removal delay
+  // (CompactorOptions::removal_delay_ms; StoreEpoch::RecheckAfterMs takes
+  // the lease holder's from the store when shorter). 0: never.
   int64_t recheck_after_ms = 0;
   // Read merged chunks' token filters (common/token_bloom.h) to skip chunks
   // no record of which can pass a word, phrase, contains or regex filter.

@@ -25,16 +25,41 @@ std::optional<uint64_t> LeaseRowEpoch::Read() {
     if (on_failure_) on_failure_(row.error());
     return std::nullopt;
   }
-  auto epoch = CompactionLeaseEpoch(*row);
-  if (!epoch) {
-    if (on_failure_) on_failure_(Error{Errc::kCorruption, "the compaction lease row (meta) does not decode"});
-    return std::nullopt;
+  std::optional<CompactionLeaseValue> value;
+  if (row->has_value()) {
+    value = CompactionLeaseValue::Decode(**row);
+    if (!value) {
+      if (on_failure_) on_failure_(Error{Errc::kCorruption, "the compaction lease row (meta) does not decode"});
+      return std::nullopt;
+    }
   }
-  // The highest read: a slower read that overtook a later one never lowers it.
-  uint64_t held = held_.load();
-  while (held < *epoch && !held_.compare_exchange_weak(held, *epoch)) {
+  uint64_t epoch = *CompactionLeaseEpoch(std::nullopt);
+  if (value) {
+    epoch = value->Epoch();
+    row_delay_ms_.store(value->removal_delay_ms);
+    if (epoch % 2 == 1) {
+      std::lock_guard lock(odd_mu_);
+      const int64_t now = clock_.MonotonicNs();
+      if (odd_row_ != **row) {
+        odd_row_ = **row;
+        odd_since_ns_ = now;
+      } else if (now - odd_since_ns_ >= std::max<int64_t>(value->period_ms, 0) * 1'000'000) {
+        ++epoch;  // what a takeover would write: the phase's writes have all landed
+      }
+    }
   }
-  return std::max(held, *epoch);
+  // The last read, not the highest: a row recreated lower (deleted by an
+  // operator) must read as moved, not as the old value.
+  held_.store(epoch);
+  return epoch;
+}
+
+int64_t LeaseRowEpoch::RecheckAfterMs(int64_t configured_ms) const {
+  const int64_t delay = row_delay_ms_.load();
+  if (delay <= 0) return configured_ms;
+  // Members' monotonic clocks run at slightly different rates.
+  const int64_t within = std::max<int64_t>(1, delay - std::max<int64_t>(1'000, delay / 100));
+  return configured_ms > 0 ? std::min(configured_ms, within) : within;
 }
 
 std::optional<uint64_t> LeaseRowEpoch::Now() { return Read(); }

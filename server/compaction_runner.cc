@@ -120,12 +120,14 @@ Result<CompactionPass> CompactionRunner::RunOnce() {
   token_filter_bytes_->Increment(static_cast<double>(pass->token_filter_bytes));
   token_filters_skipped_->Increment(static_cast<double>(pass->token_filters_skipped));
   corrupt_->Increment(static_cast<double>(pass->corrupt_parts));
-  if (result.ok()) {  // a pass cut short saw only part of what waits
+  if (pass->lease_elsewhere) {  // another member merges: nothing waits here
+    for (prometheus::Gauge* g : {waiting_, runs_left_, growing_, lag_, removals_waiting_}) g->Set(0);
+  } else if (result.ok()) {  // a pass cut short saw only part of what waits
     waiting_->Set(static_cast<double>(pass->unsafe_parts));
     runs_left_->Set(static_cast<double>(pass->runs_left));
     growing_->Set(static_cast<double>(pass->runs_growing));
     lag_->Set(static_cast<double>(pass->lag_ms) / 1000.0);
-    if (!pass->lease_elsewhere) removals_waiting_->Set(static_cast<double>(pass->removals_waiting));
+    removals_waiting_->Set(static_cast<double>(pass->removals_waiting));
   }
   if (pass->merges > 0) {
     spdlog::info("compaction: merged {} chunks into {} ({} records; {} -> {} bytes) in {:.1f} ms of CPU", pass->parts,

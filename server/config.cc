@@ -51,6 +51,14 @@ void Validate(const ServeConfig& c, const Problem& problem) {
     if (x.interval_ms * 3 > x.lease_period_ms) {
       problem("compaction.interval", "must be at most a third of compaction.lease_period (passes renew the lease)");
     }
+    // The pacing wait after a merge (target_bytes at max_rate) renews nothing.
+    if (x.max_rate_bytes > 0 && static_cast<double>(x.target_bytes) / x.max_rate_bytes * 1000 * 3 > x.lease_period_ms) {
+      problem("compaction.lease_period", "must be more than 3 × compaction.target_bytes / compaction.max_rate (a "
+                                         "merge's pacing wait must leave the lease renewed in time)");
+    }
+    constexpr int64_t kWeek = 7ll * 24 * 3600 * 1000;
+    if (x.lease_period_ms > kWeek) problem("compaction.lease_period", "at most 7d");
+    if (x.removal_delay_ms > kWeek) problem("compaction.removal_delay", "at most 7d");
     if (c.query.max_time_ms <= 0 || x.removal_delay_ms < c.query.max_time_ms + 10'000) {
       problem("compaction.removal_delay", "must be at least query.max_time (" + std::to_string(c.query.max_time_ms) +
                                               " ms) + 10s: a merge's parts stay for the queries begun before it");

@@ -104,9 +104,9 @@ struct IndexerConfig {
 };
 
 // The compactor (indexer/compactor.h): merges a stream's small settled
-// chunks. Runs on rocksdb with durability async or sync only (HBase writes
-// are not atomic; with skip_wal RocksDB flushes tables one by one). Off by
-// default until what it still lacks is built (README, "Compaction").
+// chunks. Runs on rocksdb with durability async or sync (with skip_wal
+// RocksDB flushes tables one by one), and on HBase with `hbase` (below). Off
+// by default until what it still lacks is built (README, "Compaction").
 struct CompactionConfig {
   bool enabled = false;
   int64_t settle_ms = 10 * 60'000;           // chunks younger than this are left alone

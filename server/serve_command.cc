@@ -551,7 +551,7 @@ int Serve(const ServeFlags& flags) {
   if (embedded) AnnounceOnceAssigned(*embedded, flags, config, go);
   GroupConsumer consumer(go, **store, processor, metrics, clock);
 
-  // Compaction (indexer/compactor.h; rocksdb only): merges the small settled
+  // Compaction (indexer/compactor.h): merges the small settled
   // chunks of each stream. The epoch starts at a value of this process, so
   // that no cursor of an earlier process counts as made after the latest merge.
   std::atomic<uint64_t> store_epoch{static_cast<uint64_t>(clock.NowMs()) * 2};
@@ -565,6 +565,7 @@ int Serve(const ServeFlags& flags) {
     ::gethostname(host, sizeof host - 1);
     lo.owner = std::string(host) + ":" + std::to_string(::getpid());
     lo.period_ms = config.compaction.lease_period_ms;
+    lo.removal_delay_ms = config.compaction.removal_delay_ms;  // queries of every member read it
     auto made = CompactionLease::Create(**store, lo, clock);
     if (!made.ok()) {
       std::fprintf(stderr, "logdex serve: compaction: %s\n", made.error().ToString().c_str());
@@ -600,21 +601,30 @@ int Serve(const ServeFlags& flags) {
   prometheus::Counter& epoch_reads =
       prometheus::BuildCounter()
           .Name("logdex_query_store_epoch_reads_total")
-          .Help("Reads of the store's layout epoch (the compaction lease row, HBase): at most one a second for first "
-                "pages, one after each page that resumed a cursor's saved positions")
+          .Help("Reads of the store's layout epoch (the compaction lease row, HBase): for first pages at most one a "
+                "second (ten while a merge lands), one after each page that resumed a cursor or ran long")
           .Register(registry)
           .Add({});
   std::unique_ptr<LeaseRowEpoch> shared_epoch;
   if (shared_store) {
     shared_epoch = std::make_unique<LeaseRowEpoch>(
         **store, clock, 1'000,
-        [&epoch_read_failures](const Error& e) {
+        [&epoch_read_failures, &clock, warned = std::make_shared<std::atomic<int64_t>>(INT64_MIN / 2)](
+            const Error& e) {
           epoch_read_failures.Increment();
-          spdlog::warn("query: reading the store's layout epoch failed ({}); cursors resume by record", e.ToString());
+          // Once a minute at most: a store outage fails every query's read.
+          const int64_t now = clock.MonotonicNs() / 1'000'000;
+          int64_t last = warned->load();
+          if (now - last >= 60'000 && warned->compare_exchange_strong(last, now)) {
+            spdlog::warn("query: reading the store's layout epoch failed ({}); cursors resume by record until it "
+                         "reads (logdex_query_store_epoch_read_failures_total)",
+                         e.ToString());
+          }
         },
         [&epoch_reads] { epoch_reads.Increment(); });
     qo.store_epoch = shared_epoch.get();
-    // A page that ran this long re-reads it: a merge's parts may be gone.
+    // A page that ran this long re-reads it: a merge's parts may be gone
+    // (the smaller of this and the lease holder's delay, less a margin).
     qo.recheck_after_ms = config.compaction.removal_delay_ms -
                           std::max<int64_t>(1'000, config.compaction.removal_delay_ms / 100);
   } else {

@@ -348,6 +348,25 @@ TEST(Config, CompactionOnHBaseIsOptInWithALeaseAndARemovalDelayThatFitTheClientA
             std::string::npos)
       << m;
 
+  auto paced = ParseConfig(
+      "store: {backend: hbase, hbase: {host: hb, rpc_timeout: 1s}}\n"
+      "compaction: {enabled: yes, hbase: yes, lease_period: 10s, interval: 1s, target_bytes: 4MiB, max_rate: 1MiB}\n",
+      "p.yaml");
+  ASSERT_FALSE(paced.ok());
+  EXPECT_NE(paced.error().message.find("p.yaml:2: compaction.lease_period: must be more than 3 × "
+                                       "compaction.target_bytes / compaction.max_rate"),
+            std::string::npos)
+      << paced.error().message;
+  auto long_ = ParseConfig(
+      "store: {backend: hbase, hbase: {host: hb}}\n"
+      "compaction: {enabled: yes, hbase: yes, lease_period: 8d, removal_delay: 8d}\n",
+      "l.yaml");
+  ASSERT_FALSE(long_.ok());
+  EXPECT_NE(long_.error().message.find("compaction.lease_period: at most 7d"), std::string::npos)
+      << long_.error().message;
+  EXPECT_NE(long_.error().message.find("compaction.removal_delay: at most 7d"), std::string::npos)
+      << long_.error().message;
+
   auto rocksdb = ParseConfig("compaction: {enabled: yes, hbase: yes}\n", "r.yaml");
   ASSERT_FALSE(rocksdb.ok());
   EXPECT_NE(rocksdb.error().message.find("r.yaml:1: compaction.hbase: is for store.backend: hbase only"),

@@ -1647,7 +1647,7 @@ TEST_F(ServeProcess, MembersSharingAnHBaseStoreCompactItOneAtATimeAndTakeOverFro
     return "    rpc_timeout: " + std::to_string(rpc_s) + "s\n"
            "query: {max_time: 2s}\n"
            "compaction: {enabled: true, hbase: true, settle: 1s, max_span: 10m, interval: 200ms, lookback: 2d, "
-           "lease_period: " + std::to_string(lease_s) + "s, removal_delay: 12s}\n";
+           "lease_period: " + std::to_string(lease_s) + "s, removal_delay: 30s}\n";
   }, &m);
   if (IsSkipped() || HasFatalFailure()) return;
   SmallChunks w;
@@ -1688,7 +1688,7 @@ TEST_F(ServeProcess, MembersSharingAnHBaseStoreCompactItOneAtATimeAndTakeOverFro
   // members: each answer is every record once, newest first.
   ASSERT_TRUE(WaitFor([&] { return exact(both, apps, 10'000); }, 180'000)) << state(both);
   std::vector<std::string> got;
-  const auto paging_until = std::chrono::steady_clock::now() + std::chrono::seconds(90);
+  const auto paging_until = std::chrono::steady_clock::now() + std::chrono::seconds(180);
   int rounds = 0;
   const double removed_before = sum("logdex_compaction_removed_parts_total", both);
   while (!settled(both) && std::chrono::steady_clock::now() < paging_until) {
@@ -1700,8 +1700,12 @@ TEST_F(ServeProcess, MembersSharingAnHBaseStoreCompactItOneAtATimeAndTakeOverFro
     ++rounds;
   }
   ASSERT_TRUE(WaitFor([&] { return settled(both); }, 180'000)) << state(both) << m.a->Log() << m.b->Log();
-  std::printf("paged through %d rounds while %.0f parts were removed\n", rounds,
-              sum("logdex_compaction_removed_parts_total", both) - removed_before);
+  const double removed_while_paging = sum("logdex_compaction_removed_parts_total", both) - removed_before;
+  std::printf("paged through %d rounds while %.0f parts were removed\n", rounds, removed_while_paging);
+  // Every record was queryable within seconds of the merges; their parts go
+  // 30 s after them.
+  EXPECT_GT(rounds, 0);
+  EXPECT_GT(removed_while_paging, 0) << "no removal landed while pages were read";
   EXPECT_EQ(sum("logdex_compaction_lease_held", both), 1) << "one member merges";
   EXPECT_EQ(sum("logdex_compaction_failures_total", both), 0) << m.a->Log() << m.b->Log();
   EXPECT_EQ(sum("logdex_query_store_epoch_read_failures_total", both), 0);
@@ -1719,13 +1723,14 @@ TEST_F(ServeProcess, MembersSharingAnHBaseStoreCompactItOneAtATimeAndTakeOverFro
   const bool a_holds = MetricOf(m.port_a, "logdex_compaction_lease_held") == 1;
   Process& holder = a_holds ? *m.a : *m.b;
   const int other = a_holds ? m.port_b : m.port_a;
+  const double takeovers_before = MetricOf(other, "logdex_compaction_lease_takeovers_total");
   holder.Signal(SIGKILL);
   holder.Wait();
   const double parts_before = MetricOf(other, "logdex_compaction_parts_total");
   ASSERT_TRUE(w.Produce(producer, {{"cmp-d", "h3"}}, 40, start, &seq));
   ASSERT_TRUE(WaitFor([&] { return MetricOf(other, "logdex_compaction_lease_held") == 1; }, (lease_s + 120) * 1000))
       << state({other});
-  EXPECT_EQ(MetricOf(other, "logdex_compaction_lease_takeovers_total"), 1);
+  EXPECT_EQ(MetricOf(other, "logdex_compaction_lease_takeovers_total"), takeovers_before + 1);
   ASSERT_TRUE(WaitFor([&] {
     return MetricOf(other, "logdex_compaction_parts_total") > parts_before &&
            MetricOf(other, "logdex_compaction_removals_waiting") == 0 && settled({other}) &&
@@ -1741,7 +1746,7 @@ TEST_F(ServeProcess, MembersSharingAnHBaseStoreCompactItOneAtATimeAndTakeOverFro
               MetricOf(other, "logdex_compaction_parts_total"), MetricOf(other, "logdex_compaction_merges_total"));
 
   // Stopped with SIGTERM, the holder releases the lease: a member started
-  // again takes it within a few passes, not a period, and not as a takeover.
+  // again takes it as released, not by a takeover a period later.
   auto restarted = std::make_unique<Process>(
       std::vector<std::string>{LOGDEX_BINARY, "serve", "--config", dir_.path() + "/shared.yaml", "--http",
                                "127.0.0.1:0", "--brokers", m.kafka->bootstrap(), "--group", "shared"},
@@ -1752,8 +1757,8 @@ TEST_F(ServeProcess, MembersSharingAnHBaseStoreCompactItOneAtATimeAndTakeOverFro
   survivor.Signal(SIGTERM);
   EXPECT_EQ(survivor.Wait(), 0) << survivor.Log();
   EXPECT_NE(survivor.Log().find("compaction: released the lease"), std::string::npos) << survivor.Log();
-  ASSERT_TRUE(WaitFor([&] { return MetricOf(port_r, "logdex_compaction_lease_held") == 1; }, lease_s * 1000 / 2))
-      << "a released lease is taken at once\n" << restarted->Log();
+  ASSERT_TRUE(WaitFor([&] { return MetricOf(port_r, "logdex_compaction_lease_held") == 1; }, 120'000))
+      << restarted->Log();
   EXPECT_EQ(MetricOf(port_r, "logdex_compaction_lease_takeovers_total"), 0);
   restarted->Signal(SIGTERM);
   EXPECT_EQ(restarted->Wait(), 0) << restarted->Log();
