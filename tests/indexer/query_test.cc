@@ -45,6 +45,9 @@ constexpr int kScanQueries = 30;
 constexpr int kMergedRecords = 6'000;
 #endif
 
+// An answer, not an error, and the one wanted.
+bool Is(const Result<bool>& answer, bool wanted) { return answer.ok() && *answer == wanted; }
+
 class IndexerQuery : public ::testing::TestWithParam<Backend> {
  public:
   void SetUp() override {
@@ -2228,6 +2231,74 @@ TEST_P(IndexerQuery, AReSendWrittenBesideAnotherMembersMergeIsSkippedThenRemoved
     q.from_ms = w.start_ms, q.to_ms = w.end_ms + 1, q.limit = 97;
     ExpectSame(RunAll(engine, q).records, BruteForce(w, q), std::string("removed again, ") + host);
   }
+}
+
+// A merge's write reported failed may have landed (an answer lost, or a
+// gateway that applies it later): its parts must then stay the removal
+// delay too, even for a member that has held the lease long enough to
+// remove others' merges at once.
+TEST_P(IndexerQuery, AMergeWhoseWriteFailedButLandedKeepsItsPartsForTheDelay) {
+  if (!store_->conditional_writes()) GTEST_SKIP() << GetParam().name << ": one process owns the store";
+  Workload w = MakeWorkload(NonAtomicSpec(300));
+  Indexer indexer(*store_, Options());
+  Ingest(w.chunks, indexer);
+  constexpr int64_t kDelay = 60'000;
+  ManualClock a_clock(1'790'000'000'000);
+  CompactionLeaseOptions lo;
+  lo.period_ms = 60'000;
+  auto lease = CompactionLease::Create(*store_, lo, a_clock);
+  ASSERT_TRUE(lease.ok());
+  // Held for the delay already: merged chunks it did not record are removable.
+  for (int i = 0; i <= 3; ++i, a_clock.AdvanceMs(20'000)) ASSERT_TRUE(Is((*lease)->Hold(), true));
+  ASSERT_GE((*lease)->held_for_ms(), kDelay);
+  class LandsThenFails final : public testing::ForwardingStore {
+   public:
+    using ForwardingStore::ForwardingStore;
+    Status Write(const WriteBatch& b) override {
+      Status s = base_.Write(b);
+      if (s.ok() && fail_next) {
+        fail_next = false;
+        return Status(Errc::kUnavailable, "injected: the answer was lost");
+      }
+      return s;
+    }
+    Result<bool> CheckAndPut(std::string_view table, std::string_view key, const std::optional<std::string>& expected,
+                             std::string_view value) override {
+      return base_.CheckAndPut(table, key, expected, value);
+    }
+    bool conditional_writes() const override { return base_.conditional_writes(); }
+    bool shared() const override { return base_.shared(); }
+    bool fail_next = true;
+  } lossy(*store_);
+  CompactorOptions o = NonAtomicMerges();
+  o.list_parts = true;
+  o.removal_delay_ms = kDelay;
+  o.lease = lease->get();
+  auto a = Compactor::Create(lossy, o);
+  ASSERT_TRUE(a.ok()) << a.error().ToString();
+  const int64_t settled = w.end_ms + o.settle_ms + o.max_span_ms + 1;
+  auto pass = (*a)->Pass(settled);
+  ASSERT_FALSE(pass.ok()) << "the first merge's write answered a failure";
+  ASSERT_GE(Census(*store_).first, 1u);
+  const size_t stored = Census(*store_).second;
+  ASSERT_GT(stored, 0u) << "it landed: its merged chunk lists parts still stored";
+  pass = (*a)->Pass(settled + 1'000);
+  ASSERT_TRUE(pass.ok()) << pass.error().ToString();
+  EXPECT_EQ(pass->repaired_parts, 0u) << "the landed merge's parts wait for the delay";
+  EXPECT_GE(pass->removals_waiting, stored);
+  QueryOptions qo = QOptions();
+  qo.max_chunk_span_ms = o.max_span_ms;
+  QueryEngine engine(*store_, qo);
+  for (const char* host : {"host0", "host1"}) {
+    Query q;
+    q.host = host;
+    q.from_ms = w.start_ms, q.to_ms = w.end_ms + 1, q.limit = 1000;
+    ExpectSame(RunAll(engine, q).records, BruteForce(w, q), std::string("waiting, ") + host);
+  }
+  pass = (*a)->Pass(settled + kDelay + 60'000);
+  ASSERT_TRUE(pass.ok()) << pass.error().ToString();
+  EXPECT_GT(pass->repaired_parts, 0u) << "removed once the delay passed";
+  EXPECT_EQ(Census(*store_).second, 0u);
 }
 
 TEST_P(IndexerQuery, RefusesQueriesThatAreWrong) {
