@@ -3,6 +3,7 @@
 // that fails every call.
 #pragma once
 
+#include <optional>
 #include <string>
 
 #include "store/table_store.h"
@@ -27,6 +28,20 @@ class ForwardingStore : public TableStore {
 
  protected:
   TableStore& base_;
+};
+
+// A ForwardingStore that also passes conditional writes and shared(): a
+// view of a store several members write (HBase), as the compaction lease
+// needs it.
+class SharedForwardingStore : public ForwardingStore {
+ public:
+  using ForwardingStore::ForwardingStore;
+  Result<bool> CheckAndPut(std::string_view table, std::string_view key, const std::optional<std::string>& expected,
+                           std::string_view value) override {
+    return base_.CheckAndPut(table, key, expected, value);
+  }
+  bool conditional_writes() const override { return base_.conditional_writes(); }
+  bool shared() const override { return base_.shared(); }
 };
 
 // Reads of `fail_table` fail (writes and scans pass through): for tests of

@@ -108,6 +108,16 @@ class IndexerQuery : public ::testing::TestWithParam<Backend> {
     o.indexer = Options();
     return o;
   }
+  // A member's compaction lease on `store` (the test's by default), period
+  // 60 s, on its own clock; null (and a failure) when it cannot be made.
+  std::unique_ptr<CompactionLease> Lease(const Clock& clock, TableStore* store = nullptr) {
+    CompactionLeaseOptions lo;
+    lo.period_ms = 60'000;
+    lo.owner = "a";
+    auto lease = CompactionLease::Create(store ? *store : *store_, lo, clock);
+    EXPECT_TRUE(lease.ok()) << lease.error().ToString();
+    return lease.ok() ? std::move(*lease) : nullptr;
+  }
 
   // Main rows, and the stored parts a stored merged chunk lists (by main
   // key: the workload's chunk ids are not unique).
@@ -1991,29 +2001,20 @@ TEST_P(IndexerQuery, ACursorResumesByRecordAfterAnotherMembersMergeAndItsRemoval
   Ingest(w.chunks, indexer);
   constexpr int64_t kDelay = 60'000;
   ManualClock a_clock(1'790'000'000'000);
-  CompactionLeaseOptions lo;
-  lo.period_ms = 60'000;
-  lo.owner = "a";
-  auto lease = CompactionLease::Create(*store_, lo, a_clock);
-  ASSERT_TRUE(lease.ok());
+  auto lease = Lease(a_clock);
+  ASSERT_NE(lease, nullptr);
   CompactorOptions o = NonAtomicMerges();
   o.list_parts = true;
   o.removal_delay_ms = kDelay;
-  o.lease = lease->get();
+  o.lease = lease.get();
   // Every batch goes with a send deadline: the half period the fence left.
-  class RecordsSendDeadlines final : public testing::ForwardingStore {
+  class RecordsSendDeadlines final : public testing::SharedForwardingStore {
    public:
-    using ForwardingStore::ForwardingStore;
+    using SharedForwardingStore::SharedForwardingStore;
     Status Write(const WriteBatch& b) override {
       deadlines.push_back(b.send_within_ms().value_or(-1));
       return base_.Write(b);
     }
-    Result<bool> CheckAndPut(std::string_view table, std::string_view key, const std::optional<std::string>& expected,
-                             std::string_view value) override {
-      return base_.CheckAndPut(table, key, expected, value);
-    }
-    bool conditional_writes() const override { return base_.conditional_writes(); }
-    bool shared() const override { return base_.shared(); }
     std::vector<int64_t> deadlines;
   } recording(*store_);
   auto a = Compactor::Create(recording, o);
@@ -2028,7 +2029,7 @@ TEST_P(IndexerQuery, ACursorResumesByRecordAfterAnotherMembersMergeAndItsRemoval
   LeaseRowEpoch epoch(*store_, clock_, 3'600'000);
   shared.store_epoch = &epoch;
   QueryEngine with(*store_, shared), without(*store_, plain);
-  auto held = (*lease)->Hold();  // the lease row exists before page 1: its epoch must move
+  auto held = lease->Hold();  // the lease row exists before page 1: its epoch must move
   ASSERT_TRUE(held.ok() && *held);
   struct Paging {
     const QueryEngine* engine;
@@ -2063,7 +2064,7 @@ TEST_P(IndexerQuery, ACursorResumesByRecordAfterAnotherMembersMergeAndItsRemoval
   }
   ASSERT_EQ(removed, merged_parts) << "every part removed";
   ASSERT_FALSE(recording.deadlines.empty());
-  for (int64_t d : recording.deadlines) ASSERT_EQ(d, lo.period_ms / 2) << "a's clock stands still while it writes";
+  for (int64_t d : recording.deadlines) ASSERT_EQ(d, lease->period_ms() / 2) << "a's clock stands still while it writes";
 
   size_t lost_without = 0;
   for (Paging& p : pagings) {
@@ -2117,18 +2118,16 @@ TEST_P(IndexerQuery, APageLongerThanTheRemovalDelayRunsAgainWhenAMergeMovedTheLa
     Indexer indexer(*store, Options());
     Ingest(w.chunks, indexer);
     ManualClock a_clock(1'790'000'000'000), q_clock(0);
-    CompactionLeaseOptions lo;
-    lo.period_ms = 60'000;
-    auto lease = CompactionLease::Create(*store, lo, a_clock);
-    EXPECT_TRUE(lease.ok());
+    auto lease = Lease(a_clock, store.get());
+    if (!lease) return {0, 0};
     CompactorOptions o = NonAtomicMerges();
     o.list_parts = true;
     o.removal_delay_ms = kDelay;
-    o.lease = lease->get();
+    o.lease = lease.get();
     auto a = Compactor::Create(*store, o);
     EXPECT_TRUE(a.ok());
-    if (!lease.ok() || !a.ok()) return {0, 0};
-    EXPECT_TRUE((*lease)->Hold().ok());
+    if (!a.ok()) return {0, 0};
+    EXPECT_TRUE(lease->Hold().ok());
     const int64_t settled = w.end_ms + o.settle_ms + o.max_span_ms + 1;
     StallsAtTheFirstMainRead stalling(*store);
     LeaseRowEpoch epoch(*store, q_clock, 3'600'000);
@@ -2188,13 +2187,11 @@ TEST_P(IndexerQuery, AReSendWrittenBesideAnotherMembersMergeIsSkippedThenRemoved
   Indexer indexer(*store_, Options());
   Ingest(w.chunks, indexer);
   ManualClock a_clock(1'790'000'000'000);
-  CompactionLeaseOptions lo;
-  lo.period_ms = 60'000;
-  auto lease = CompactionLease::Create(*store_, lo, a_clock);
-  ASSERT_TRUE(lease.ok());
+  auto lease = Lease(a_clock);
+  ASSERT_NE(lease, nullptr);
   CompactorOptions o = NonAtomicMerges();
   o.list_parts = true;
-  o.lease = lease->get();
+  o.lease = lease.get();
   auto a = Compactor::Create(*store_, o);
   ASSERT_TRUE(a.ok()) << a.error().ToString();
   const int64_t settled = w.end_ms + o.settle_ms + o.max_span_ms + 1;
@@ -2244,16 +2241,14 @@ TEST_P(IndexerQuery, AMergeWhoseWriteFailedButLandedKeepsItsPartsForTheDelay) {
   Ingest(w.chunks, indexer);
   constexpr int64_t kDelay = 60'000;
   ManualClock a_clock(1'790'000'000'000);
-  CompactionLeaseOptions lo;
-  lo.period_ms = 60'000;
-  auto lease = CompactionLease::Create(*store_, lo, a_clock);
-  ASSERT_TRUE(lease.ok());
+  auto lease = Lease(a_clock);
+  ASSERT_NE(lease, nullptr);
   // Held for the delay already: merged chunks it did not record are removable.
-  for (int i = 0; i <= 3; ++i, a_clock.AdvanceMs(20'000)) ASSERT_TRUE(Is((*lease)->Hold(), true));
-  ASSERT_GE((*lease)->held_for_ms(), kDelay);
-  class LandsThenFails final : public testing::ForwardingStore {
+  for (int i = 0; i <= 3; ++i, a_clock.AdvanceMs(20'000)) ASSERT_TRUE(Is(lease->Hold(), true));
+  ASSERT_GE(lease->held_for_ms(), kDelay);
+  class LandsThenFails final : public testing::SharedForwardingStore {
    public:
-    using ForwardingStore::ForwardingStore;
+    using SharedForwardingStore::SharedForwardingStore;
     Status Write(const WriteBatch& b) override {
       Status s = base_.Write(b);
       if (s.ok() && fail_next) {
@@ -2262,18 +2257,12 @@ TEST_P(IndexerQuery, AMergeWhoseWriteFailedButLandedKeepsItsPartsForTheDelay) {
       }
       return s;
     }
-    Result<bool> CheckAndPut(std::string_view table, std::string_view key, const std::optional<std::string>& expected,
-                             std::string_view value) override {
-      return base_.CheckAndPut(table, key, expected, value);
-    }
-    bool conditional_writes() const override { return base_.conditional_writes(); }
-    bool shared() const override { return base_.shared(); }
     bool fail_next = true;
   } lossy(*store_);
   CompactorOptions o = NonAtomicMerges();
   o.list_parts = true;
   o.removal_delay_ms = kDelay;
-  o.lease = lease->get();
+  o.lease = lease.get();
   auto a = Compactor::Create(lossy, o);
   ASSERT_TRUE(a.ok()) << a.error().ToString();
   const int64_t settled = w.end_ms + o.settle_ms + o.max_span_ms + 1;
