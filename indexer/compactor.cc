@@ -117,6 +117,12 @@ int64_t LongestSpanWatch::Get() {
   return span_ms_.load();
 }
 
+Result<std::optional<int64_t>> StoredLongestSpan(TableStore& store) {
+  auto raw = store.Get(kMetaTable, kLongestSpanRow);
+  if (!raw.ok()) return raw.error();
+  return MetaMs(*raw);
+}
+
 Result<int64_t> MergedCheckMs(TableStore& store, std::optional<int64_t> settle_ms) {
   std::optional<int64_t> shortest;
   if (settle_ms) {

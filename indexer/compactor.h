@@ -103,6 +103,8 @@ inline constexpr std::string_view kLongestSpanRow = "\xff" "store.longest_chunk_
 // writes (HBase), members raising it at once keep the largest: the put is
 // conditional on the value read, and read again when it lost.
 Result<int64_t> RecordLongestSpan(TableStore& store, int64_t span_ms);
+// The store's longest span as recorded; nullopt when none is.
+Result<std::optional<int64_t>> StoredLongestSpan(TableStore& store);
 
 // The longest span as a query pads by it, kept current on a store other
 // processes write (HBase): a member started later with a longer

@@ -24,7 +24,6 @@
 #include "alerting/dispatcher.h"
 #include "alerting/sinks.h"
 #include "alerting/stager.h"
-#include "common/bytes.h"
 #include "common/clock.h"
 #include "common/files.h"
 #include "consumer/batch_processor.h"
@@ -460,13 +459,13 @@ int Serve(const ServeFlags& flags) {
   // (they read it again every kLongestSpanRereadMs) before it merges.
   int64_t first_pass_delay_ms = 0;
   if (compacting && shared_store) {
-    auto raw = (*store)->Get(kMetaTable, kLongestSpanRow);
-    if (!raw.ok()) {
-      std::fprintf(stderr, "logdex serve: store: %s\n", raw.error().ToString().c_str());
+    auto stored = StoredLongestSpan(**store);
+    if (!stored.ok()) {
+      std::fprintf(stderr, "logdex serve: store: %s\n", stored.error().ToString().c_str());
       return 1;
     }
     const int64_t mine = std::max(config.indexer.max_chunk_span_ms, config.compaction.max_span_ms);
-    if (raw->has_value() && (*raw)->size() == 8 && static_cast<int64_t>(GetBigEndian64((*raw)->data())) < mine) {
+    if (*stored && **stored < mine) {
       first_pass_delay_ms = kLongestSpanRereadMs + 10'000;
       spdlog::info("compaction: this member raises the store's longest chunk span; its first pass waits {} s, until "
                    "every member pads its queries by it",
