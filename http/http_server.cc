@@ -507,17 +507,29 @@ Result<std::string> LoadOrCreateCursorKey(TableStore& store) {
   auto stored = store.Get(kMetaTable, kRow);
   if (!stored.ok()) return stored.error();
   if (stored->has_value() && (*stored)->size() == kSize) return **stored;
-  unsigned char key[kSize];
-  if (RAND_bytes(key, sizeof key) != 1) return Error{Errc::kUnavailable, "cannot draw random bytes for the cursor key"};
-  WriteBatch batch;
-  batch.Put(kMetaTable, std::string(kRow), std::string(reinterpret_cast<const char*>(key), sizeof key));
-  if (Status s = store.Write(batch); !s.ok()) return s.error();
+  unsigned char bytes[kSize];
+  if (RAND_bytes(bytes, sizeof bytes) != 1) {
+    return Error{Errc::kUnavailable, "cannot draw random bytes for the cursor key"};
+  }
+  const std::string key(reinterpret_cast<const char*>(bytes), sizeof bytes);
+  if (store.conditional_writes()) {
+    // Members of a shared store that start together all find no key: only
+    // the first write may land, and every member reads back the one that
+    // did (a plain write would leave each with its own key, and a cursor of
+    // one refused by the others).
+    auto wrote = store.CheckAndPut(kMetaTable, kRow, *stored, key);
+    if (!wrote.ok()) return wrote.error();
+  } else {
+    WriteBatch batch;
+    batch.Put(kMetaTable, std::string(kRow), key);
+    if (Status s = store.Write(batch); !s.ok()) return s.error();
+  }
   auto again = store.Get(kMetaTable, kRow);
   if (!again.ok()) return again.error();
   if (!again->has_value() || (*again)->size() != kSize) {
     return Error{Errc::kIOError, "the cursor key written to the meta table does not read back"};
   }
-  spdlog::info("http: created the query cursor key in the store's meta table");
+  if (**again == key) spdlog::info("http: created the query cursor key in the store's meta table");
   return **again;
 }
 

@@ -1488,10 +1488,11 @@ struct SmallChunks {
 // Every record of `filter` (app=... or host=...) over the last 4 h, `limit` a
 // page, in the order the pages give them, page i asked of ports[i % size]
 // (members sharing a store answer each other's cursors); false on an HTTP
-// error or past `max_pages`. The chunks the pages read are added to
-// `chunks_read` when given.
-bool QueryLines(const std::vector<int>& ports, const std::string& filter, int limit, size_t max_pages,
-                std::vector<std::string>* got, uint64_t* chunks_read = nullptr) {
+// error (its status and body are the failure's message) or past `max_pages`.
+// The chunks the pages read are added to `chunks_read` when given.
+::testing::AssertionResult QueryLines(const std::vector<int>& ports, const std::string& filter, int limit,
+                                      size_t max_pages, std::vector<std::string>* got,
+                                      uint64_t* chunks_read = nullptr) {
   got->clear();
   std::string cursor;
   for (size_t page = 0; page <= max_pages; ++page) {
@@ -1500,17 +1501,24 @@ bool QueryLines(const std::vector<int>& ports, const std::string& filter, int li
     std::string q = "/api/v1/query?" + filter + "&since=4h&limit=" + std::to_string(limit);
     if (!cursor.empty()) q += "&cursor=" + cursor;
     auto r = http.Get(q);
-    if (!r || r->status != 200) return false;
+    if (!r) {
+      return ::testing::AssertionFailure() << "page " << page << " on port " << ports[page % ports.size()] << ": "
+                                           << httplib::to_string(r.error());
+    }
+    if (r->status != 200) {
+      return ::testing::AssertionFailure() << "page " << page << " on port " << ports[page % ports.size()] << ": "
+                                           << r->status << " " << r->body;
+    }
     const nlohmann::json j = nlohmann::json::parse(r->body);
     for (const auto& rec : j["records"]) {
       got->push_back(SmallChunks::Line(rec["ts"], rec["severity"].get<std::string>(), rec["app"], rec["host"],
                                        rec["message"]));
     }
     if (chunks_read) *chunks_read += j["stats"]["chunks_read"].get<uint64_t>();
-    if (j["next_cursor"].is_null()) return true;
+    if (j["next_cursor"].is_null()) return ::testing::AssertionSuccess();
     cursor = j["next_cursor"];
   }
-  return false;
+  return ::testing::AssertionFailure() << "more than " << max_pages << " pages";
 }
 
 // `got` is `expected`; else says what is missing, extra or out of order.
@@ -1645,7 +1653,7 @@ TEST_F(ServeProcess, MembersSharingAnHBaseStoreCompactItOneAtATimeAndTakeOverFro
     const int rpc_s = hbase.real() ? 20 : 2;
     lease_s = 4 * rpc_s;
     return "    rpc_timeout: " + std::to_string(rpc_s) + "s\n"
-           "query: {max_time: 2s}\n"
+           "query: {max_time: 10s}\n"
            "compaction: {enabled: true, hbase: true, settle: 1s, max_span: 10m, interval: 200ms, lookback: 2d, "
            "lease_period: " + std::to_string(lease_s) + "s, removal_delay: 30s}\n";
   }, &m);

@@ -26,6 +26,7 @@
 #include <nlohmann/json.hpp>
 #include <thread>
 
+#include "tests/backends.h"
 #include "tests/failing_store.h"
 #include "tests/server/served_store.h"
 
@@ -744,6 +745,46 @@ TEST_F(HttpHardeningTest, TheCursorKeyIsCreatedOnceInTheStoreAndSharedByItsMembe
   auto c = LoadOrCreateCursorKey(**other);
   ASSERT_TRUE(c.ok());
   EXPECT_NE(*a, *c);  // another store, another key
+}
+
+// Members of a shared store that start together all find no key and each
+// draws one. Before the fix each wrote its own and kept it: a cursor from
+// one member was refused (400) by the others until they restarted. Now only
+// the first write lands (a conditional write) and every member reads back
+// that one. Here member B read the meta row before member A's key landed.
+TEST(HttpCursorKey, MembersThatFindNoKeyTogetherAllUseTheOneThatLandedFirst) {
+  int shared = 0;
+  for (const Backend& backend : AllBackends()) {
+    SCOPED_TRACE(backend.name);
+    TempDir dir;
+    ManualClock clock(kStart);
+    auto store = backend.open(dir.path(), &clock);
+    if (!store->conditional_writes()) continue;  // one process's store (RocksDB): no other member
+    ++shared;
+    ASSERT_TRUE(CreateTables(*store, TableLayout{}).ok());
+    // B's first read of the row answers as it was before A's write.
+    struct ReadTooEarly final : testing::SharedForwardingStore {
+      using SharedForwardingStore::SharedForwardingStore;
+      Result<std::optional<std::string>> Get(std::string_view table, std::string_view key) override {
+        if (key == kCursorKeyRow && !read_once) {
+          read_once = true;
+          return std::optional<std::string>();
+        }
+        return base_.Get(table, key);
+      }
+      bool read_once = false;
+    } member_b(*store);
+    auto a = LoadOrCreateCursorKey(*store);
+    ASSERT_TRUE(a.ok()) << a.error().ToString();
+    auto b = LoadOrCreateCursorKey(member_b);
+    ASSERT_TRUE(b.ok()) << b.error().ToString();
+    EXPECT_TRUE(member_b.read_once);
+    EXPECT_EQ(*b, *a) << "member B keeps a key of its own";
+    auto stored = store->Get(kMetaTable, kCursorKeyRow);
+    ASSERT_TRUE(stored.ok());
+    EXPECT_EQ(stored->value_or(""), *a) << "member B replaced A's key";
+  }
+  if (shared == 0) GTEST_SKIP() << "no backend with conditional writes in this build";
 }
 
 // Before the fix 500 answers carried the error text ("injected ..."): store
