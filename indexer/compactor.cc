@@ -227,6 +227,11 @@ Status Compactor::RunPass(int64_t now_ms, const std::function<bool(uint64_t)>& k
   if (!s.ok()) return s;
   bool stop_pass = false;
   for (const auto& [host, app] : ranges) {
+    // A pass that only reads (or removes) may run long: shutdown stops it here.
+    if (stop_requested_.load()) {
+      stop_pass = true;
+      break;
+    }
     // A pass may read for long without a write: the lease is renewed
     // between streams (a write once a third of its period has passed).
     if (options_.lease && !stop_pass) {

@@ -262,6 +262,10 @@ class Compactor {
   Result<CompactionPass> Pass(int64_t now_ms, const std::function<bool(uint64_t)>& keep_going = nullptr);
   // The counts of the latest Pass(), also when it stopped on an error.
   const CompactionPass& last_pass() const { return last_pass_; }
+  // From any thread (shutdown): a pass under way stops before its next
+  // stream, and later passes do nothing. A pass between merges stops at
+  // `keep_going`.
+  void RequestStop() { stop_requested_.store(true); }
 
   const CompactorOptions& options() const { return options_; }
 
@@ -296,6 +300,7 @@ class Compactor {
   // counted at every pass.
   std::unordered_set<ChunkId> corrupt_;
   bool lease_lost_ = false;  // set by LeaseLost() during a pass
+  std::atomic<bool> stop_requested_{false};
   CompactionPass last_pass_;
   // Streams (host, app, severity) whose run the clock closed: that run as
   // last seen (a hash of its parts' ids), the pass that saw it, and when

@@ -69,6 +69,7 @@ CompactionRunner::CompactionRunner(prometheus::Registry& registry, Compactor& co
 }
 
 CompactionRunner::~CompactionRunner() {
+  compactor_.RequestStop();
   {
     std::lock_guard lock(mu_);
     stop_ = true;

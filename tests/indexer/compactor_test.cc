@@ -460,6 +460,28 @@ TEST(Compactor, AFailedBatchChangesNothingAndTheNextPassMerges) {
   ExpectSameAnswers(engine, queries, before);
 }
 
+// Shutdown (RequestStop, from another thread in serve) ends a pass before
+// its next stream, also one that only reads, and every later pass.
+TEST(Compactor, AStopRequestedDuringAPassEndsItBeforeTheNextStream) {
+  Fixture f(15, kRecords / 4);
+  auto compactor = Compactor::Create(*f.store, f.Options());
+  ASSERT_TRUE(compactor.ok());
+  Compactor& c = **compactor;
+  f.store->SetWriteFaultHook([&](const WriteBatch::Entry&, size_t) {
+    c.RequestStop();  // during the first merge's write
+    return Status::Ok();
+  });
+  auto pass = c.Pass(f.Settled(c.options()));
+  ASSERT_TRUE(pass.ok()) << pass.error().ToString();
+  EXPECT_GT(pass->merges, 0u) << "the stream under way finishes";
+  EXPECT_LT(pass->streams, 24u) << "of 4 apps on 6 hosts";
+  f.store->SetWriteFaultHook(nullptr);
+  pass = c.Pass(f.Settled(c.options()));
+  ASSERT_TRUE(pass.ok());
+  EXPECT_EQ(pass->streams, 0u);
+  EXPECT_EQ(pass->merges, 0u);
+}
+
 // A pass a store error stops keeps what it merged before, and says so
 // (last_pass(): serve's metrics count those merges).
 TEST(Compactor, APassStoppedByAStoreErrorStillCountsTheMergesThatLanded) {
