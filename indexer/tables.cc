@@ -14,6 +14,7 @@ std::vector<std::string> IndexTableNames() {
 }
 
 Status CreateTables(TableStore& store, const TableLayout& layout) {
+  std::vector<TableStore::NamedTable> tables;
   TableOptions main;
   main.ttl_seconds = layout.ttl_seconds;
   main.block_size = layout.main_block_size;
@@ -21,7 +22,7 @@ Status CreateTables(TableStore& store, const TableLayout& layout) {
   main.compression = Compression::kNone;
   main.ordered_prefix = 10;  // salt · app · severity: a stream's chunks arrive in time order
   main.pre_split = layout.salt_buckets;
-  if (Status s = store.CreateTable(kMainTable, main); !s.ok()) return s;
+  tables.push_back({std::string(kMainTable), main});
 
   TableOptions index;
   index.ttl_seconds = layout.ttl_seconds;
@@ -38,13 +39,13 @@ Status CreateTables(TableStore& store, const TableLayout& layout) {
     } else if (name != kMetaTable) {
       o.ordered_prefix = 8;
     }
-    if (Status s = store.CreateTable(name, o); !s.ok()) return s;
+    tables.push_back({name, o});
   }
 
   // The compactor's ledger: one row per merged chunk, as long as the data.
   TableOptions merged = index;
   merged.ordered_prefix = 17;  // host · app · severity (a memtable insert hint)
-  if (Status s = store.CreateTable(kMergedTable, merged); !s.ok()) return s;
+  tables.push_back({std::string(kMergedTable), merged});
 
   // Token filters of merged chunks, read by queries with text filters before
   // the main row: near the other small rows of a query. The filters are
@@ -52,11 +53,12 @@ Status CreateTables(TableStore& store, const TableLayout& layout) {
   TableOptions tokens = index;
   tokens.compression = Compression::kNone;
   tokens.ordered_prefix = 10;  // as the main table's
-  if (Status s = store.CreateTable(kTokenTable, tokens); !s.ok()) return s;
+  tables.push_back({std::string(kTokenTable), tokens});
 
   TableOptions outbox;  // pending notifications: small, hot, kept until delivered
   outbox.bloom_filter = true;
-  return store.CreateTable(kOutboxTable, outbox);
+  tables.push_back({std::string(kOutboxTable), outbox});
+  return store.CreateTables(tables);
 }
 
 }  // namespace logdex

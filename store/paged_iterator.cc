@@ -1,6 +1,6 @@
 // The defaults of TableStore: NewIterator pages through Scan() with a limit,
 // resuming each page just past the last row seen; MultiGet is a Get per key;
-// CheckAndPut is refused.
+// CreateTables creates one table after another; CheckAndPut is refused.
 #include <deque>
 
 #include "store/table_store.h"
@@ -138,6 +138,13 @@ Result<std::vector<std::optional<std::string>>> TableStore::MultiGet(std::string
     rows.push_back(std::move(*row));
   }
   return rows;
+}
+
+Status TableStore::CreateTables(const std::vector<NamedTable>& tables) {
+  for (const NamedTable& t : tables) {
+    if (Status s = CreateTable(t.name, t.options); !s.ok()) return s;
+  }
+  return Status::Ok();
 }
 
 Result<bool> TableStore::CheckAndPut(std::string_view table, std::string_view, const std::optional<std::string>&,

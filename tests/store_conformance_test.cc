@@ -298,6 +298,33 @@ TEST_P(StoreConformance, TtlHidesExpiredRowsAtOnce) {
   EXPECT_EQ(store_->Get("ttl", "old")->value_or(""), "3");
 }
 
+// Several tables at once (HBase: concurrently): each is there with its own
+// options, and one refused table makes the call fail.
+TEST_P(StoreConformance, CreateTablesMakesEachWithItsOptionsAndReportsARefusedOne) {
+  std::vector<TableStore::NamedTable> tables;
+  for (int i = 0; i < 9; ++i) {
+    TableOptions o;
+    o.ttl_seconds = i % 2 ? 10 : 0;
+    tables.push_back({"many" + std::to_string(i), o});
+  }
+  ASSERT_TRUE(store_->CreateTables(tables).ok());
+  ASSERT_TRUE(store_->CreateTables(tables).ok()) << "creating them again opens them";
+  for (const auto& t : tables) {
+    EXPECT_TRUE(store_->HasTable(t.name)) << t.name;
+    Put(t.name, "k", t.name);
+  }
+  tables.push_back({"bad", TableOptions{}});
+  tables.back().options.versions = 3;
+  tables.push_back({"after_bad", TableOptions{}});
+  EXPECT_EQ(store_->CreateTables(tables).code(), Errc::kInvalidArgument);
+  for (int i = 0; i < 9; ++i) EXPECT_EQ(store_->Get("many" + std::to_string(i), "k")->value_or(""), tables[i].name);
+  if (!GetParam().clock_drives_ttl) return;  // it expires by its own clock
+  clock_.AdvanceMs(11'000);
+  for (int i = 0; i < 9; ++i) {
+    EXPECT_EQ(store_->Get("many" + std::to_string(i), "k")->has_value(), i % 2 == 0) << "many" << i;
+  }
+}
+
 TEST_P(StoreConformance, TablesAndOptionsSurviveReopen) {
   TableOptions o;
   o.ttl_seconds = 10;

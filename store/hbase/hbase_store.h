@@ -129,6 +129,8 @@ class HBaseTableStore final : public TableStore {
   ~HBaseTableStore() override;
 
   Status CreateTable(std::string_view name, const TableOptions& options) override;
+  // Up to pool_size tables at once.
+  Status CreateTables(const std::vector<NamedTable>& tables) override;
   // True when the table exists (cached once seen); false also when the
   // gateway cannot be asked.
   bool HasTable(std::string_view name) const override;

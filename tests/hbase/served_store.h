@@ -26,6 +26,7 @@ class ServedHBaseStore final : public TableStore {
   Status CreateTable(std::string_view name, const TableOptions& options) override {
     return client_->CreateTable(name, options);
   }
+  Status CreateTables(const std::vector<NamedTable>& tables) override { return client_->CreateTables(tables); }
   bool HasTable(std::string_view name) const override { return client_->HasTable(name); }
   Status Write(const WriteBatch& batch) override { return client_->Write(batch); }
   Result<std::optional<std::string>> Get(std::string_view table, std::string_view key) override {
