@@ -111,17 +111,20 @@ struct AlertStager::State {
 };
 
 Status CreateAlertingTables(TableStore& store, const AlertingConfig& config) {
-  TableOptions outbox;  // no TTL: rows leave when delivered or given up
-  outbox.block_size = 16 * 1024;
+  // No TTL: rows leave when delivered or given up. As indexer/tables.cc
+  // makes it (serve creates both sets): options that differ would be
+  // changed back and forth at every start (on HBase a family change each).
+  TableOptions outbox;
+  outbox.bloom_filter = true;
   TableOptions state;
   state.ttl_seconds = config.state_ttl_s;
   state.bloom_filter = true;
   TableOptions seen;
   seen.ttl_seconds = config.dedup_ttl_s;
   seen.bloom_filter = true;
-  if (Status s = store.CreateTable(kOutboxTable, outbox); !s.ok()) return s;
-  if (Status s = store.CreateTable(kStateTable, state); !s.ok()) return s;
-  return store.CreateTable(kSeenTable, seen);
+  return store.CreateTables({{std::string(kOutboxTable), outbox},
+                             {std::string(kStateTable), state},
+                             {std::string(kSeenTable), seen}});
 }
 
 AlertStager::AlertStager(AlertingConfig config, TableStore& store, const Clock& clock, prometheus::Registry& registry)

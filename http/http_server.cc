@@ -529,7 +529,11 @@ Result<std::string> LoadOrCreateCursorKey(TableStore& store) {
   if (!again->has_value() || (*again)->size() != kSize) {
     return Error{Errc::kIOError, "the cursor key written to the meta table does not read back"};
   }
-  if (**again == key) spdlog::info("http: created the query cursor key in the store's meta table");
+  if (**again == key) {
+    spdlog::info("http: created the query cursor key in the store's meta table");
+  } else {
+    spdlog::info("http: another member created the query cursor key at the same time; using its key");
+  }
   return **again;
 }
 

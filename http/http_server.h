@@ -179,10 +179,10 @@ using ReadinessCheck = std::function<ReadyState()>;
 // row's key starts with 0xff, which no MetaKey uses. Chosen over a key
 // derived from the configuration: no secret for operators to generate,
 // distribute and rotate, and nothing guessable when http.auth_token is empty.
-// The key is read back after it is written, so members that create it at
-// once agree on the last write unless one read back before the other wrote
-// (a window of one write-read round trip on an empty store; restarting that
-// member heals it). Errors: the store's.
+// On a store with conditional writes (HBase, shared by members) the key is
+// written only where none is, so members that create it at once all read
+// back the first that landed. A store without them has one process. Errors:
+// the store's.
 Result<std::string> LoadOrCreateCursorKey(TableStore& store);
 // The meta row that holds it (random per store: not part of the indexed data).
 inline constexpr std::string_view kCursorKeyRow = "\xff" "http.cursor_key";

@@ -194,6 +194,10 @@ Result<CompactionPass> Compactor::Pass(int64_t now_ms, const std::function<bool(
 }
 
 Status Compactor::RunPass(int64_t now_ms, const std::function<bool(uint64_t)>& keep_going, CompactionPass& pass) {
+  if (stop_requested_.load()) {  // not even the lease's renewal
+    pass.stopped = true;
+    return Status::Ok();
+  }
   if (options_.lease) {
     const bool holding = options_.lease->holding();
     auto held = options_.lease->Hold();
@@ -205,8 +209,11 @@ Status Compactor::RunPass(int64_t now_ms, const std::function<bool(uint64_t)>& k
     }
   }
   now_ms_ = now_ms;
-  pass_started_ns_ = SystemClock::Instance().MonotonicNs();
-  std::erase_if(waiting_, [&](const auto& w) { return SaturatingSub(now_ms, w.second.written_ms) >= options_.removal_delay_ms; });
+  pass_started_ns_ = clock().MonotonicNs();
+  std::erase_if(waiting_, [&](const auto& w) {
+    return SaturatingSub(now_ms, w.second.written_ms) >= options_.removal_delay_ms &&
+           (pass_started_ns_ - w.second.written_ns) / 1'000'000 >= options_.removal_delay_ms;
+  });
   const int64_t cutoff = SaturatingSub(now_ms, options_.settle_ms);
   const int64_t lo = SaturatingSub(now_ms, options_.lookback_ms);
 
@@ -229,6 +236,7 @@ Status Compactor::RunPass(int64_t now_ms, const std::function<bool(uint64_t)>& k
   for (const auto& [host, app] : ranges) {
     // A pass that only reads (or removes) may run long: shutdown stops it here.
     if (stop_requested_.load()) {
+      pass.stopped = true;
       stop_pass = true;
       break;
     }
@@ -741,7 +749,8 @@ Status Compactor::WriteMerge(std::vector<Part*>& parts, CompactionPass& pass) {
     // write failed: it may have landed (or land later), and the parts must
     // then stay the delay too; one that never lands only waits to be merged
     // again.
-    waiting.written_ms = now_ms_ + (SystemClock::Instance().MonotonicNs() - pass_started_ns_) / 1'000'000;
+    waiting.written_ns = clock().MonotonicNs();
+    waiting.written_ms = now_ms_ + (waiting.written_ns - pass_started_ns_) / 1'000'000;
     if (s.ok()) pass.removals_waiting += waiting.parts.size();
     waiting_[{AppIdOf(head.app()), HostIdOf(head.host()), parts.front()->key.severity, merged.first_ts_ms(), merged_id}] =
         std::move(waiting);

@@ -197,8 +197,13 @@ struct CompactorOptions {
   // skip the parts (CompactionPass::removals_waiting counts them). With a
   // lease, a member removes nothing until it has held the lease this long:
   // it does not know when another member (or itself, before a restart)
-  // wrote the merged chunks it finds. 0: at once.
+  // wrote the merged chunks it finds. 0: at once. The delay must also have
+  // passed on `clock`'s monotonic time, so that a step of the wall clock
+  // forward (an NTP correction) does not cut it short.
   int64_t removal_delay_ms = 0;
+  // The monotonic time of the removal delay and of a pass's writes; null:
+  // SystemClock. Tests give the ManualClock their passes' now_ms follow.
+  const Clock* clock = nullptr;
   // Whether a part's source can no longer be replayed (see above). Null: all.
   std::function<bool(const proto::ChunkSource&)> replay_safe;
   // Bumped (to odd) before and (to even) after every merge batch; queries
@@ -243,6 +248,9 @@ struct CompactionPass {
   // found it taken): the pass stopped, failing with kFailedPrecondition
   // when it was about to write. Not a store error.
   bool lease_lost = false;
+  // RequestStop() ended it before its last stream, or before it began: the
+  // counts of what waits (runs_left, unsafe_parts, ...) cover part of the store.
+  bool stopped = false;
   uint64_t runs_left = 0;      // closed runs the pass had no budget for
   uint64_t runs_growing = 0;   // runs the clock closed that wait: grown since the last pass, or merged within settle
   int64_t lag_ms = 0;          // now - the last record of the oldest run left (0: none)
@@ -263,8 +271,8 @@ class Compactor {
   // The counts of the latest Pass(), also when it stopped on an error.
   const CompactionPass& last_pass() const { return last_pass_; }
   // From any thread (shutdown): a pass under way stops before its next
-  // stream, and later passes do nothing. A pass between merges stops at
-  // `keep_going`.
+  // stream, and later passes do nothing, not even renew the lease
+  // (CompactionPass::stopped). A pass between merges stops at `keep_going`.
   void RequestStop() { stop_requested_.store(true); }
 
   const CompactorOptions& options() const { return options_; }
@@ -313,18 +321,21 @@ class Compactor {
   std::unordered_map<uint64_t, ClockClosed> clock_closed_;
   uint64_t passes_ = 0;
   // This compactor's merges whose parts' removal waits (removal_delay_ms):
-  // when each merged chunk was written (on the passes' now_ms) and its parts
+  // when each merged chunk was written (on the passes' now_ms, and on
+  // options_.clock's monotonic time) and its parts
   // (severity, first time, id), so that a pass neither reads it nor
   // removes them until the delay has passed. At most a delay's merges.
   struct Waiting {
     int64_t written_ms = 0;
+    int64_t written_ns = 0;  // clock()'s monotonic time
     std::vector<std::tuple<Severity, int64_t, ChunkId>> parts;
   };
   // By the merged chunk's (app, host, severity, first time, id): ids alone
   // may repeat across streams.
   std::map<std::tuple<AppId, HostId, Severity, int64_t, ChunkId>, Waiting> waiting_;
   int64_t now_ms_ = 0;  // the running pass's, and when it started
-  int64_t pass_started_ns_ = 0;  // SystemClock's monotonic time
+  int64_t pass_started_ns_ = 0;  // clock()'s monotonic time
+  const Clock& clock() const { return options_.clock ? *options_.clock : SystemClock::Instance(); }
 };
 
 }  // namespace logdex

@@ -123,7 +123,7 @@ Result<CompactionPass> CompactionRunner::RunOnce() {
   corrupt_->Increment(static_cast<double>(pass->corrupt_parts));
   if (pass->lease_elsewhere) {  // another member merges: nothing waits here
     for (prometheus::Gauge* g : {waiting_, runs_left_, growing_, lag_, removals_waiting_}) g->Set(0);
-  } else if (result.ok()) {  // a pass cut short saw only part of what waits
+  } else if (result.ok() && !pass->stopped) {  // a pass cut short saw only part of what waits
     waiting_->Set(static_cast<double>(pass->unsafe_parts));
     runs_left_->Set(static_cast<double>(pass->runs_left));
     growing_->Set(static_cast<double>(pass->runs_growing));

@@ -710,7 +710,7 @@ int Serve(const ServeFlags& flags) {
   std::atomic<bool> stop{false};
   signals.Watch(stop, config.consumer.shutdown_deadline_ms);
   Status run = consumer.Run(stop);
-  compaction.reset();  // a pass under way stops after its current merge
+  compaction.reset();  // a pass under way stops before its next stream, or at its next merge
   if (lease) {
     // The next member need not wait out the period, unless a write of this
     // one may still land.

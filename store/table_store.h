@@ -59,6 +59,8 @@ struct TableOptions {
   // so that writes spread over region servers from the start). 0 or 1: no
   // pre-split.
   uint32_t pre_split = 0;
+
+  bool operator==(const TableOptions&) const = default;
 };
 
 // A set of puts and deletes, across tables, applied atomically by Write()
@@ -219,10 +221,12 @@ class TableStore {
 
   // Creates the table, or opens it if it exists, with `options`.
   virtual Status CreateTable(std::string_view name, const TableOptions& options) = 0;
-  // CreateTable() of each; the first error is returned. The default creates
-  // them one after another; a backend where each creation is a slow round
-  // trip creates them concurrently (HBase: a master procedure of about
-  // 0.35 s per table, 13 tables for indexer/tables.h's layout).
+  // CreateTable() of each; the first error (in the list's order) is
+  // returned, and which of the others were made is then unspecified. The
+  // default creates them one after another and stops at an error; a backend
+  // where each creation is a slow round trip creates them concurrently
+  // (HBase: a master procedure of about 0.35 s per table, 13 tables for
+  // indexer/tables.h's layout).
   struct NamedTable {
     std::string name;
     TableOptions options;

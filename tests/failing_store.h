@@ -10,9 +10,10 @@
 
 namespace logdex::testing {
 
-// Passes tables, writes, Gets, scans and counters to `base`. MultiGet and
-// batched_gets() stay TableStore's defaults (a Get per key, through this
-// wrapper's Get), so a wrapper that changes Get changes every read.
+// Passes tables, writes, Gets, scans and counters to `base`. MultiGet,
+// batched_gets() and CreateTables stay TableStore's defaults (a Get or a
+// CreateTable per item, through this wrapper), so a wrapper that changes Get
+// changes every read, and one that changes CreateTable every creation.
 class ForwardingStore : public TableStore {
  public:
   explicit ForwardingStore(TableStore& base) : base_(base) {}

@@ -18,6 +18,7 @@
 #include <optional>
 #include <random>
 #include <set>
+#include <system_error>
 #include <thread>
 #include <vector>
 
@@ -956,11 +957,21 @@ Status HBaseTableStore::CreateTables(const std::vector<NamedTable>& tables) {
   std::atomic<size_t> next{0};
   auto create = [&] {
     for (size_t i; (i = next.fetch_add(1)) < tables.size();) {
-      results[i] = impl_->CreateTable(tables[i].name, tables[i].options);
+      try {  // nothing may escape a helper thread (std::terminate)
+        results[i] = impl_->CreateTable(tables[i].name, tables[i].options);
+      } catch (const std::exception& e) {
+        results[i] = Status(Errc::kInternal, "create table " + tables[i].name + ": " + e.what());
+      } catch (...) {
+        results[i] = Status(Errc::kInternal, "create table " + tables[i].name + ": an unknown exception");
+      }
     }
   };
   std::vector<std::thread> helpers;
-  for (size_t w = 1; w < workers; ++w) helpers.emplace_back(create);
+  try {
+    for (size_t w = 1; w < workers; ++w) helpers.emplace_back(create);
+  } catch (const std::system_error&) {
+    // No more threads to be had: the ones started and this one share the rest.
+  }
   create();
   for (std::thread& t : helpers) t.join();
   for (Status& s : results) {

@@ -99,6 +99,7 @@ struct HBaseOptions {
   // upper half). Default 100.
   int retry_backoff_ms = 100;
   // Sleeps between retries (a seam for tests); default sleeps the thread.
+  // Called from several threads at once (CreateTables among them).
   std::function<void(int ms)> sleep;
   // Monotonic time in ns for batches' send deadlines
   // (WriteBatch::set_send_within_ms; a seam for tests); default steady_clock.

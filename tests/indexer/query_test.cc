@@ -1899,6 +1899,8 @@ TEST_P(IndexerQuery, AMergesPartsStayForTheRemovalDelayAndQueriesAreExactMeanwhi
   o.list_parts = true;
   o.removal_delay_ms = kDelay;
   const int64_t settled = w.end_ms + o.settle_ms + o.max_span_ms + 1;
+  ManualClock delay_clock(settled);  // the delay's monotonic time: each pass's now_ms, unless the wall clock steps
+  o.clock = &delay_clock;
   QueryOptions qo = QOptions();
   qo.max_chunk_span_ms = o.max_span_ms;
   auto expect_exact = [&](TableStore& store, const std::string& when) {
@@ -1932,14 +1934,22 @@ TEST_P(IndexerQuery, AMergesPartsStayForTheRemovalDelayAndQueriesAreExactMeanwhi
   const uint64_t merged_parts = pass->parts;
   EXPECT_EQ(listed_and_stored(*store_), merged_parts) << "every part stays";
   expect_exact(*store_, "merged, parts waiting");
+  delay_clock.SetMs(settled + kDelay - 1);
   pass = (*compactor)->Pass(settled + kDelay - 1);
   ASSERT_TRUE(pass.ok()) << pass.error().ToString();
   EXPECT_EQ(pass->repaired_parts, 0u) << "within the delay";
   EXPECT_EQ(pass->removals_waiting, merged_parts);
   EXPECT_EQ(pass->merges, 0u) << "waiting parts are not merged again";
   expect_exact(*store_, "within the delay");
+  // The wall clock steps a delay forward (an NTP correction) within it:
+  // the monotonic time the delay also counts on does not.
+  pass = (*compactor)->Pass(settled + 2 * kDelay + 60'000);
+  ASSERT_TRUE(pass.ok()) << pass.error().ToString();
+  EXPECT_EQ(pass->repaired_parts, 0u) << "the wall clock stepped forward within the delay";
+  EXPECT_EQ(pass->removals_waiting, merged_parts);
   // The delay counts from each write, which came as long after the pass's
   // start as the pass had run: a minute covers a pass on a loaded machine.
+  delay_clock.SetMs(settled + kDelay + 60'000);
   pass = (*compactor)->Pass(settled + kDelay + 60'000);
   ASSERT_TRUE(pass.ok()) << pass.error().ToString();
   EXPECT_EQ(pass->repaired_parts, merged_parts) << "the delay has passed";
@@ -2007,6 +2017,7 @@ TEST_P(IndexerQuery, ACursorResumesByRecordAfterAnotherMembersMergeAndItsRemoval
   o.list_parts = true;
   o.removal_delay_ms = kDelay;
   o.lease = lease.get();
+  o.clock = &a_clock;
   // Every batch goes with a send deadline: the half period the fence left.
   class RecordsSendDeadlines final : public testing::SharedForwardingStore {
    public:
@@ -2124,6 +2135,7 @@ TEST_P(IndexerQuery, APageLongerThanTheRemovalDelayRunsAgainWhenAMergeMovedTheLa
     o.list_parts = true;
     o.removal_delay_ms = kDelay;
     o.lease = lease.get();
+    o.clock = &a_clock;
     auto a = Compactor::Create(*store, o);
     EXPECT_TRUE(a.ok());
     if (!a.ok()) return {0, 0};
@@ -2263,6 +2275,7 @@ TEST_P(IndexerQuery, AMergeWhoseWriteFailedButLandedKeepsItsPartsForTheDelay) {
   o.list_parts = true;
   o.removal_delay_ms = kDelay;
   o.lease = lease.get();
+  o.clock = &a_clock;
   auto a = Compactor::Create(lossy, o);
   ASSERT_TRUE(a.ok()) << a.error().ToString();
   const int64_t settled = w.end_ms + o.settle_ms + o.max_span_ms + 1;
@@ -2284,6 +2297,7 @@ TEST_P(IndexerQuery, AMergeWhoseWriteFailedButLandedKeepsItsPartsForTheDelay) {
     q.from_ms = w.start_ms, q.to_ms = w.end_ms + 1, q.limit = 1000;
     ExpectSame(RunAll(engine, q).records, BruteForce(w, q), std::string("waiting, ") + host);
   }
+  for (int i = 0; i < 4; ++i, a_clock.AdvanceMs(20'000)) ASSERT_TRUE(Is(lease->Hold(), true));
   pass = (*a)->Pass(settled + kDelay + 60'000);
   ASSERT_TRUE(pass.ok()) << pass.error().ToString();
   EXPECT_GT(pass->repaired_parts, 0u) << "removed once the delay passed";

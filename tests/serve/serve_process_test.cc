@@ -1653,7 +1653,7 @@ TEST_F(ServeProcess, MembersSharingAnHBaseStoreCompactItOneAtATimeAndTakeOverFro
     const int rpc_s = hbase.real() ? 20 : 2;
     lease_s = 4 * rpc_s;
     return "    rpc_timeout: " + std::to_string(rpc_s) + "s\n"
-           "query: {max_time: 10s}\n"
+           "query: {max_time: 2s}\n"
            "compaction: {enabled: true, hbase: true, settle: 1s, max_span: 10m, interval: 200ms, lookback: 2d, "
            "lease_period: " + std::to_string(lease_s) + "s, removal_delay: 30s}\n";
   }, &m);
