@@ -185,6 +185,7 @@ Result<ServeConfig> ParseConfig(const std::string& yaml, const std::string& name
                                   {"pool_size", w.Number<int>(b.pool_size, 1, 256)},
                                   {"rpc_timeout", w.Duration(b.rpc_timeout_ms, 100)},
                                   {"retries", w.Number<int>(b.retries, 0, 100)},
+                                  {"lower_ttl", w.Bool(b.lower_ttl)},
                                   {"compression",
                                    w.Choice(b.compression, {{"snappy", std::optional(Compression::kSnappy)},
                                                             {"lz4", std::optional(Compression::kLz4)},

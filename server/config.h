@@ -67,6 +67,9 @@ struct HBaseConfig {
   int pool_size = 4;                      // connections to the gateway
   int64_t rpc_timeout_ms = 60'000;        // per-RPC send/receive timeout
   int retries = 3;                        // retries of a retryable failure
+  // Lower an existing table's longer TTL to store.ttl (HBaseOptions::lower_ttl);
+  // off: it keeps the longer one and serve warns.
+  bool lower_ttl = false;
   // Codec of the tables logdex compresses (snappy by design); unset keeps it.
   std::optional<Compression> compression;
 };

@@ -17,6 +17,7 @@
 #include <memory>
 #include <mutex>
 #include <prometheus/counter.h>
+#include <prometheus/gauge.h>
 #include <prometheus/registry.h>
 #include <set>
 #include <thread>
@@ -96,7 +97,8 @@ Result<std::string> DispatchTopic(const ServeConfig& serve, const alerting::Aler
 
 // The configured store: embedded RocksDB, or HBase through its Thrift2 gateway
 // (connected now, so a wrong address fails at start, not at the first batch).
-Result<std::unique_ptr<TableStore>> OpenStore(const StoreConfig& c) {
+// `kept_ttls` counts the HBase tables that keep a longer TTL than asked.
+Result<std::unique_ptr<TableStore>> OpenStore(const StoreConfig& c, const std::shared_ptr<std::atomic<int>>& kept_ttls) {
   if (c.backend == StoreBackend::kHBase) {
     HBaseOptions o;
     o.host = c.hbase.host;
@@ -109,6 +111,15 @@ Result<std::unique_ptr<TableStore>> OpenStore(const StoreConfig& c) {
     o.retries = c.hbase.retries;
     o.compression = c.hbase.compression;
     o.durability = c.durability;
+    o.lower_ttl = c.hbase.lower_ttl;
+    o.on_kept_ttl = [kept_ttls](std::string_view table, int64_t kept_s, int64_t asked_s) {
+      ++*kept_ttls;
+      auto days = [](int64_t s) { return s == 0 ? std::string("forever") : fmt::format("{:.2f} d", s / 86'400.0); };
+      spdlog::warn("store: HBase table {} keeps its TTL of {} (set by another member or an earlier configuration); "
+                   "this member asks {}. Its queries still hide records past its own store.ttl. To lower the "
+                   "table's TTL, which deletes data, start one member with store.hbase.lower_ttl: true",
+                   table, days(kept_s), days(asked_s));
+    };
     auto s = HBaseTableStore::Open(o);
     if (!s.ok()) return s.error();
     spdlog::info("store: hbase through the thrift2 gateway {}:{}, namespace {}", o.host, o.port, o.ns);
@@ -409,7 +420,8 @@ int Serve(const ServeFlags& flags) {
   }
 
   // Store and tables.
-  auto store = OpenStore(config.store);
+  auto kept_ttls = std::make_shared<std::atomic<int>>(0);
+  auto store = OpenStore(config.store, kept_ttls);
   if (!store.ok()) {
     std::fprintf(stderr, "logdex serve: store: %s\n", store.error().ToString().c_str());
     return 1;
@@ -431,6 +443,13 @@ int Serve(const ServeFlags& flags) {
     std::fprintf(stderr, "logdex serve: store: %s\n", s.ToString().c_str());
     return 1;
   }
+  prometheus::BuildGauge()
+      .Name("logdex_store_ttl_kept_tables")
+      .Help("HBase tables that kept a longer TTL than this member's configuration asks at its start "
+            "(store.hbase.lower_ttl is off; the start's warn lines name them)")
+      .Register(registry)
+      .Add({})
+      .Set(kept_ttls->load());
   alerting::AlertStager stager(*alerting_config, **store, clock, registry);
   alerting::SinkDispatcher dispatcher(*alerting_config, **store, alerting::MakeSinks(*alerting_config, clock), clock,
                                       registry);

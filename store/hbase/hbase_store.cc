@@ -411,6 +411,7 @@ class HBaseTableStore::Impl {
       // master refuses the second (ConcurrentTableModificationException,
       // "Please retry"), which is read again, and modified again if it still
       // differs, up to store.hbase.retries times.
+      bool reported = false;
       for (int attempt = 0;; ++attempt) {
         h2::TTableDescriptor have;
         Status s = Rpc("describe " + HBaseName(name), [&](auto& c) { c.getTableDescriptor(have, tname); });
@@ -423,8 +424,17 @@ class HBaseTableStore::Impl {
           return Status(Errc::kFailedPrecondition,
                         "HBase table " + HBaseName(name) + " exists without column family '" + kFamily + "'");
         }
-        if (!SameFamily(*current, family)) {
-          s = Rpc("modify family of " + HBaseName(name), [&](auto& c) { c.modifyColumnFamily(tname, family); });
+        h2::TColumnFamilyDescriptor want = family;
+        const bool keeps_ttl =
+            !options_.lower_ttl && current->__isset.timeToLive && current->timeToLive > family.timeToLive;
+        if (keeps_ttl) want.__set_timeToLive(current->timeToLive);
+        if (keeps_ttl && !reported && options_.on_kept_ttl) {
+          reported = true;
+          auto seconds = [](int32_t ttl) { return ttl >= kForeverSeconds ? int64_t{0} : int64_t{ttl}; };
+          options_.on_kept_ttl(name, seconds(current->timeToLive), seconds(family.timeToLive));
+        }
+        if (!SameFamily(*current, want)) {
+          s = Rpc("modify family of " + HBaseName(name), [&](auto& c) { c.modifyColumnFamily(tname, want); });
           if (!s.ok() && s.message().find("ConcurrentTableModificationException") != std::string::npos &&
               attempt < options_.retries) {
             ++retries_;

@@ -107,6 +107,17 @@ struct HBaseOptions {
 
   Durability durability = Durability::kAsync;
 
+  // A table that exists with a longer TTL than CreateTable asks keeps it,
+  // unless this is true: members sharing the store may run different
+  // configurations for a while (a rolling change, a host left behind), and
+  // a shorter TTL deletes data for good at HBase's next major compaction.
+  // A longer TTL is always applied. Default false.
+  bool lower_ttl = false;
+  // Called (from CreateTable's thread) for each table that kept its longer
+  // TTL: its name, the TTL it keeps and the one asked, in seconds (0:
+  // forever). May be null.
+  std::function<void(std::string_view table, int64_t kept_s, int64_t asked_s)> on_kept_ttl;
+
   // The codec of every table logdex asks to compress (index, meta and merged:
   // snappy by design); unset keeps each table's. For a cluster that lacks the
   // codec: HBase on Hadoop 2 without its native library refuses SNAPPY tables.

@@ -11,6 +11,7 @@
 #include <random>
 #include <set>
 #include <thread>
+#include <tuple>
 #include <unistd.h>
 
 #include "common/row_keys.h"
@@ -145,11 +146,53 @@ TEST_F(HBaseStore, CreateTableMapsOptionsToTheColumnFamilyAndPreSplitsTheMainTab
   EXPECT_EQ(store_->server().Table("logdex:meta")->ttl_seconds, 2147483647);  // FOREVER
 
   // Creating an existing table applies changed settings.
-  main.ttl_seconds = 3600;
+  main.ttl_seconds = 30 * 24 * 3600;
   ASSERT_TRUE(store_->CreateTable(kMainTable, main).ok());
-  EXPECT_EQ(store_->server().Table("logdex:logs")->ttl_seconds, 3600);
+  EXPECT_EQ(store_->server().Table("logdex:logs")->ttl_seconds, 30 * 24 * 3600);
   EXPECT_EQ(store_->server().stats().calls["modifyColumnFamily"], 1u);
   EXPECT_EQ(store_->server().stats().calls["createNamespace"], 1u);
+}
+
+// Members sharing a store may run different configurations for a while (a
+// rolling change, a host left behind): a table keeps a longer TTL than one
+// asks, and says so (a shorter TTL would delete data for good at HBase's
+// next major compaction), unless store.hbase.lower_ttl. A longer TTL and
+// the other settings are applied.
+TEST_F(HBaseStore, AnExistingTableKeepsALongerTtlUnlessLoweringIsAllowed) {
+  std::vector<std::tuple<std::string, int64_t, int64_t>> kept;
+  HBaseOptions o = ServedHBaseStore::DefaultClientOptions();
+  o.on_kept_ttl = [&](std::string_view table, int64_t kept_s, int64_t asked_s) {
+    kept.emplace_back(table, kept_s, asked_s);
+  };
+  Open(o);
+  auto ttl = [&](const std::string& t) { return store_->server().Table("logdex:" + t)->ttl_seconds; };
+  TableOptions week, hour, month;
+  week.ttl_seconds = 7 * 24 * 3600;
+  hour.ttl_seconds = 3600;
+  month.ttl_seconds = 30 * 24 * 3600;
+  ASSERT_TRUE(store_->CreateTable(kMainTable, week).ok());
+  ASSERT_TRUE(store_->CreateTable(kMainTable, hour).ok());
+  EXPECT_EQ(ttl("logs"), 7 * 24 * 3600) << "a shorter TTL is not applied";
+  ASSERT_TRUE(store_->CreateTable("meta", TableOptions{}).ok());  // forever
+  ASSERT_TRUE(store_->CreateTable("meta", hour).ok());
+  EXPECT_EQ(ttl("meta"), 2147483647);
+  using Kept = std::tuple<std::string, int64_t, int64_t>;
+  EXPECT_EQ(kept, (std::vector<Kept>{{"logs", 7 * 24 * 3600, 3600}, {"meta", 0, 3600}}));
+
+  ASSERT_TRUE(store_->CreateTable(kMainTable, month).ok());
+  EXPECT_EQ(ttl("logs"), 30 * 24 * 3600) << "a longer TTL is";
+  TableOptions hour_bloom = hour;
+  hour_bloom.bloom_filter = true;
+  ASSERT_TRUE(store_->CreateTable(kMainTable, hour_bloom).ok());
+  EXPECT_EQ(ttl("logs"), 30 * 24 * 3600);
+  EXPECT_EQ(store_->server().Table("logdex:logs")->bloom_filter_type, 1) << "the other settings are";
+  EXPECT_EQ(kept.size(), 3u);
+
+  o.lower_ttl = true;
+  Open(o);
+  ASSERT_TRUE(store_->CreateTable(kMainTable, hour).ok());
+  EXPECT_EQ(ttl("logs"), 3600) << "store.hbase.lower_ttl";
+  EXPECT_EQ(kept.size(), 3u);
 }
 
 // store.hbase.compression replaces the codec of the tables that ask for one

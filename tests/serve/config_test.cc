@@ -393,5 +393,20 @@ TEST(Config, CompactionOnHBaseIsOptInWithALeaseAndARemovalDelayThatFitTheClientA
   EXPECT_EQ(ok->compaction.removal_delay_ms, 11'000);
 }
 
+// store.hbase.lower_ttl: off by default (a table keeps a longer TTL), a
+// boolean like the others.
+TEST(Config, LoweringAnHBaseTablesTtlIsOptIn) {
+  auto defaults = ParseConfig("store: {backend: hbase}\n", "d.yaml");
+  ASSERT_TRUE(defaults.ok()) << defaults.error().message;
+  EXPECT_FALSE(defaults->store.hbase.lower_ttl);
+  auto on = ParseConfig("store: {backend: hbase, hbase: {lower_ttl: true}}\n", "on.yaml");
+  ASSERT_TRUE(on.ok()) << on.error().message;
+  EXPECT_TRUE(on->store.hbase.lower_ttl);
+  auto bad = ParseConfig("store:\n  hbase:\n    lower_ttl: sometimes\n", "bad.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("bad.yaml:3"), std::string::npos) << bad.error().message;
+  EXPECT_NE(bad.error().message.find("store.hbase.lower_ttl"), std::string::npos) << bad.error().message;
+}
+
 }  // namespace
 }  // namespace logdex

@@ -618,8 +618,23 @@ TEST_F(ServeProcess, TheHBaseBackendIndexesAndAnswersThroughTheThrift2Gateway) {
   auto host = http.Get("/api/v1/query?host=host3&since=3h&limit=1000");
   ASSERT_TRUE(host && host->status == 200);
   EXPECT_EQ(nlohmann::json::parse(host->body)["records"].size(), 12u) << "seqs 3, 10, 17 with 4 records each";
+  EXPECT_EQ(MetricOf(port, "logdex_store_ttl_kept_tables"), 0);
   serve.Signal(SIGTERM);
   EXPECT_EQ(serve.Wait(), 0) << serve.Log();
+
+  // A member started with a shorter store.ttl (a host left behind by a
+  // rolling change) leaves the tables' TTL as it is, warns, and counts them;
+  // its own queries hide what is past its own TTL.
+  const std::string shorter = dir_.path() + "/hbase-1d.yaml";
+  std::ofstream(shorter) << hbase->StoreYaml("logdex_test") << "  ttl: 1d\n";
+  auto again = StartEmbedded(&port, &bootstrap, {"--config", shorter});
+  EXPECT_GT(MetricOf(port, "logdex_store_ttl_kept_tables"), 0) << again->Log();
+  EXPECT_NE(again->Log().find("keeps its TTL of 7.00 d"), std::string::npos) << again->Log();
+  if (HBaseTestServer* gateway = hbase->fixture()) {
+    EXPECT_EQ(gateway->Table("logdex_test:logs")->ttl_seconds, 7 * 86'400);
+  }
+  again->Signal(SIGTERM);
+  EXPECT_EQ(again->Wait(), 0) << again->Log();
 
   const std::string unreachable = dir_.path() + "/unreachable.yaml";
   std::ofstream(unreachable) << "store:\n  backend: hbase\n  hbase:\n    port: " << FreeLoopbackPort() << "\n";
