@@ -97,7 +97,8 @@ Result<std::string> DispatchTopic(const ServeConfig& serve, const alerting::Aler
 
 // The configured store: embedded RocksDB, or HBase through its Thrift2 gateway
 // (connected now, so a wrong address fails at start, not at the first batch).
-// `kept_ttls` counts the HBase tables that keep a longer TTL than asked.
+// `kept_ttls` counts the HBase tables that keep a longer TTL than asked
+// (store.hbase.lower_ttl off).
 Result<std::unique_ptr<TableStore>> OpenStore(const StoreConfig& c, const std::shared_ptr<std::atomic<int>>& kept_ttls) {
   if (c.backend == StoreBackend::kHBase) {
     HBaseOptions o;
@@ -112,13 +113,19 @@ Result<std::unique_ptr<TableStore>> OpenStore(const StoreConfig& c, const std::s
     o.compression = c.hbase.compression;
     o.durability = c.durability;
     o.lower_ttl = c.hbase.lower_ttl;
-    o.on_kept_ttl = [kept_ttls](std::string_view table, int64_t kept_s, int64_t asked_s) {
-      ++*kept_ttls;
+    o.on_longer_ttl = [kept_ttls](std::string_view table, int64_t longer_s, int64_t asked_s, bool lowered) {
       auto days = [](int64_t s) { return s == 0 ? std::string("forever") : fmt::format("{:.2f} d", s / 86'400.0); };
+      if (lowered) {
+        spdlog::warn("store: lowered the TTL of HBase table {} from {} to {} (store.hbase.lower_ttl): HBase "
+                     "deletes what is older at its next major compaction; turn the option off again",
+                     table, days(longer_s), days(asked_s));
+        return;
+      }
+      ++*kept_ttls;
       spdlog::warn("store: HBase table {} keeps its TTL of {} (set by another member or an earlier configuration); "
-                   "this member asks {}. Its queries still hide records past its own store.ttl. To lower the "
+                   "this member asks {}, and its queries and alerting see what the table keeps. To lower the "
                    "table's TTL, which deletes data, start one member with store.hbase.lower_ttl: true",
-                   table, days(kept_s), days(asked_s));
+                   table, days(longer_s), days(asked_s));
     };
     auto s = HBaseTableStore::Open(o);
     if (!s.ok()) return s.error();

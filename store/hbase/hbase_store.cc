@@ -411,7 +411,6 @@ class HBaseTableStore::Impl {
       // master refuses the second (ConcurrentTableModificationException,
       // "Please retry"), which is read again, and modified again if it still
       // differs, up to store.hbase.retries times.
-      bool reported = false;
       for (int attempt = 0;; ++attempt) {
         h2::TTableDescriptor have;
         Status s = Rpc("describe " + HBaseName(name), [&](auto& c) { c.getTableDescriptor(have, tname); });
@@ -424,15 +423,12 @@ class HBaseTableStore::Impl {
           return Status(Errc::kFailedPrecondition,
                         "HBase table " + HBaseName(name) + " exists without column family '" + kFamily + "'");
         }
+        // A TTL longer than asked (unknown: as long as can be) stays
+        // unless lower_ttl.
         h2::TColumnFamilyDescriptor want = family;
-        const bool keeps_ttl =
-            !options_.lower_ttl && current->__isset.timeToLive && current->timeToLive > family.timeToLive;
-        if (keeps_ttl) want.__set_timeToLive(current->timeToLive);
-        if (keeps_ttl && !reported && options_.on_kept_ttl) {
-          reported = true;
-          auto seconds = [](int32_t ttl) { return ttl >= kForeverSeconds ? int64_t{0} : int64_t{ttl}; };
-          options_.on_kept_ttl(name, seconds(current->timeToLive), seconds(family.timeToLive));
-        }
+        const int32_t have_ttl = current->__isset.timeToLive ? current->timeToLive : INT32_MAX;
+        const bool longer = have_ttl > family.timeToLive;
+        if (longer && !options_.lower_ttl) want.__set_timeToLive(have_ttl);
         if (!SameFamily(*current, want)) {
           s = Rpc("modify family of " + HBaseName(name), [&](auto& c) { c.modifyColumnFamily(tname, want); });
           if (!s.ok() && s.message().find("ConcurrentTableModificationException") != std::string::npos &&
@@ -442,6 +438,10 @@ class HBaseTableStore::Impl {
             continue;
           }
           if (!s.ok()) return s;
+        }
+        if (longer && options_.on_longer_ttl) {
+          auto seconds = [](int32_t ttl) { return ttl >= kForeverSeconds ? int64_t{0} : int64_t{ttl}; };
+          options_.on_longer_ttl(name, seconds(have_ttl), seconds(family.timeToLive), options_.lower_ttl);
         }
         Remember(name);
         return Status::Ok();

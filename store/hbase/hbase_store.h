@@ -113,10 +113,11 @@ struct HBaseOptions {
   // a shorter TTL deletes data for good at HBase's next major compaction.
   // A longer TTL is always applied. Default false.
   bool lower_ttl = false;
-  // Called (from CreateTable's thread) for each table that kept its longer
-  // TTL: its name, the TTL it keeps and the one asked, in seconds (0:
-  // forever). May be null.
-  std::function<void(std::string_view table, int64_t kept_s, int64_t asked_s)> on_kept_ttl;
+  // Called once CreateTable of an existing table whose TTL was longer than
+  // asked has succeeded: its name, that TTL and the one asked, in seconds
+  // (0: forever), and whether it was lowered (lower_ttl) or kept. May be
+  // null; called from CreateTables' threads at once: must be thread-safe.
+  std::function<void(std::string_view table, int64_t longer_s, int64_t asked_s, bool lowered)> on_longer_ttl;
 
   // The codec of every table logdex asks to compress (index, meta and merged:
   // snappy by design); unset keeps each table's. For a cluster that lacks the

@@ -10,6 +10,7 @@
 #include <map>
 #include <random>
 #include <set>
+#include <mutex>
 #include <thread>
 #include <tuple>
 #include <unistd.h>
@@ -155,14 +156,17 @@ TEST_F(HBaseStore, CreateTableMapsOptionsToTheColumnFamilyAndPreSplitsTheMainTab
 
 // Members sharing a store may run different configurations for a while (a
 // rolling change, a host left behind): a table keeps a longer TTL than one
-// asks, and says so (a shorter TTL would delete data for good at HBase's
-// next major compaction), unless store.hbase.lower_ttl. A longer TTL and
-// the other settings are applied.
+// asks, and says so once per call (a shorter TTL would delete data for good
+// at HBase's next major compaction), unless store.hbase.lower_ttl, which
+// says so too. A longer TTL and the other settings are applied.
 TEST_F(HBaseStore, AnExistingTableKeepsALongerTtlUnlessLoweringIsAllowed) {
-  std::vector<std::tuple<std::string, int64_t, int64_t>> kept;
+  using Told = std::tuple<std::string, int64_t, int64_t, bool>;
+  std::vector<Told> kept;
+  std::mutex mu;  // CreateTables calls it from several threads
   HBaseOptions o = ServedHBaseStore::DefaultClientOptions();
-  o.on_kept_ttl = [&](std::string_view table, int64_t kept_s, int64_t asked_s) {
-    kept.emplace_back(table, kept_s, asked_s);
+  o.on_longer_ttl = [&](std::string_view table, int64_t longer_s, int64_t asked_s, bool lowered) {
+    std::lock_guard lock(mu);
+    kept.emplace_back(table, longer_s, asked_s, lowered);
   };
   Open(o);
   auto ttl = [&](const std::string& t) { return store_->server().Table("logdex:" + t)->ttl_seconds; };
@@ -176,8 +180,7 @@ TEST_F(HBaseStore, AnExistingTableKeepsALongerTtlUnlessLoweringIsAllowed) {
   ASSERT_TRUE(store_->CreateTable("meta", TableOptions{}).ok());  // forever
   ASSERT_TRUE(store_->CreateTable("meta", hour).ok());
   EXPECT_EQ(ttl("meta"), 2147483647);
-  using Kept = std::tuple<std::string, int64_t, int64_t>;
-  EXPECT_EQ(kept, (std::vector<Kept>{{"logs", 7 * 24 * 3600, 3600}, {"meta", 0, 3600}}));
+  EXPECT_EQ(kept, (std::vector<Told>{{"logs", 7 * 24 * 3600, 3600, false}, {"meta", 0, 3600, false}}));
 
   ASSERT_TRUE(store_->CreateTable(kMainTable, month).ok());
   EXPECT_EQ(ttl("logs"), 30 * 24 * 3600) << "a longer TTL is";
@@ -188,11 +191,29 @@ TEST_F(HBaseStore, AnExistingTableKeepsALongerTtlUnlessLoweringIsAllowed) {
   EXPECT_EQ(store_->server().Table("logdex:logs")->bloom_filter_type, 1) << "the other settings are";
   EXPECT_EQ(kept.size(), 3u);
 
+  // Refused twice by a concurrent modification, read and modified again:
+  // told once. Several tables at once (CreateTables): each told.
+  const std::string concurrent =
+      "org.apache.hadoop.hbase.ConcurrentTableModificationException: Skipping modify table operation, Please retry.";
+  store_->server().FailNextCalls("modifyColumnFamily", 2, /*can_retry=*/false, concurrent);
+  ASSERT_TRUE(store_->CreateTable(kMainTable, hour).ok());
+  EXPECT_EQ(store_->server().Table("logdex:logs")->bloom_filter_type, 0);
+  EXPECT_EQ(ttl("logs"), 30 * 24 * 3600);
+  EXPECT_EQ(kept.size(), 4u);
+  std::vector<TableStore::NamedTable> many;
+  for (int i = 0; i < 6; ++i) many.push_back({"t" + std::to_string(i), month});
+  ASSERT_TRUE(store_->CreateTables(many).ok());
+  for (auto& t : many) t.options = week;
+  ASSERT_TRUE(store_->CreateTables(many).ok());
+  EXPECT_EQ(kept.size(), 10u);
+  for (const auto& t : many) EXPECT_EQ(ttl(t.name), 30 * 24 * 3600) << t.name;
+
   o.lower_ttl = true;
   Open(o);
   ASSERT_TRUE(store_->CreateTable(kMainTable, hour).ok());
   EXPECT_EQ(ttl("logs"), 3600) << "store.hbase.lower_ttl";
-  EXPECT_EQ(kept.size(), 3u);
+  ASSERT_EQ(kept.size(), 11u);
+  EXPECT_EQ(kept.back(), Told("logs", 30 * 24 * 3600, 3600, true)) << "lowering is told too";
 }
 
 // store.hbase.compression replaces the codec of the tables that ask for one
