@@ -40,6 +40,12 @@ AlertingMetrics::AlertingMetrics(prometheus::Registry& r)
                    .Name("logdex_alerting_delivery_latency_seconds")
                    .Help("Seconds from a record's Kafka timestamp to the delivery of its event notification, by sink.")
                    .Register(r)),
+      state_conflicts_(BuildCounter()
+                           .Name("logdex_alerting_state_conflicts_total")
+                           .Help("Alert state rows another member changed between this member's read and its "
+                                 "conditional write (shared stores), by outcome: restaged, or overcounted (a row "
+                                 "already written could not be put back).")
+                           .Register(r)),
       circuit_open_(BuildGauge()
                         .Name("logdex_alerting_circuit_open")
                         .Help("1 while the sink's circuit breaker is open (attempts paused), else 0.")

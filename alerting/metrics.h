@@ -17,6 +17,11 @@
 //        reason: max_attempts | expired | rejected | unknown_sink | corrupt
 //   logdex_alerting_delivery_latency_seconds{sink}             histogram: Kafka timestamp -> delivered,
 //                                                              events only (digests wait by design)
+//   logdex_alerting_state_conflicts_total{outcome}             a state row another member changed between
+//                                                              this member's read and its conditional write
+//        outcome: restaged (the chunk staged again on what is stored) |
+//                 overcounted (as restaged, but a row already written could not be
+//                 put back: the chunk's records count twice in that window)
 //   logdex_alerting_circuit_open{sink}                         gauge: 1 while the sink's circuit is open
 //   logdex_alerting_circuit_opened_total{sink}                 times the circuit opened
 //   logdex_alerting_outbox_due_notifications                   gauge: due rows at the last backlog check
@@ -57,6 +62,9 @@ class AlertingMetrics {
   }
   prometheus::Histogram& Latency(const std::string& sink);
   prometheus::Gauge& CircuitOpen(const std::string& sink) { return circuit_open_.Add({{"sink", sink}}); }
+  prometheus::Counter& StateConflicts(const std::string& outcome) {
+    return state_conflicts_.Add({{"outcome", outcome}});
+  }
   prometheus::Counter& CircuitOpened(const std::string& sink) { return circuit_opened_.Add({{"sink", sink}}); }
   prometheus::Gauge& OutboxDue() { return outbox_due_; }
   prometheus::Gauge& OutboxOldestDueAge() { return outbox_oldest_age_; }
@@ -71,6 +79,7 @@ class AlertingMetrics {
   prometheus::Family<prometheus::Counter>& failed_;
   prometheus::Family<prometheus::Counter>& dropped_;
   prometheus::Family<prometheus::Histogram>& latency_;
+  prometheus::Family<prometheus::Counter>& state_conflicts_;
   prometheus::Family<prometheus::Gauge>& circuit_open_;
   prometheus::Family<prometheus::Counter>& circuit_opened_;
   prometheus::Gauge& outbox_due_;

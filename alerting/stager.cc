@@ -17,6 +17,9 @@ constexpr size_t kMaxMessageBytes = 4096;
 constexpr size_t kMaxTagBytes = 256;
 constexpr size_t kRecentChunks = 4096;
 constexpr size_t kCacheEvictAbove = 100'000;
+// Stagings of one chunk in a row that may lose their conditional state writes
+// to other members before the batch is failed (and retried) instead.
+constexpr int kMaxStateAttempts = 16;
 
 enum StateKind : uint8_t { kGroupState = 1, kAppState = 2, kGlobalState = 3 };
 
@@ -64,13 +67,19 @@ struct AlertStager::State {
   std::set<std::string> sinks;  // union of the folded records' sinks
   Sample sample;
   bool digest_staged = false;  // its outbox rows were written at least once (metrics only)
+  // Random per conditional write: two members' rows never have the same
+  // bytes (WriteState tells its own write from another's by them).
+  uint64_t write_id = 0;
   bool dirty = false;
+  // The row as last read or written (nullopt: none, or empty): what a
+  // conditional write of it expects on a shared store.
+  std::optional<std::string> stored;
 
   std::string Encode() const {
     json tags = json::array();
     for (const auto& [k, v] : sample.tags) tags.push_back(json::array({k, v}));
     json j = {{"kind", KindName(digest_kind)}, {"key", idempotency_key}, {"start", start_ms}, {"end", end_ms},
-              {"sent", sent}, {"suppressed", suppressed}, {"since", since_ms}, {"sinks", sinks}, {"digest_staged", digest_staged},
+              {"sent", sent}, {"suppressed", suppressed}, {"since", since_ms}, {"sinks", sinks}, {"digest_staged", digest_staged}, {"w", write_id},
               {"app", sample.app}, {"host", sample.host}, {"rule", sample.rule},
               {"template", sample.message_template}, {"message", sample.message},
               {"severity", SeverityCode(sample.severity)}, {"group", sample.group}, {"ts", sample.ts_ms},
@@ -108,6 +117,34 @@ struct AlertStager::State {
       return std::nullopt;
     }
   }
+};
+
+// What one staging of a chunk changed: the states it touched (written once
+// at its end, each with its digest), the outbox rows it appended, and the
+// counters it will add once it holds (a staging done again adds them once).
+// Its destructor clears the dirty flags, even on an early error return.
+struct AlertStager::Staging {
+  int64_t now = 0;
+  int64_t slot = 0;  // the limit window's start
+  AppId app_id;
+  std::string app_key, global_key;
+  std::vector<std::pair<std::string, State*>> dirty;
+  std::vector<std::pair<prometheus::Counter*, double>> counts;
+  size_t rows = 0;
+
+  void Touch(const std::string& key, State* s) {
+    if (!s->dirty) {
+      s->dirty = true;
+      dirty.emplace_back(key, s);
+    }
+  }
+  void Count(prometheus::Counter& c, double n = 1) { counts.emplace_back(&c, n); }
+  // Clears the dirty flags and forgets the states (before they are freed).
+  void Release() {
+    for (auto& [k, s] : dirty) s->dirty = false;
+    dirty.clear();
+  }
+  ~Staging() { Release(); }
 };
 
 Status CreateAlertingTables(TableStore& store, const AlertingConfig& config) {
@@ -191,13 +228,15 @@ AlertStager::State* AlertStager::Load(const std::string& key, bool* found, Statu
     return nullptr;
   }
   auto state = std::make_unique<State>();
-  if (got->has_value()) {
+  // An empty row is one a member emptied again (WriteStates): no state.
+  if (got->has_value() && !(*got)->empty()) {
     if (auto decoded = State::Decode(**got)) {
       *state = std::move(*decoded);
       *found = true;
     } else {
       spdlog::warn("alerting: unreadable state row in {}; starting that window afresh", kStateTable);
     }
+    state->stored = std::move(**got);
   }
   State* raw = state.get();
   cache_[key] = std::move(state);
@@ -208,10 +247,10 @@ void AlertStager::PutState(const std::string& key, const State& s, WriteBatch& b
   batch.Put(kStateTable, key, s.Encode());
 }
 
-size_t AlertStager::PutDigest(State& s, WriteBatch& batch) {
+size_t AlertStager::PutDigest(State& s, Staging& st, WriteBatch& batch) {
   if (s.suppressed == 0) return 0;
   if (!s.digest_staged) {
-    metrics_.Staged(KindName(s.digest_kind)).Increment(static_cast<double>(s.sinks.size()));
+    st.Count(metrics_.Staged(KindName(s.digest_kind)), static_cast<double>(s.sinks.size()));
     s.digest_staged = true;
   }
   OutboxEntry e;
@@ -241,7 +280,8 @@ size_t AlertStager::PutDigest(State& s, WriteBatch& batch) {
   return s.sinks.size();
 }
 
-size_t AlertStager::PutEvent(const Notification& n, const std::vector<std::string>& sinks, WriteBatch& batch) {
+size_t AlertStager::PutEvent(const Notification& n, const std::vector<std::string>& sinks, Staging& st,
+                             WriteBatch& batch) {
   OutboxEntry e;
   e.n = n;
   for (const auto& sink : sinks) {
@@ -249,7 +289,7 @@ size_t AlertStager::PutEvent(const Notification& n, const std::vector<std::strin
     batch.Put(kOutboxTable, OutboxKey{n.staged_ms, OutboxAlertId(n.idempotency_key, sink)}.Encode(),
               EncodeOutboxEntry(e));
   }
-  metrics_.Staged(KindName(NotificationKind::kEvent)).Increment(static_cast<double>(sinks.size()));
+  st.Count(metrics_.Staged(KindName(NotificationKind::kEvent)), static_cast<double>(sinks.size()));
   return sinks.size();
 }
 
@@ -324,28 +364,6 @@ Notification AlertStager::EventOf(const Sample& sample, std::string idempotency_
   return n;
 }
 
-// What one Stage() call changed: the states it touched (written once at its
-// end, each with its digest) and the outbox rows it appended. Its destructor
-// clears the dirty flags, even on an early error return.
-struct AlertStager::Staging {
-  int64_t now = 0;
-  int64_t slot = 0;  // the limit window's start
-  AppId app_id;
-  std::string app_key, global_key;
-  std::vector<std::pair<std::string, State*>> dirty;
-  size_t rows = 0;
-
-  void Touch(const std::string& key, State* s) {
-    if (!s->dirty) {
-      s->dirty = true;
-      dirty.emplace_back(key, s);
-    }
-  }
-  ~Staging() {
-    for (auto& [k, s] : dirty) s->dirty = false;
-  }
-};
-
 namespace {
 // Counts a suppressed record into the digest of `s`.
 template <class State, class Sample>
@@ -380,10 +398,12 @@ Result<bool> AlertStager::Admit(const Sample& sample, const std::vector<std::str
   if (!g) return err.error();
   if (!found || st.now >= g->end_ms) {
     // A new window for this group; a dirty old window's digest is written first.
-    if (g->dirty) st.rows += PutDigest(*g, batch);
+    if (g->dirty) st.rows += PutDigest(*g, st, batch);
     const bool was_dirty = g->dirty;
+    std::optional<std::string> stored = std::move(g->stored);
     *g = State{};
     g->dirty = was_dirty;
+    g->stored = std::move(stored);
     g->digest_kind = NotificationKind::kGroupDigest;
     g->start_ms = st.now;
     g->end_ms = st.now + lim.group_window_ms;
@@ -392,7 +412,7 @@ Result<bool> AlertStager::Admit(const Sample& sample, const std::vector<std::str
   st.Touch(group_key, g);
   if (g->sent >= lim.per_group) {
     Fold(g, sample, sinks);
-    metrics_.Suppressed("group_window").Increment();
+    st.Count(metrics_.Suppressed("group_window"));
     return false;
   }
   State* glob = LoadLimitWindow(st.global_key, NotificationKind::kStormSummary, "st:", st, &err);
@@ -403,12 +423,12 @@ Result<bool> AlertStager::Admit(const Sample& sample, const std::vector<std::str
   st.Touch(st.app_key, a);
   if (lim.global > 0 && glob->sent >= lim.global) {
     Fold(glob, sample, sinks);
-    metrics_.Suppressed("global_cap").Increment();
+    st.Count(metrics_.Suppressed("global_cap"));
     return false;
   }
   if (lim.per_app > 0 && a->sent >= lim.per_app) {
     Fold(a, sample, sinks);
-    metrics_.Suppressed("app_limit").Increment();
+    st.Count(metrics_.Suppressed("app_limit"));
     return false;
   }
   ++g->sent;
@@ -424,14 +444,71 @@ Result<size_t> AlertStager::Stage(const proto::LogChunk& chunk, ChunkId chunk_id
                                   int64_t kafka_ts_ms, WriteBatch& batch) {
   if (!config_.enabled) return size_t{0};
   std::lock_guard lock(mu_);
-  const std::string& app = chunk.app();
-  const std::string& host = chunk.host();
 
   auto replay = IsReplay(chunk, chunk_id, records);
   if (!replay.ok()) return replay.error();
   if (*replay) return size_t{0};
 
-  Staging st;
+  // Other members change the same state rows (a storm's global window, an
+  // app's, a group's across hosts): on such a store the rows are written
+  // now, each conditional on what this member read, and a chunk that loses
+  // is staged again on what is stored (otherwise each member would count
+  // alone: caps exceeded N times, digest counts lost).
+  const bool conditional = store_.shared() && store_.conditional_writes();
+  const size_t mark = batch.size();
+  for (int attempt = 1;; ++attempt) {
+    Staging st;
+    auto touched = StageRecords(chunk, chunk_id, records, kafka_ts_ms, st, batch);
+    if (!touched.ok()) return touched.error();
+    for (auto& [key, s] : st.dirty) st.rows += PutDigest(*s, st, batch);
+    if (!conditional) {
+      for (auto& [key, s] : st.dirty) PutState(key, *s, batch);
+    } else {
+      auto written = WriteStates(st);
+      if (!written.ok()) return written.error();
+      if (*written != StateWrite::kWritten) {
+        const bool over = *written == StateWrite::kLostPartlyWritten;
+        metrics_.StateConflicts(over ? "overcounted" : "restaged").Increment();
+        if (over) {
+          spdlog::warn("alerting: another member changed alert state while chunk {} was staged, and a row already "
+                       "written could not be put back: its records count twice in one window",
+                       Hex16(chunk_id.value()));
+        }
+        st.Release();
+        batch.Truncate(mark);
+        cache_.clear();  // read again: what this member wrote so far is stored
+        if (attempt == kMaxStateAttempts) {
+          return Error{Errc::kUnavailable, "alert state rows changed under " + std::to_string(kMaxStateAttempts) +
+                                               " conditional writes in a row"};
+        }
+        continue;
+      }
+    }
+    for (const auto& [counter, n] : st.counts) counter->Increment(n);
+    // The seen row goes last (WriteBatch::WriteLast): on a store without
+    // atomic batches (HBase) a failed write never marks a chunk seen without
+    // its notifications and group state, even when an earlier chunk of the
+    // batch named alert_seen before this one named alert_outbox. A chunk
+    // whose records were all ignored writes nothing (its replay changes nothing).
+    if (*touched) {
+      batch.WriteLast(kSeenTable);
+      batch.Put(kSeenTable, SeenKey(chunk_id), std::to_string(st.now));
+    }
+    recent_chunks_.insert(chunk_id);
+    recent_order_.push_back(chunk_id);
+    if (recent_order_.size() > kRecentChunks) {
+      recent_chunks_.erase(recent_order_.front());
+      recent_order_.pop_front();
+    }
+    return st.rows;
+  }
+}
+
+Result<bool> AlertStager::StageRecords(const proto::LogChunk& chunk, ChunkId chunk_id,
+                                       const proto::RecordBatch& records, int64_t kafka_ts_ms, Staging& st,
+                                       WriteBatch& batch) {
+  const std::string& app = chunk.app();
+  const std::string& host = chunk.host();
   st.now = clock_.NowMs();
   st.slot = st.now - st.now % config_.limits.limit_window_ms;
   st.app_id = AppIdOf(app);
@@ -445,9 +522,9 @@ Result<size_t> AlertStager::Stage(const proto::LogChunk& chunk, ChunkId chunk_id
     if (!sev) continue;
     const CompiledRule* rule = detector_.Match(app, host, *sev, rec);
     if (!rule) continue;
-    metrics_.Detected(*sev).Increment();
+    st.Count(metrics_.Detected(*sev));
     if (rule->config.suppress) {
-      metrics_.Suppressed("rule").Increment();
+      st.Count(metrics_.Suppressed("rule"));
       continue;
     }
     touched = true;
@@ -458,29 +535,54 @@ Result<size_t> AlertStager::Stage(const proto::LogChunk& chunk, ChunkId chunk_id
     if (!*admitted) continue;
     Notification n = EventOf(sample, "ev:" + Hex16(chunk_id.value()) + ":" + std::to_string(i), kafka_ts_ms, st.now);
     n.query_url = QueryUrl(app, host, *sev, sample.ts_ms, sample.ts_ms);
-    st.rows += PutEvent(n, sinks, batch);
+    st.rows += PutEvent(n, sinks, st, batch);
   }
+  return touched;
+}
 
-  for (auto& [key, s] : st.dirty) {
-    st.rows += PutDigest(*s, batch);
-    PutState(key, *s, batch);
+Result<bool> AlertStager::WriteState(const std::string& key, const std::optional<std::string>& expected,
+                                     const std::string& value) {
+  auto wrote = store_.CheckAndPut(kStateTable, key, expected, value);
+  if (!wrote.ok()) return wrote.error();
+  if (*wrote) return true;
+  // A false answer may follow this call's own write (a retry after a lost
+  // answer saw it): read the row and decide.
+  auto now = store_.Get(kStateTable, key);
+  if (!now.ok()) return now.error();
+  return now->has_value() && **now == value;
+}
+
+Result<AlertStager::StateWrite> AlertStager::WriteStates(Staging& st) {
+  // The rows most members touch first (the storm window, the app's, then
+  // the groups'), so that a lost race most often loses before anything was
+  // written.
+  std::stable_sort(st.dirty.begin(), st.dirty.end(),
+                   [](const auto& a, const auto& b) { return a.first[0] > b.first[0]; });
+  std::vector<std::pair<size_t, std::string>> written;  // index in st.dirty, its bytes
+  for (size_t i = 0; i < st.dirty.size(); ++i) {
+    auto& [key, s] = st.dirty[i];
+    s->write_id = write_ids_();
+    std::string value = s->Encode();
+    auto won = WriteState(key, s->stored, value);
+    if (!won.ok() || !*won) {
+      // Put back what this staging wrote (an empty row where there was
+      // none: Load reads it as none), each conditional on being still ours.
+      bool all_back = true;
+      for (const auto& [j, bytes] : written) {
+        const auto& [k, w] = st.dirty[j];
+        auto back = WriteState(k, bytes, w->stored.value_or(""));
+        all_back = all_back && back.ok() && *back;
+      }
+      if (!won.ok()) {
+        if (!all_back) metrics_.StateConflicts("overcounted").Increment();
+        return won.error();
+      }
+      return all_back ? StateWrite::kLost : StateWrite::kLostPartlyWritten;
+    }
+    written.emplace_back(i, std::move(value));
   }
-  // The seen row goes last (WriteBatch::WriteLast): on a store without
-  // atomic batches (HBase) a failed write never marks a chunk seen without
-  // its notifications and group state, even when an earlier chunk of the
-  // batch named alert_seen before this one named alert_outbox. A chunk
-  // whose records were all ignored writes nothing (its replay changes nothing).
-  if (touched) {
-    batch.WriteLast(kSeenTable);
-    batch.Put(kSeenTable, SeenKey(chunk_id), std::to_string(st.now));
-  }
-  recent_chunks_.insert(chunk_id);
-  recent_order_.push_back(chunk_id);
-  if (recent_order_.size() > kRecentChunks) {
-    recent_chunks_.erase(recent_order_.front());
-    recent_order_.pop_front();
-  }
-  return st.rows;
+  for (auto& [i, bytes] : written) st.dirty[i].second->stored = std::move(bytes);
+  return StateWrite::kWritten;
 }
 
 Result<std::string> AlertStager::RecentJson(TableStore& store, int64_t since_ms, size_t limit) {

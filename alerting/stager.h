@@ -10,7 +10,13 @@
 //                 (rewritten in place while their count grows)
 //   alert_state   grouping and limit-window state (the stager's memory is a
 //                 cache of these rows, so a restarted serve continues the
-//                 same windows and counts)
+//                 same windows and counts). On a store other members write
+//                 (TableStore::shared(), HBase) these rows are not in the
+//                 batch: Stage() writes them itself, each conditional on the
+//                 bytes it read, and stages the chunk again when another
+//                 member changed one in between (so members share one count;
+//                 a batch that then fails leaves its chunks counted, and its
+//                 retry counts them again: windows over-count, never under)
 //   alert_seen    the chunk id (after the chunk's outbox rows; only when a
 //                 record reached grouping): staging a chunk id that is
 //                 already there (a replay after a crash or a rebalance)
@@ -40,6 +46,8 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
+#include <random>
 #include <set>
 #include <string>
 #include <unordered_map>
@@ -139,9 +147,24 @@ class AlertStager {
   static Notification EventOf(const Sample& sample, std::string idempotency_key, int64_t kafka_ts_ms,
                               int64_t now_ms);
   State* Load(const std::string& key, bool* ok, Status* error);
+  // Detection and storm control of the chunk's records into `st` and
+  // `batch` (events; digests and states are written by the caller). True
+  // when some record reached grouping. Errors: a state read failed.
+  Result<bool> StageRecords(const proto::LogChunk& chunk, ChunkId chunk_id, const proto::RecordBatch& records,
+                            int64_t kafka_ts_ms, Staging& st, WriteBatch& batch);
   void PutState(const std::string& key, const State& s, WriteBatch& batch);
-  size_t PutDigest(State& s, WriteBatch& batch);
-  size_t PutEvent(const Notification& n, const std::vector<std::string>& sinks, WriteBatch& batch);
+  // On a shared store: writes `st`'s changed states, each only where it
+  // still holds what this member read (TableStore::CheckAndPut). On a lost
+  // race the rows written before it are put back where they are still ours
+  // (kLost), or some could not be (kLostPartlyWritten: their windows count
+  // the chunk twice once it is staged again). Errors: the store's.
+  enum class StateWrite { kWritten, kLost, kLostPartlyWritten };
+  Result<StateWrite> WriteStates(Staging& st);
+  // One conditional write; true when the row now holds `value` by this call.
+  Result<bool> WriteState(const std::string& key, const std::optional<std::string>& expected,
+                          const std::string& value);
+  size_t PutDigest(State& s, Staging& st, WriteBatch& batch);
+  size_t PutEvent(const Notification& n, const std::vector<std::string>& sinks, Staging& st, WriteBatch& batch);
   // QueryLink() with the configured base (empty without one).
   std::string QueryUrl(std::string_view app, std::string_view host, Severity s, int64_t from_ms, int64_t to_ms) const;
   void MaybeEvict(int64_t now_ms);
@@ -160,6 +183,7 @@ class AlertStager {
   std::deque<ChunkId> recent_order_;
   // alert_seen rows read ahead (PrefetchSeen): chunk id -> whether it has one.
   std::unordered_map<ChunkId, bool> prefetched_seen_;
+  std::mt19937_64 write_ids_{std::random_device{}()};  // State::write_id
 };
 
 }  // namespace logdex::alerting

@@ -108,6 +108,15 @@ class WriteBatch {
       if (entries_[i].op == Op::kPut) entries_[i].written_ms = written_ms;
     }
   }
+  // Drops the entries from index `size` on (a staging undone), keeping
+  // the tables marked WriteLast.
+  void Truncate(size_t size) {
+    while (entries_.size() > size) {
+      const Entry& e = entries_.back();
+      bytes_ -= e.key.size() + e.value_size();
+      entries_.pop_back();
+    }
+  }
   void Clear() {
     entries_.clear();
     last_.clear();

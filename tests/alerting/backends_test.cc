@@ -2,6 +2,8 @@
 // restart, replay and a failed batch write.
 #include <gtest/gtest.h>
 
+#include <functional>
+#include <nlohmann/json.hpp>
 #include <set>
 
 #include "alerting/dispatcher.h"
@@ -9,6 +11,7 @@
 #include "tests/alerting/alerting_test_util.h"
 #include "alerting/webhook_receiver.h"
 #include "tests/backends.h"
+#include "tests/failing_store.h"
 
 namespace logdex::alerting {
 namespace {
@@ -89,6 +92,120 @@ TEST_P(AlertingOnBackend, AFailedBatchWriteIsStagedAgainAfterDiscardCache) {
 }
 
 INSTANTIATE_TEST_SUITE_P(AllBackends, AlertingOnBackend, ::testing::ValuesIn(AllBackends()), BackendName());
+
+// A member's view of a shared store that lets another member act once,
+// just before this member's first conditional write: the race the stager
+// must survive.
+class InterleavingStore final : public logdex::testing::SharedForwardingStore {
+ public:
+  using SharedForwardingStore::SharedForwardingStore;
+  Result<bool> CheckAndPut(std::string_view table, std::string_view key, const std::optional<std::string>& expected,
+                           std::string_view value) override {
+    if (++calls_ == run_before_call && meanwhile) std::exchange(meanwhile, nullptr)();
+    return base_.CheckAndPut(table, key, expected, value);
+  }
+  std::function<void()> meanwhile;  // runs once
+  int run_before_call = 1;
+
+ private:
+  int calls_ = 0;
+};
+
+class AlertingOnSharedBackend : public AlertingOnBackend {
+ protected:
+  void SetUp() override {
+    AlertingOnBackend::SetUp();
+    if (!store_->shared() || !store_->conditional_writes()) GTEST_SKIP() << "members share only an HBase store";
+    view_a_ = std::make_unique<InterleavingStore>(*store_);
+    StartMembers();
+  }
+  // (Re)starts both members with config_.
+  void StartMembers() {
+    member_a_ = std::make_unique<AlertStager>(config_, *view_a_, clock_, registry_a_);
+    member_b_ = std::make_unique<AlertStager>(config_, *store_, clock_, registry_b_);
+  }
+  static proto::RecordBatch Records(int64_t ts_ms, const std::vector<std::string>& messages) {
+    proto::RecordBatch b;
+    for (const auto& m : messages) AddRecord(b, ts_ms, m);
+    return b;
+  }
+  Status Stage(AlertStager& member, TableStore& view, const std::string& host, uint64_t chunk_number,
+               const std::vector<std::string>& messages) {
+    WriteBatch batch;
+    auto n = member.Stage(Chunk("api", host), ChunkId(chunk_number), Records(clock_.NowMs(), messages),
+                          clock_.NowMs(), batch);
+    if (!n.ok()) return n.error();
+    return view.Write(batch);
+  }
+  // kind -> the counts of its notifications in the outbox (one sink).
+  std::map<NotificationKind, std::vector<uint64_t>> Outbox() {
+    std::map<NotificationKind, std::vector<uint64_t>> out;
+    for (const auto& [key, e] : ReadOutbox(*store_)) out[e.n.kind].push_back(e.n.count);
+    return out;
+  }
+
+  std::unique_ptr<InterleavingStore> view_a_;
+  prometheus::Registry registry_a_, registry_b_;
+  std::unique_ptr<AlertStager> member_a_, member_b_;
+};
+
+TEST_P(AlertingOnSharedBackend, MembersStagingAtOnceKeepOneGlobalCapAndCountEveryRecord) {
+  config_.limits.global = 3;
+  config_.limits.per_app = 0;
+  StartMembers();
+  // Member B stages and writes its chunk between A's reads and A's writes.
+  view_a_->meanwhile = [&] {
+    ASSERT_TRUE(Stage(*member_b_, *store_, "h2", 2, {"cpu overheat", "fan stopped"}).ok());
+  };
+  ASSERT_TRUE(Stage(*member_a_, *view_a_, "h1", 1, {"disk failure", "network failure"}).ok());
+
+  auto outbox = Outbox();
+  // The cap holds across members: B's two events and one of A's; A's other
+  // record counts into the window's storm summary.
+  EXPECT_EQ(outbox[NotificationKind::kEvent].size(), 3u);
+  EXPECT_EQ(outbox[NotificationKind::kStormSummary], std::vector<uint64_t>{1});
+  EXPECT_EQ(testing::MetricValue(registry_a_, "logdex_alerting_state_conflicts_total", {{"outcome", "restaged"}}), 1);
+  // A's counters count its records once, though it staged them twice.
+  EXPECT_EQ(testing::MetricValue(registry_a_, "logdex_alerting_alerts_detected_total", {{"severity", "ERROR"}}), 2);
+  EXPECT_EQ(testing::MetricValue(registry_a_, "logdex_alerting_notifications_staged_total", {{"kind", "event"}}), 1);
+}
+
+TEST_P(AlertingOnSharedBackend, AStagingThatLosesAfterItsFirstWritePutsThatRowBack) {
+  // A writes its storm window's row first, then loses its group's row to B,
+  // which staged the same group from another host in the next limit window
+  // (so B leaves A's storm window alone): A puts its storm row back and
+  // stages its record again, in B's window.
+  const int64_t old_slot = clock_.NowMs() - clock_.NowMs() % config_.limits.limit_window_ms;
+  view_a_->run_before_call = 2;
+  view_a_->meanwhile = [&] {
+    clock_.AdvanceMs(config_.limits.limit_window_ms);
+    ASSERT_TRUE(Stage(*member_b_, *store_, "h2", 2, {"disk failure"}).ok());
+  };
+  ASSERT_TRUE(Stage(*member_a_, *view_a_, "h1", 1, {"disk failure"}).ok());
+
+  EXPECT_EQ(testing::MetricValue(registry_a_, "logdex_alerting_state_conflicts_total", {{"outcome", "restaged"}}), 1);
+  EXPECT_EQ(testing::MetricValue(registry_a_, "logdex_alerting_state_conflicts_total", {{"outcome", "overcounted"}}),
+            -1);
+  // No state row is left of A's first staging: each row names its window.
+  ScanSpec spec;
+  spec.table = std::string(kStateTable);
+  int old_windows = 0, rows = 0;
+  ASSERT_TRUE(store_->Scan(spec, [&](std::string_view, std::string_view v) {
+    ++rows;
+    if (v.empty()) return true;  // put back where there was none
+    auto j = nlohmann::json::parse(v);
+    if (j.at("start").get<int64_t>() < old_slot + config_.limits.limit_window_ms) ++old_windows;
+    return true;
+  }).ok());
+  EXPECT_GT(rows, 0);
+  EXPECT_EQ(old_windows, 0);
+  // One event (B's, the group's first); A's record counts into the group's digest.
+  auto outbox = Outbox();
+  EXPECT_EQ(outbox[NotificationKind::kEvent].size(), 1u);
+  EXPECT_EQ(outbox[NotificationKind::kGroupDigest], std::vector<uint64_t>{1});
+}
+
+INSTANTIATE_TEST_SUITE_P(AllBackends, AlertingOnSharedBackend, ::testing::ValuesIn(AllBackends()), BackendName());
 
 }  // namespace
 }  // namespace logdex::alerting
