@@ -20,8 +20,9 @@
 //   logdex_alerting_state_conflicts_total{outcome}             a state row another member changed between
 //                                                              this member's read and its conditional write
 //        outcome: restaged (the chunk staged again on what is stored) |
-//                 overcounted (as restaged, but a row already written could not be
-//                 put back: the chunk's records count twice in that window)
+//                 overcounted (a row this staging had written could not be put
+//                 back after a lost race or a failed write: the chunk's records
+//                 count twice in that window once it is staged again)
 //   logdex_alerting_circuit_open{sink}                         gauge: 1 while the sink's circuit is open
 //   logdex_alerting_circuit_opened_total{sink}                 times the circuit opened
 //   logdex_alerting_outbox_due_notifications                   gauge: due rows at the last backlog check

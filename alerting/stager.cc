@@ -1,7 +1,9 @@
 #include "alerting/stager.h"
 
 #include <algorithm>
+#include <chrono>
 #include <nlohmann/json.hpp>
+#include <thread>
 #include <spdlog/spdlog.h>
 
 #include "common/bytes.h"
@@ -20,6 +22,8 @@ constexpr size_t kCacheEvictAbove = 100'000;
 // Stagings of one chunk in a row that may lose their conditional state writes
 // to other members before the batch is failed (and retried) instead.
 constexpr int kMaxStateAttempts = 16;
+// Stagings kept for batches not yet written (AlertStager::staged_), at most.
+constexpr size_t kMaxKeptStagings = 1 << 16;
 
 enum StateKind : uint8_t { kGroupState = 1, kAppState = 2, kGlobalState = 3 };
 
@@ -165,7 +169,12 @@ Status CreateAlertingTables(TableStore& store, const AlertingConfig& config) {
 }
 
 AlertStager::AlertStager(AlertingConfig config, TableStore& store, const Clock& clock, prometheus::Registry& registry)
-    : config_(std::move(config)), store_(store), clock_(clock), metrics_(registry), detector_(config_) {
+    : config_(std::move(config)),
+      store_(store),
+      clock_(clock),
+      conditional_(store.shared() && store.conditional_writes()),
+      metrics_(registry),
+      detector_(config_) {
   for (const auto& s : config_.sinks) all_sinks_.push_back(s.name);
   if (config_.enabled && all_sinks_.empty())
     spdlog::warn("alerting: no sinks configured; alerts are detected and counted but nobody is notified");
@@ -184,6 +193,7 @@ void AlertStager::DiscardCache() {
   recent_chunks_.clear();
   recent_order_.clear();
   prefetched_seen_.clear();
+  batch_chunks_.clear();  // not written: their rows stay in staged_ for the retry
 }
 
 Status AlertStager::PrefetchSeen(const std::vector<ChunkId>& chunk_ids) {
@@ -236,7 +246,7 @@ AlertStager::State* AlertStager::Load(const std::string& key, bool* found, Statu
     } else {
       spdlog::warn("alerting: unreadable state row in {}; starting that window afresh", kStateTable);
     }
-    state->stored = std::move(**got);
+    if (conditional_) state->stored = std::move(**got);
   }
   State* raw = state.get();
   cache_[key] = std::move(state);
@@ -453,55 +463,98 @@ Result<size_t> AlertStager::Stage(const proto::LogChunk& chunk, ChunkId chunk_id
   // app's, a group's across hosts): on such a store the rows are written
   // now, each conditional on what this member read, and a chunk that loses
   // is staged again on what is stored (otherwise each member would count
-  // alone: caps exceeded N times, digest counts lost).
-  const bool conditional = store_.shared() && store_.conditional_writes();
+  // alone: caps exceeded N times, digest counts lost). A chunk whose state
+  // was written gives the same rows when its batch is staged again
+  // (staged_), without counting it twice.
   const size_t mark = batch.size();
+  if (conditional_) {
+    if (auto it = staged_.find(chunk_id); it != staged_.end()) {
+      for (const auto& [table, key, value] : it->second.rows) batch.Put(table, key, value);
+      batch_chunks_.push_back(chunk_id);
+      return Staged(chunk_id, it->second.seen_value, batch, it->second.notifications);
+    }
+  }
   for (int attempt = 1;; ++attempt) {
     Staging st;
     auto touched = StageRecords(chunk, chunk_id, records, kafka_ts_ms, st, batch);
-    if (!touched.ok()) return touched.error();
+    if (!touched.ok()) {
+      Forget(st);
+      return touched.error();
+    }
     for (auto& [key, s] : st.dirty) st.rows += PutDigest(*s, st, batch);
-    if (!conditional) {
+    if (!conditional_) {
       for (auto& [key, s] : st.dirty) PutState(key, *s, batch);
     } else {
-      auto written = WriteStates(st);
-      if (!written.ok()) return written.error();
-      if (*written != StateWrite::kWritten) {
-        const bool over = *written == StateWrite::kLostPartlyWritten;
-        metrics_.StateConflicts(over ? "overcounted" : "restaged").Increment();
-        if (over) {
-          spdlog::warn("alerting: another member changed alert state while chunk {} was staged, and a row already "
-                       "written could not be put back: its records count twice in one window",
-                       Hex16(chunk_id.value()));
-        }
-        st.Release();
+      auto won = WriteStates(st, chunk_id);
+      if (!won.ok()) {
+        Forget(st);
+        return won.error();
+      }
+      if (!*won) {
+        metrics_.StateConflicts("restaged").Increment();
+        Forget(st);
         batch.Truncate(mark);
-        cache_.clear();  // read again: what this member wrote so far is stored
         if (attempt == kMaxStateAttempts) {
           return Error{Errc::kUnavailable, "alert state rows changed under " + std::to_string(kMaxStateAttempts) +
                                                " conditional writes in a row"};
         }
+        // Members racing for one row: a jittered pause, growing with the losses.
+        std::this_thread::sleep_for(std::chrono::microseconds(write_ids_() % (500u << std::min(attempt, 5))));
         continue;
       }
     }
     for (const auto& [counter, n] : st.counts) counter->Increment(n);
-    // The seen row goes last (WriteBatch::WriteLast): on a store without
-    // atomic batches (HBase) a failed write never marks a chunk seen without
-    // its notifications and group state, even when an earlier chunk of the
-    // batch named alert_seen before this one named alert_outbox. A chunk
-    // whose records were all ignored writes nothing (its replay changes nothing).
-    if (*touched) {
-      batch.WriteLast(kSeenTable);
-      batch.Put(kSeenTable, SeenKey(chunk_id), std::to_string(st.now));
+    const std::string seen_value = *touched ? std::to_string(st.now) : std::string();
+    if (conditional_) {
+      if (staged_.size() >= kMaxKeptStagings) {
+        spdlog::warn("alerting: {} chunks staged in batches not yet written; forgetting their rows (a batch staged "
+                     "again would count them twice)",
+                     staged_.size());
+        staged_.clear();
+      }
+      batch_chunks_.push_back(chunk_id);
+      StagedRows& kept = staged_[chunk_id];
+      kept.seen_value = seen_value;
+      kept.notifications = st.rows;
+      for (size_t i = mark; i < batch.size(); ++i) {
+        const WriteBatch::Entry& e = batch.entries()[i];
+        kept.rows.push_back({e.table, e.key, e.Value()});
+      }
     }
-    recent_chunks_.insert(chunk_id);
-    recent_order_.push_back(chunk_id);
-    if (recent_order_.size() > kRecentChunks) {
-      recent_chunks_.erase(recent_order_.front());
-      recent_order_.pop_front();
-    }
-    return st.rows;
+    return Staged(chunk_id, seen_value, batch, st.rows);
   }
+}
+
+size_t AlertStager::Staged(ChunkId chunk_id, const std::string& seen_value, WriteBatch& batch, size_t notifications) {
+  // The seen row goes last (WriteBatch::WriteLast): on a store without
+  // atomic batches (HBase) a failed write never marks a chunk seen without
+  // its notifications and group state, even when an earlier chunk of the
+  // batch named alert_seen before this one named alert_outbox. A chunk
+  // whose records were all ignored writes nothing (its replay changes nothing).
+  if (!seen_value.empty()) {
+    batch.WriteLast(kSeenTable);
+    batch.Put(kSeenTable, SeenKey(chunk_id), seen_value);
+  }
+  recent_chunks_.insert(chunk_id);
+  recent_order_.push_back(chunk_id);
+  if (recent_order_.size() > kRecentChunks) {
+    recent_chunks_.erase(recent_order_.front());
+    recent_order_.pop_front();
+  }
+  return notifications;
+}
+
+void AlertStager::Forget(Staging& st) {
+  // The states hold this staging's changes; on a shared store what is
+  // stored is read again (on another, the caller discards the cache).
+  st.Release();
+  if (conditional_) cache_.clear();
+}
+
+void AlertStager::BatchWritten() {
+  std::lock_guard lock(mu_);
+  for (ChunkId id : batch_chunks_) staged_.erase(id);
+  batch_chunks_.clear();
 }
 
 Result<bool> AlertStager::StageRecords(const proto::LogChunk& chunk, ChunkId chunk_id,
@@ -552,37 +605,57 @@ Result<bool> AlertStager::WriteState(const std::string& key, const std::optional
   return now->has_value() && **now == value;
 }
 
-Result<AlertStager::StateWrite> AlertStager::WriteStates(Staging& st) {
+Result<bool> AlertStager::WriteStates(Staging& st, ChunkId chunk_id) {
   // The rows most members touch first (the storm window, the app's, then
   // the groups'), so that a lost race most often loses before anything was
   // written.
   std::stable_sort(st.dirty.begin(), st.dirty.end(),
                    [](const auto& a, const auto& b) { return a.first[0] > b.first[0]; });
   std::vector<std::pair<size_t, std::string>> written;  // index in st.dirty, its bytes
+  // Puts back what this staging wrote (an empty row where there was none:
+  // Load reads it as none), each row only where it still holds this
+  // member's write (its write id makes the bytes this member's alone).
+  auto put_back = [&](size_t failed_at, const std::string* failed_value) {
+    bool all_back = true;
+    for (const auto& [j, bytes] : written) {
+      auto& [k, w] = st.dirty[j];
+      auto back = WriteState(k, bytes, w->stored.value_or(""));
+      all_back = all_back && back.ok() && *back;
+    }
+    // A write whose answer was lost may have landed: put it back too where
+    // it did (a false answer: it did not, or another member wrote since).
+    if (failed_value) {
+      auto& [k, w] = st.dirty[failed_at];
+      (void)WriteState(k, *failed_value, w->stored.value_or(""));
+    }
+    if (!all_back) {
+      metrics_.StateConflicts("overcounted").Increment();
+      spdlog::warn("alerting: a staging of chunk {} could not put back an alert state row it wrote: its records "
+                   "count twice in one window",
+                   Hex16(chunk_id.value()));
+    }
+  };
   for (size_t i = 0; i < st.dirty.size(); ++i) {
     auto& [key, s] = st.dirty[i];
-    s->write_id = write_ids_();
+    // A row touched but left as it was (the app's, once the storm cap is
+    // reached) is not written: a write would make other members' reads stale.
     std::string value = s->Encode();
+    if (s->stored && value == *s->stored) continue;
+    s->write_id = write_ids_();
+    value = s->Encode();
     auto won = WriteState(key, s->stored, value);
-    if (!won.ok() || !*won) {
-      // Put back what this staging wrote (an empty row where there was
-      // none: Load reads it as none), each conditional on being still ours.
-      bool all_back = true;
-      for (const auto& [j, bytes] : written) {
-        const auto& [k, w] = st.dirty[j];
-        auto back = WriteState(k, bytes, w->stored.value_or(""));
-        all_back = all_back && back.ok() && *back;
-      }
-      if (!won.ok()) {
-        if (!all_back) metrics_.StateConflicts("overcounted").Increment();
-        return won.error();
-      }
-      return all_back ? StateWrite::kLost : StateWrite::kLostPartlyWritten;
+    if (!won.ok()) {
+      put_back(i, &value);
+      return won.error();
+    }
+    if (!*won) {
+      put_back(i, nullptr);
+      return false;
     }
     written.emplace_back(i, std::move(value));
   }
   for (auto& [i, bytes] : written) st.dirty[i].second->stored = std::move(bytes);
-  return StateWrite::kWritten;
+  return true;
 }
 
 Result<std::string> AlertStager::RecentJson(TableStore& store, int64_t since_ms, size_t limit) {

@@ -2,7 +2,8 @@
 // runs detection, grouping and storm control, and appends outbox rows (and
 // its own state rows) to the caller's WriteBatch, the same batch that holds
 // the chunk's rows, so alerts become durable exactly when the chunk does,
-// before the Kafka offset commit.
+// before the Kafka offset commit. On a shared store the state rows are the
+// exception: Stage() writes them itself (see alert_state below).
 //
 // What Stage() writes into the batch:
 //   alert_outbox  one row per (notification, sink): events due now; digests
@@ -14,9 +15,11 @@
 //                 (TableStore::shared(), HBase) these rows are not in the
 //                 batch: Stage() writes them itself, each conditional on the
 //                 bytes it read, and stages the chunk again when another
-//                 member changed one in between (so members share one count;
-//                 a batch that then fails leaves its chunks counted, and its
-//                 retry counts them again: windows over-count, never under)
+//                 member changed one in between (so members share one count).
+//                 Until BatchWritten(), a chunk whose state was written gives
+//                 the same rows when staged again, without counting twice;
+//                 docs/ARCHITECTURE.md ("Alerts: de-duplication and storm
+//                 control") lists what can still count a chunk twice
 //   alert_seen    the chunk id (after the chunk's outbox rows; only when a
 //                 record reached grouping): staging a chunk id that is
 //                 already there (a replay after a crash or a rebalance)
@@ -52,6 +55,7 @@
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
 #include "alerting/config.h"
 #include "alerting/detector.h"
@@ -93,9 +97,10 @@ class AlertStager {
   // histogram (0 = unknown).
   // Returns the number of outbox rows appended (0 for a replayed chunk; a
   // digest rewritten in place counts each time it is rewritten).
-  // Errors: only store read failures (kIOError/kUnavailable); the batch may
-  // then hold part of the chunk's alert rows: fail the whole batch and call
-  // DiscardCache().
+  // Errors: the store's (a read, or on a shared store a conditional write of
+  // state), and kUnavailable when other members changed the chunk's state
+  // rows under 16 stagings in a row; the batch may then hold part of the
+  // chunk's alert rows: fail the whole batch and call DiscardCache().
   Result<size_t> Stage(const proto::LogChunk& chunk, ChunkId chunk_id, const proto::RecordBatch& records,
                        int64_t kafka_ts_ms, WriteBatch& batch);
 
@@ -111,6 +116,14 @@ class AlertStager {
   // be written (the cache would be ahead of the store); later calls reload
   // state from the store.
   void DiscardCache();
+
+  // The batch that Stage() wrote into since the last call (or the last
+  // DiscardCache()) was written. On a shared store Stage() keeps the rows
+  // of each chunk whose state it wrote until its batch is written, so that
+  // a chunk staged again in this process (its batch failed while it was
+  // staged, or is salvaged message by message) gives the same
+  // notifications without counting twice.
+  void BatchWritten();
 
  private:
   struct Sample;
@@ -154,12 +167,18 @@ class AlertStager {
                             int64_t kafka_ts_ms, Staging& st, WriteBatch& batch);
   void PutState(const std::string& key, const State& s, WriteBatch& batch);
   // On a shared store: writes `st`'s changed states, each only where it
-  // still holds what this member read (TableStore::CheckAndPut). On a lost
-  // race the rows written before it are put back where they are still ours
-  // (kLost), or some could not be (kLostPartlyWritten: their windows count
-  // the chunk twice once it is staged again). Errors: the store's.
-  enum class StateWrite { kWritten, kLost, kLostPartlyWritten };
-  Result<StateWrite> WriteStates(Staging& st);
+  // still holds what this member read (TableStore::CheckAndPut); false when
+  // another member's write came first. On a loss or an error the rows
+  // written before it are put back where they still hold this member's
+  // write; one that cannot be is counted (their window then counts the
+  // chunk twice once it is staged again). Errors: the store's.
+  Result<bool> WriteStates(Staging& st, ChunkId chunk_id);
+  // The end of a staging that holds: the seen row (`seen_value` empty:
+  // none) and the replay guard's memory. Returns `notifications`.
+  size_t Staged(ChunkId chunk_id, const std::string& seen_value, WriteBatch& batch, size_t notifications);
+  // Drops a staging that does not hold (its states are read again on a
+  // shared store).
+  void Forget(Staging& st);
   // One conditional write; true when the row now holds `value` by this call.
   Result<bool> WriteState(const std::string& key, const std::optional<std::string>& expected,
                           const std::string& value);
@@ -172,6 +191,7 @@ class AlertStager {
   const AlertingConfig config_;
   TableStore& store_;
   const Clock& clock_;
+  const bool conditional_;  // state rows written by CheckAndPut (a shared store)
   AlertingMetrics metrics_;
   Detector detector_;
   std::vector<std::string> all_sinks_;
@@ -183,7 +203,18 @@ class AlertStager {
   std::deque<ChunkId> recent_order_;
   // alert_seen rows read ahead (PrefetchSeen): chunk id -> whether it has one.
   std::unordered_map<ChunkId, bool> prefetched_seen_;
-  std::mt19937_64 write_ids_{std::random_device{}()};  // State::write_id
+  std::mt19937_64 write_ids_{std::random_device{}()};  // State::write_id, and jitter
+  // Chunks whose state was written, with their rows, until BatchWritten().
+  struct StagedRows {
+    struct Row {
+      std::string table, key, value;
+    };
+    std::vector<Row> rows;   // its outbox rows
+    std::string seen_value;  // empty: no seen row
+    size_t notifications = 0;
+  };
+  std::unordered_map<ChunkId, StagedRows> staged_;
+  std::vector<ChunkId> batch_chunks_;  // staged since the last BatchWritten() or DiscardCache()
 };
 
 }  // namespace logdex::alerting

@@ -111,6 +111,7 @@ class AlertObserver final : public ChunkObserver {
     stager_.DiscardPrefetched();
     const size_t staged = std::exchange(staged_, 0);
     if (written && staged > 0 && on_written_) on_written_(staged);
+    if (written) stager_.BatchWritten();
     if (!written || shared_store_) stager_.DiscardCache();
   }
 

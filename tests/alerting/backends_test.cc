@@ -105,8 +105,16 @@ class InterleavingStore final : public logdex::testing::SharedForwardingStore {
     if (++calls_ == run_before_call && meanwhile) std::exchange(meanwhile, nullptr)();
     return base_.CheckAndPut(table, key, expected, value);
   }
+  Status Write(const WriteBatch& b) override {
+    if (fail_writes > 0) {
+      --fail_writes;
+      return Status(Errc::kUnavailable, "injected write failure");
+    }
+    return base_.Write(b);
+  }
   std::function<void()> meanwhile;  // runs once
   int run_before_call = 1;
+  int fail_writes = 0;  // the next writes of batches that fail
 
  private:
   int calls_ = 0;
@@ -171,8 +179,8 @@ TEST_P(AlertingOnSharedBackend, MembersStagingAtOnceKeepOneGlobalCapAndCountEver
   EXPECT_EQ(testing::MetricValue(registry_a_, "logdex_alerting_notifications_staged_total", {{"kind", "event"}}), 1);
 }
 
-TEST_P(AlertingOnSharedBackend, AStagingThatLosesAfterItsFirstWritePutsThatRowBack) {
-  // A writes its storm window's row first, then loses its group's row to B,
+TEST_P(AlertingOnSharedBackend, AStagingThatLosesAfterWritingSomeRowsPutsThemBack) {
+  // A writes its storm window's and app's rows first, then loses its group's row to B,
   // which staged the same group from another host in the next limit window
   // (so B leaves A's storm window alone): A puts its storm row back and
   // stages its record again, in B's window.
@@ -204,6 +212,45 @@ TEST_P(AlertingOnSharedBackend, AStagingThatLosesAfterItsFirstWritePutsThatRowBa
   auto outbox = Outbox();
   EXPECT_EQ(outbox[NotificationKind::kEvent].size(), 1u);
   EXPECT_EQ(outbox[NotificationKind::kGroupDigest], std::vector<uint64_t>{1});
+}
+
+// A batch that fails after its chunks' state was written is staged again
+// (serve retries it whole, or salvages it message by message): each chunk
+// gives the notifications it gave, counted once, though its state rows
+// already count it.
+TEST_P(AlertingOnSharedBackend, ABatchStagedAgainAfterItsStateWasWrittenNotifiesAsBeforeAndCountsOnce) {
+  auto stage = [&](uint64_t chunk_number, const std::string& message, WriteBatch& batch) {
+    auto n = member_a_->Stage(Chunk("api", "h1"), ChunkId(chunk_number), Records(clock_.NowMs(), {message}),
+                              clock_.NowMs(), batch);
+    ASSERT_TRUE(n.ok()) << n.error().ToString();
+    EXPECT_EQ(*n, 1u);
+  };
+  WriteBatch whole;
+  stage(1, "disk failure", whole);
+  stage(2, "network failure", whole);
+  view_a_->fail_writes = 1;
+  ASSERT_FALSE(view_a_->Write(whole).ok());
+  member_a_->DiscardCache();  // serve's contract after a failed batch
+
+  // Salvaged message by message: the second is staged after the first was written.
+  for (uint64_t chunk : {1, 2}) {
+    WriteBatch one;
+    stage(chunk, chunk == 1 ? "disk failure" : "network failure", one);
+    ASSERT_TRUE(view_a_->Write(one).ok());
+    member_a_->BatchWritten();
+    member_a_->DiscardCache();  // as serve does on a shared store
+  }
+  auto outbox = Outbox();
+  EXPECT_EQ(outbox[NotificationKind::kEvent].size(), 2u) << "each first record of its group stays an event";
+  EXPECT_TRUE(outbox[NotificationKind::kGroupDigest].empty());
+  EXPECT_EQ(testing::MetricValue(registry_a_, "logdex_alerting_alerts_detected_total", {{"severity", "ERROR"}}), 2);
+
+  // Once written, a chunk staged again is a replay.
+  WriteBatch again;
+  auto n = member_a_->Stage(Chunk("api", "h1"), ChunkId(1), Records(clock_.NowMs(), {"disk failure"}), clock_.NowMs(),
+                            again);
+  ASSERT_TRUE(n.ok());
+  EXPECT_EQ(*n, 0u);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllBackends, AlertingOnSharedBackend, ::testing::ValuesIn(AllBackends()), BackendName());
