@@ -107,6 +107,7 @@ struct AlertStager::State {
       s.since_ms = j.at("since").get<int64_t>();
       s.sinks = j.at("sinks").get<std::set<std::string>>();
       s.digest_staged = j.value("digest_staged", false);
+      s.write_id = j.value("w", uint64_t{0});
       s.sample.app = j.at("app").get<std::string>();
       s.sample.host = j.at("host").get<std::string>();
       s.sample.rule = j.at("rule").get<std::string>();
