@@ -42,9 +42,10 @@ AlertingMetrics::AlertingMetrics(prometheus::Registry& r)
                    .Register(r)),
       state_conflicts_(BuildCounter()
                            .Name("logdex_alerting_state_conflicts_total")
-                           .Help("Alert state rows another member changed between this member's read and its "
-                                 "conditional write (shared stores), by outcome: restaged, or overcounted (a row "
-                                 "already written could not be put back).")
+                           .Help("Stagings of a chunk whose conditional alert state writes (shared stores) did not all "
+                                 "hold, by outcome: restaged (another member wrote first), gave_up (16 losses in a "
+                                 "row: the batch is retried), overcounted (a row already written could not be put "
+                                 "back).")
                            .Register(r)),
       circuit_open_(BuildGauge()
                         .Name("logdex_alerting_circuit_open")

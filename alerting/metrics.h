@@ -17,12 +17,13 @@
 //        reason: max_attempts | expired | rejected | unknown_sink | corrupt
 //   logdex_alerting_delivery_latency_seconds{sink}             histogram: Kafka timestamp -> delivered,
 //                                                              events only (digests wait by design)
-//   logdex_alerting_state_conflicts_total{outcome}             a state row another member changed between
-//                                                              this member's read and its conditional write
-//        outcome: restaged (the chunk staged again on what is stored) |
-//                 overcounted (a row this staging had written could not be put
-//                 back after a lost race or a failed write: the chunk's records
-//                 count twice in that window once it is staged again)
+//   logdex_alerting_state_conflicts_total{outcome}             stagings of a chunk whose conditional state
+//                                                              writes (shared store) did not all hold
+//        outcome: restaged (another member changed a row first: the chunk staged
+//                 again on what is stored) | gave_up (the 16th such loss in a row:
+//                 the batch fails and is retried) | overcounted (a row this
+//                 staging had written could not be put back after a loss or a
+//                 store error: the chunk's records count twice in that window)
 //   logdex_alerting_circuit_open{sink}                         gauge: 1 while the sink's circuit is open
 //   logdex_alerting_circuit_opened_total{sink}                 times the circuit opened
 //   logdex_alerting_outbox_due_notifications                   gauge: due rows at the last backlog check

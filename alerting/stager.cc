@@ -22,8 +22,11 @@ constexpr size_t kCacheEvictAbove = 100'000;
 // Stagings of one chunk in a row that may lose their conditional state writes
 // to other members before the batch is failed (and retried) instead.
 constexpr int kMaxStateAttempts = 16;
-// Stagings kept for batches not yet written (AlertStager::staged_), at most.
+// Stagings kept for batches not yet written (AlertStager::staged_), at most,
+// and for how many written batches one is kept when its chunk does not come
+// again (its message was refused for good, or another member stored it).
 constexpr size_t kMaxKeptStagings = 1 << 16;
+constexpr uint64_t kKeptForBatches = 1 << 14;
 
 enum StateKind : uint8_t { kGroupState = 1, kAppState = 2, kGlobalState = 3 };
 
@@ -470,7 +473,12 @@ Result<size_t> AlertStager::Stage(const proto::LogChunk& chunk, ChunkId chunk_id
   const size_t mark = batch.size();
   if (conditional_) {
     if (auto it = staged_.find(chunk_id); it != staged_.end()) {
-      for (const auto& [table, key, value] : it->second.rows) batch.Put(table, key, value);
+      // A digest row as this process last staged it: a chunk staged since
+      // may have counted more into it.
+      for (const auto& [table, key, value] : it->second.rows) {
+        auto newest = newest_rows_.find(key);
+        batch.Put(table, key, newest != newest_rows_.end() ? newest->second.value : value);
+      }
       batch_chunks_.push_back(chunk_id);
       return Staged(chunk_id, it->second.seen_value, batch, it->second.notifications);
     }
@@ -492,13 +500,14 @@ Result<size_t> AlertStager::Stage(const proto::LogChunk& chunk, ChunkId chunk_id
         return won.error();
       }
       if (!*won) {
-        metrics_.StateConflicts("restaged").Increment();
         Forget(st);
         batch.Truncate(mark);
         if (attempt == kMaxStateAttempts) {
+          metrics_.StateConflicts("gave_up").Increment();
           return Error{Errc::kUnavailable, "alert state rows changed under " + std::to_string(kMaxStateAttempts) +
                                                " conditional writes in a row"};
         }
+        metrics_.StateConflicts("restaged").Increment();
         // Members racing for one row: a jittered pause, growing with the losses.
         std::this_thread::sleep_for(std::chrono::microseconds(write_ids_() % (500u << std::min(attempt, 5))));
         continue;
@@ -507,19 +516,19 @@ Result<size_t> AlertStager::Stage(const proto::LogChunk& chunk, ChunkId chunk_id
     for (const auto& [counter, n] : st.counts) counter->Increment(n);
     const std::string seen_value = *touched ? std::to_string(st.now) : std::string();
     if (conditional_) {
-      if (staged_.size() >= kMaxKeptStagings) {
-        spdlog::warn("alerting: {} chunks staged in batches not yet written; forgetting their rows (a batch staged "
-                     "again would count them twice)",
-                     staged_.size());
-        staged_.clear();
-      }
+      if (staged_.size() >= kMaxKeptStagings) ForgetKeptStagings(/*all_but_this_batch=*/true);
       batch_chunks_.push_back(chunk_id);
+      if (auto old = staged_.find(chunk_id); old != staged_.end()) Unkeep(old);
       StagedRows& kept = staged_[chunk_id];
       kept.seen_value = seen_value;
       kept.notifications = st.rows;
+      kept.batches_written = batches_written_;
       for (size_t i = mark; i < batch.size(); ++i) {
         const WriteBatch::Entry& e = batch.entries()[i];
         kept.rows.push_back({e.table, e.key, e.Value()});
+        NewestRow& newest = newest_rows_[e.key];
+        newest.value = e.Value();
+        ++newest.refs;
       }
     }
     return Staged(chunk_id, seen_value, batch, st.rows);
@@ -554,8 +563,40 @@ void AlertStager::Forget(Staging& st) {
 
 void AlertStager::BatchWritten() {
   std::lock_guard lock(mu_);
-  for (ChunkId id : batch_chunks_) staged_.erase(id);
+  ++batches_written_;
+  for (ChunkId id : batch_chunks_) {
+    if (auto it = staged_.find(id); it != staged_.end()) Unkeep(it);
+  }
   batch_chunks_.clear();
+  if (!staged_.empty() && batches_written_ % 256 == 0) ForgetKeptStagings(/*all_but_this_batch=*/false);
+}
+
+std::unordered_map<ChunkId, AlertStager::StagedRows>::iterator AlertStager::Unkeep(
+    std::unordered_map<ChunkId, StagedRows>::iterator it) {
+  for (const StagedRows::Row& row : it->second.rows) {
+    auto n = newest_rows_.find(row.key);
+    if (n != newest_rows_.end() && --n->second.refs == 0) newest_rows_.erase(n);
+  }
+  return staged_.erase(it);
+}
+
+void AlertStager::ForgetKeptStagings(bool all_but_this_batch) {
+  const std::unordered_set<ChunkId> current(batch_chunks_.begin(), batch_chunks_.end());
+  size_t forgotten = 0;
+  for (auto it = staged_.begin(); it != staged_.end();) {
+    const bool old = batches_written_ - it->second.batches_written > kKeptForBatches;
+    if (!current.contains(it->first) && (all_but_this_batch || old)) {
+      it = Unkeep(it);
+      ++forgotten;
+    } else {
+      ++it;
+    }
+  }
+  if (all_but_this_batch && forgotten > 0) {
+    spdlog::warn("alerting: {} chunks kept from batches not yet written; forgot {} of other batches (staged again, "
+                 "they would count twice)",
+                 staged_.size() + forgotten, forgotten);
+  }
 }
 
 Result<bool> AlertStager::StageRecords(const proto::LogChunk& chunk, ChunkId chunk_id,
@@ -627,7 +668,8 @@ Result<bool> AlertStager::WriteStates(Staging& st, ChunkId chunk_id) {
     // it did (a false answer: it did not, or another member wrote since).
     if (failed_value) {
       auto& [k, w] = st.dirty[failed_at];
-      (void)WriteState(k, *failed_value, w->stored.value_or(""));
+      auto back = WriteState(k, *failed_value, w->stored.value_or(""));
+      all_back = all_back && back.ok();  // unknown again: it may count twice
     }
     if (!all_back) {
       metrics_.StateConflicts("overcounted").Increment();

@@ -39,7 +39,8 @@
 //
 // Ownership: borrows the store, clock and registry; they must outlive it.
 // Thread-safety: all methods may be called concurrently (calls serialize on an
-// internal mutex).
+// internal mutex), but Stage(), BatchWritten() and DiscardCache() assume one
+// batch in flight at a time (serve's consumer loop).
 #pragma once
 
 #include <prometheus/registry.h>
@@ -179,6 +180,9 @@ class AlertStager {
   // Drops a staging that does not hold (its states are read again on a
   // shared store).
   void Forget(Staging& st);
+  // Forgets kept stagings (staged_) of chunks not in the current batch:
+  // all of them, or those kept for over kKeptForBatches written batches.
+  void ForgetKeptStagings(bool all_but_this_batch);
   // One conditional write; true when the row now holds `value` by this call.
   Result<bool> WriteState(const std::string& key, const std::optional<std::string>& expected,
                           const std::string& value);
@@ -212,9 +216,20 @@ class AlertStager {
     std::vector<Row> rows;   // its outbox rows
     std::string seen_value;  // empty: no seen row
     size_t notifications = 0;
+    uint64_t batches_written = 0;  // batches_written_ when it was staged
   };
   std::unordered_map<ChunkId, StagedRows> staged_;
   std::vector<ChunkId> batch_chunks_;  // staged since the last BatchWritten() or DiscardCache()
+  uint64_t batches_written_ = 0;       // BatchWritten() calls
+  // The newest value this process staged of each outbox row a kept staging
+  // holds (a digest's count grows): what a kept chunk staged again gives.
+  struct NewestRow {
+    std::string value;
+    size_t refs = 0;  // kept stagings holding the row
+  };
+  std::unordered_map<std::string, NewestRow> newest_rows_;
+  // Erases a kept staging and its references in newest_rows_.
+  std::unordered_map<ChunkId, StagedRows>::iterator Unkeep(std::unordered_map<ChunkId, StagedRows>::iterator it);
 };
 
 }  // namespace logdex::alerting

@@ -112,9 +112,17 @@ class InterleavingStore final : public logdex::testing::SharedForwardingStore {
     }
     return base_.Write(b);
   }
+  Result<std::optional<std::string>> Get(std::string_view table, std::string_view key) override {
+    if (table == kStateTable && fail_state_reads > 0) {
+      --fail_state_reads;
+      return Error{Errc::kUnavailable, "injected read failure"};
+    }
+    return base_.Get(table, key);
+  }
   std::function<void()> meanwhile;  // runs once
   int run_before_call = 1;
-  int fail_writes = 0;  // the next writes of batches that fail
+  int fail_writes = 0;       // the next writes of batches that fail
+  int fail_state_reads = 0;  // the next reads of alert_state that fail
 
  private:
   int calls_ = 0;
@@ -214,10 +222,11 @@ TEST_P(AlertingOnSharedBackend, AStagingThatLosesAfterWritingSomeRowsPutsThemBac
   EXPECT_EQ(outbox[NotificationKind::kGroupDigest], std::vector<uint64_t>{1});
 }
 
-// A batch that fails after its chunks' state was written is staged again
-// (serve retries it whole, or salvages it message by message): each chunk
-// gives the notifications it gave, counted once, though its state rows
-// already count it.
+// A batch whose chunks' state was written and that is then staged again
+// (here salvaged message by message, as serve does after the store refused
+// it; serve's whole-batch retry after a staging failure is the next test):
+// each chunk gives the notifications it gave, counted once, though its
+// state rows already count it.
 TEST_P(AlertingOnSharedBackend, ABatchStagedAgainAfterItsStateWasWrittenNotifiesAsBeforeAndCountsOnce) {
   auto stage = [&](uint64_t chunk_number, const std::string& message, WriteBatch& batch) {
     auto n = member_a_->Stage(Chunk("api", "h1"), ChunkId(chunk_number), Records(clock_.NowMs(), {message}),
@@ -251,6 +260,32 @@ TEST_P(AlertingOnSharedBackend, ABatchStagedAgainAfterItsStateWasWrittenNotifies
                             again);
   ASSERT_TRUE(n.ok());
   EXPECT_EQ(*n, 0u);
+}
+
+// A batch whose first chunk failed to stage is staged again whole: that
+// chunk now counts into the group digest a kept chunk staged the first
+// time, and the kept chunk, later in the batch, gives the digest with the
+// newer count, not the one it staged.
+TEST_P(AlertingOnSharedBackend, AChunkStagedAgainGivesItsDigestWithTheNewestCount) {
+  auto stage = [&](uint64_t chunk_number, WriteBatch& batch) {
+    return member_a_->Stage(Chunk("api", "h1"), ChunkId(chunk_number), Records(clock_.NowMs(), {"disk failure"}),
+                            clock_.NowMs(), batch);
+  };
+  WriteBatch first;
+  view_a_->fail_state_reads = 1;
+  ASSERT_FALSE(stage(1, first).ok());
+  ASSERT_TRUE(stage(2, first).ok());  // the group's event
+  ASSERT_TRUE(stage(3, first).ok());  // its digest: 1
+  member_a_->DiscardCache();          // the batch failed
+
+  WriteBatch again;
+  for (uint64_t chunk : {1, 2, 3}) ASSERT_TRUE(stage(chunk, again).ok());
+  ASSERT_TRUE(view_a_->Write(again).ok());
+  member_a_->BatchWritten();
+  auto outbox = Outbox();
+  EXPECT_EQ(outbox[NotificationKind::kEvent].size(), 1u);
+  EXPECT_EQ(outbox[NotificationKind::kGroupDigest], std::vector<uint64_t>{2});
+  EXPECT_EQ(testing::MetricValue(registry_a_, "logdex_alerting_alerts_detected_total", {{"severity", "ERROR"}}), 3);
 }
 
 INSTANTIATE_TEST_SUITE_P(AllBackends, AlertingOnSharedBackend, ::testing::ValuesIn(AllBackends()), BackendName());
