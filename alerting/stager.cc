@@ -6,6 +6,7 @@
 #include <thread>
 #include <spdlog/spdlog.h>
 
+#include "common/backoff.h"
 #include "common/bytes.h"
 #include "common/row_keys.h"
 
@@ -480,7 +481,7 @@ Result<size_t> AlertStager::Stage(const proto::LogChunk& chunk, ChunkId chunk_id
         batch.Put(table, key, newest != newest_rows_.end() ? newest->second.value : value);
       }
       batch_chunks_.push_back(chunk_id);
-      return Staged(chunk_id, it->second.seen_value, batch, it->second.notifications);
+      return Staged(chunk_id, it->second.seen_value, batch, it->second.rows.size());
     }
   }
   for (int attempt = 1;; ++attempt) {
@@ -509,7 +510,8 @@ Result<size_t> AlertStager::Stage(const proto::LogChunk& chunk, ChunkId chunk_id
         }
         metrics_.StateConflicts("restaged").Increment();
         // Members racing for one row: a jittered pause, growing with the losses.
-        std::this_thread::sleep_for(std::chrono::microseconds(write_ids_() % (500u << std::min(attempt, 5))));
+        std::this_thread::sleep_for(std::chrono::milliseconds(
+            BackoffPolicy{1, 16}.DelayMs(static_cast<uint32_t>(attempt), write_ids_)));
         continue;
       }
     }
@@ -521,7 +523,6 @@ Result<size_t> AlertStager::Stage(const proto::LogChunk& chunk, ChunkId chunk_id
       if (auto old = staged_.find(chunk_id); old != staged_.end()) Unkeep(old);
       StagedRows& kept = staged_[chunk_id];
       kept.seen_value = seen_value;
-      kept.notifications = st.rows;
       kept.batches_written = batches_written_;
       for (size_t i = mark; i < batch.size(); ++i) {
         const WriteBatch::Entry& e = batch.entries()[i];

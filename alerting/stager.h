@@ -213,9 +213,8 @@ class AlertStager {
     struct Row {
       std::string table, key, value;
     };
-    std::vector<Row> rows;   // its outbox rows
+    std::vector<Row> rows;   // its outbox rows (its notifications: one per sink)
     std::string seen_value;  // empty: no seen row
-    size_t notifications = 0;
     uint64_t batches_written = 0;  // batches_written_ when it was staged
   };
   std::unordered_map<ChunkId, StagedRows> staged_;

@@ -4,8 +4,9 @@
 // that the members of a consumer group retrying one failed store, or the
 // sinks of many servers retrying one receiver, spread out instead of
 // arriving together. Used by the consumer's store, staging and dead-letter
-// retries, the HBase store's RPC and scanner retries, and the alert
-// dispatcher's redeliveries.
+// retries, the HBase store's RPC and scanner retries, the alert
+// dispatcher's redeliveries, and alert staging's pauses between lost
+// conditional state writes.
 #pragma once
 
 #include <cstdint>
