@@ -22,13 +22,15 @@
 //   - ingest CPU seconds per 10^6 lines (chunking + indexing + RocksDB's
 //     background threads) and the settle's CPU next to it;
 //   - the same after chunk compaction (indexer/compactor.h, default options,
-//     output in the run's codec: zstd-3, or snappy), once every record has
+//     output zstd-3 by columns, the default, or plain zstd-3 to compare,
+//     or snappy after snappy chunks), once every record has
 //     settled (one pass at end + settle + max_span), then a settle again:
 //     "*_compacted" figures (the `merged` ledger included: 8 bytes per part,
 //     which is what a one-line chunk of the real-time workload costs most),
 //     and the pass's CPU per 10^6 lines next to ingest's (the whole process,
 //     RocksDB's threads included).
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <nlohmann/json.hpp>
@@ -63,7 +65,9 @@ struct Workload {
   int64_t max_chunk_span_ms = 60'000;  // the indexer's (indexer.max_chunk_span)
 };
 
-json RunOne(const BenchOptions& o, const Workload& w, proto::Codec codec, const std::vector<std::string>& samples) {
+// Ship's chunks in `codec`; the compactor writes `compacted_codec`.
+json RunOne(const BenchOptions& o, const Workload& w, proto::Codec codec, proto::Codec compacted_codec,
+            const std::vector<std::string>& samples) {
   bench::ScratchDir dir(o.dir, "storage");
   auto store = bench::OpenStoreWithTables(dir.str());
   IndexerOptions io;
@@ -162,7 +166,7 @@ json RunOne(const BenchOptions& o, const Workload& w, proto::Codec codec, const 
   // Compaction, once everything has settled, then a settle again.
   CompactorOptions cpo;
   cpo.indexer = io;
-  cpo.codec = codec;
+  cpo.codec = compacted_codec;
   cpo.lookback_ms = 48ll * 3600 * 1000;  // the replay's whole day
   cpo.max_pass_bytes = UINT64_MAX;
   auto compactor = Compactor::Create(*store, cpo);
@@ -194,6 +198,9 @@ json RunOne(const BenchOptions& o, const Workload& w, proto::Codec codec, const 
   return {{"workload", w.name},
           {"max_chunk_span_s", w.max_chunk_span_ms / 1000},
           {"codec", codec == proto::CODEC_ZSTD ? "zstd-" + std::to_string(kDefaultZstdLevel) : "snappy"},
+          {"compacted_codec", compacted_codec == proto::CODEC_ZSTD_COLUMNS ? "zstd-" + std::to_string(cpo.zstd_level) + "-columns"
+                              : compacted_codec == proto::CODEC_ZSTD       ? "zstd-" + std::to_string(cpo.zstd_level)
+                                                                           : "snappy"},
           {"lines", lines},
           {"raw_bytes", raw_bytes},
           {"ship_chunks", sink.chunks()},
@@ -232,20 +239,37 @@ json BenchStorage(const BenchOptions& o) {
        std::max<int64_t>(60, static_cast<int64_t>(3600 * o.scale))},
   };
   json runs = json::array();
-  auto run = [&](const Workload& w, proto::Codec codec) {
-    runs.push_back(RunOne(o, w, codec, samples));
+  auto run = [&](const Workload& w, proto::Codec codec, proto::Codec compacted_codec) {
+    runs.push_back(RunOne(o, w, codec, compacted_codec, samples));
     std::fprintf(stderr, "bench storage: %s\n", runs.back().dump().c_str());
+    return runs.back();
   };
+  // The compactor's default (zstd by columns) against plain zstd at the same
+  // level, on the same chunks: the layout's own share.
+  json columns_vs_plain = json::object();
   for (const Workload& w : workloads) {
-    for (proto::Codec codec : {proto::CODEC_SNAPPY, proto::CODEC_ZSTD}) run(w, codec);
+    run(w, proto::CODEC_SNAPPY, proto::CODEC_SNAPPY);
+    const json plain = run(w, proto::CODEC_ZSTD, proto::CODEC_ZSTD);
+    const json columns = run(w, proto::CODEC_ZSTD, proto::CODEC_ZSTD_COLUMNS);
+    const double p = plain["sst_per_raw_byte_compacted_by_table"].value("logs", 0.0);
+    const double c = columns["sst_per_raw_byte_compacted_by_table"].value("logs", 0.0);
+    columns_vs_plain[w.name] = {{"logs_per_raw_byte_plain", p},
+                                {"logs_per_raw_byte_columns", c},
+                                {"columns_per_plain", p > 0 ? std::round(c / p * 1000) / 1000 : 0.0},
+                                {"compaction_cpu_s_per_million_lines_plain", plain["compaction_cpu_s_per_million_lines"]},
+                                {"compaction_cpu_s_per_million_lines_columns", columns["compaction_cpu_s_per_million_lines"]}};
   }
   // What a longer indexer.max_chunk_span alone would change (issue 16, item 2).
-  for (int64_t span_ms : {3'600'000ll, 6 * 3'600'000ll}) run({"replay", replay_lines, 0, 0, span_ms}, proto::CODEC_ZSTD);
+  for (int64_t span_ms : {3'600'000ll, 6 * 3'600'000ll}) {
+    run({"replay", replay_lines, 0, 0, span_ms}, proto::CODEC_ZSTD, proto::CODEC_ZSTD_COLUMNS);
+  }
   return {{"benchmark", "storage"},
           {"runs", runs},
+          {"columns_vs_plain", columns_vs_plain},
           {"realtime", {{"streams", workloads[1].streams}, {"seconds", workloads[1].seconds}}},
           {"compaction", "*_compacted: after one compactor pass (default options: 8192 records, 4 MiB, 3 h spans; "
-                         "output in the run's codec, zstd at level 3) once every record settled, and a settle"},
+                         "output in compacted_codec: zstd-3 by columns (the default), plain zstd-3 or snappy) once every "
+                         "record settled, and a settle"},
           {"note", "RocksDB with logdex's tables (durability async); raw = the lines with newlines; live = right "
                    "after ingest, WAL included; settled = after a flush and a full compaction of every table; rows "
                    "are RocksDB entries after the compaction; CPU = the whole process (RocksDB's threads included; "

@@ -10,6 +10,7 @@
 
 #include "common/chunk_writer.h"
 #include "common/crc32c.h"
+#include "common/record_columns.h"
 #include "common/severity.h"
 #include "common/zstd_codec.h"
 
@@ -76,7 +77,8 @@ ChunkResult<bool> ValidateChunk(ChunkRef r, const DecodeOptions& o) {
   if (c.severity() != kMixedSeverity && !SeverityFromCode(c.severity())) {
     return Fail(ChunkErrc::kBadSeverity, "stream severity " + Num(c.severity()) + " is not a known code");
   }
-  if (c.codec() != proto::CODEC_NONE && c.codec() != proto::CODEC_SNAPPY && c.codec() != proto::CODEC_ZSTD) {
+  if (c.codec() != proto::CODEC_NONE && c.codec() != proto::CODEC_SNAPPY && c.codec() != proto::CODEC_ZSTD &&
+      c.codec() != proto::CODEC_ZSTD_COLUMNS) {
     return Fail(ChunkErrc::kBadCodec, "codec " + Num(c.codec()) + " is not supported");
   }
   if (c.uncompressed_size() > o.max_uncompressed_bytes) {
@@ -146,7 +148,9 @@ ChunkResult<size_t> SnappyLength(std::string_view payload, const DecodeOptions& 
 }
 
 // A zstd payload's content size from its frame header, checked against the
-// limit and the chunk header before anything is allocated.
+// limit and the chunk header before anything is allocated: the header's
+// uncompressed_size, or at most that with CODEC_ZSTD_COLUMNS (its columns
+// are smaller than the records they give).
 ChunkResult<uint64_t> ZstdFrameSize(ChunkRef r, const DecodeOptions& o) {
   const proto::LogChunk& c = r.header;
   const std::optional<uint64_t> n = ZstdContentSize(r.payload);
@@ -155,11 +159,15 @@ ChunkResult<uint64_t> ZstdFrameSize(ChunkRef r, const DecodeOptions& o) {
     return Fail(ChunkErrc::kTooLarge,
                 "payload expands to " + Num(*n) + " bytes, over the limit of " + Num(o.max_uncompressed_bytes));
   }
-  if (*n != c.uncompressed_size()) {
-    return Fail(ChunkErrc::kBadZstd, "payload expands to " + Num(*n) + " bytes, header says " + Num(c.uncompressed_size()));
+  if (c.codec() == proto::CODEC_ZSTD_COLUMNS ? *n > c.uncompressed_size() : *n != c.uncompressed_size()) {
+    return Fail(ChunkErrc::kBadZstd, "payload expands to " + Num(*n) + " bytes, header says " +
+                                         (c.codec() == proto::CODEC_ZSTD_COLUMNS ? "at most " : "") +
+                                         Num(c.uncompressed_size()));
   }
   return *n;
 }
+
+ChunkResult<std::string_view> PayloadBytes(ChunkRef r, const DecodeOptions& o, std::string& raw);  // below
 
 }  // namespace
 
@@ -169,6 +177,15 @@ ChunkResult<bool> VerifyPayload(ChunkRef r, const DecodeOptions& o, PayloadCheck
     if (r.payload.size() != c.uncompressed_size()) {
       return Fail(ChunkErrc::kMalformed, "payload of " + Num(r.payload.size()) + " bytes, header says " +
                                              Num(c.uncompressed_size()));
+    }
+    return true;
+  }
+  if (c.codec() == proto::CODEC_ZSTD_COLUMNS) {
+    auto n = ZstdFrameSize(r, o);
+    if (!n) return n.error();
+    if (check == PayloadCheck::kStream) {  // the frame, and the records its columns give
+      std::string raw;
+      if (auto records = PayloadBytes(r, o, raw); !records.ok()) return records.error();
     }
     return true;
   }
@@ -216,6 +233,19 @@ ChunkResult<std::string_view> PayloadBytes(ChunkRef r, const DecodeOptions& o, s
       auto n = ZstdFrameSize(r, o);
       if (!n) return n.error();
       if (!ZstdDecompress(r.payload, *n, &raw)) return Fail(ChunkErrc::kBadZstd, "payload is not valid zstd");
+      return std::string_view(raw);
+    }
+    case proto::CODEC_ZSTD_COLUMNS: {
+      auto n = ZstdFrameSize(r, o);
+      if (!n) return n.error();
+      // The columns are read once, into the records: a buffer per thread,
+      // let go when a large chunk left it large.
+      thread_local std::string columns;
+      const bool read = ZstdDecompress(r.payload, *n, &columns);
+      const bool given = read && ColumnsToRecords(columns, c.uncompressed_size(), &raw);
+      if (columns.capacity() > (16u << 20)) std::string().swap(columns);
+      if (!read) return Fail(ChunkErrc::kBadZstd, "payload is not valid zstd");
+      if (!given) return Fail(ChunkErrc::kMalformed, "payload's columns do not give its records");
       return std::string_view(raw);
     }
     case proto::CODEC_NONE:

@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "common/crc32c.h"
+#include "common/record_columns.h"
 #include "common/zstd_codec.h"
 
 namespace logdex {
@@ -241,15 +242,20 @@ void ChunkWriter::Account(int64_t ts_ms, uint32_t severity, std::span<const TagV
 void ChunkWriter::Finish(std::string_view app, std::string_view host, const PackOptions& options, std::string* out,
                          std::string* scratch) {
   std::string_view payload = payload_;
-  if (options.codec == proto::CODEC_SNAPPY) {
+  proto::Codec codec = options.codec;
+  if (codec == proto::CODEC_SNAPPY) {
     std::string& compressed = scratch ? *scratch : compressed_;
     compressed.resize(snappy::MaxCompressedLength(payload_.size()));
     size_t n = 0;
     snappy::RawCompress(payload_.data(), payload_.size(), compressed.data(), &n);
     payload = std::string_view(compressed.data(), n);
-  } else if (options.codec == proto::CODEC_ZSTD) {
+  } else if (codec == proto::CODEC_ZSTD_COLUMNS && !RecordsToColumns(payload_, &columns_)) {
+    codec = proto::CODEC_ZSTD;  // records in a form the columns do not hold: stored as they are
+  }
+  if (codec == proto::CODEC_ZSTD || codec == proto::CODEC_ZSTD_COLUMNS) {
     std::string& compressed = scratch ? *scratch : compressed_;
-    const size_t n = ZstdCompress(payload_, options.zstd_level, &compressed);  // reallocates `compressed`
+    const std::string_view in = codec == proto::CODEC_ZSTD ? std::string_view(payload_) : std::string_view(columns_);
+    const size_t n = ZstdCompress(in, options.zstd_level, &compressed);  // reallocates `compressed`
     payload = std::string_view(compressed.data(), n);
   }
   const uint32_t crc = Crc32c(payload);
@@ -262,7 +268,7 @@ void ChunkWriter::Finish(std::string_view app, std::string_view host, const Pack
                       BytesFieldSize(app.size()) + BytesFieldSize(host.size()) + VarintFieldSize(severity_) +
                       VarintFieldSize(static_cast<uint64_t>(first_ts_)) +
                       VarintFieldSize(static_cast<uint64_t>(last_ts_)) + VarintFieldSize(record_count) +
-                      VarintFieldSize(static_cast<uint64_t>(options.codec)) + BytesFieldSize(payload.size()) +
+                      VarintFieldSize(static_cast<uint64_t>(codec)) + BytesFieldSize(payload.size()) +
                       (crc == 0 ? 0 : 5) + VarintFieldSize(payload_.size()) + VarintFieldSize(options.producer_id) +
                       VarintFieldSize(options.sequence) + (summarize ? 1 + VarintSize(summary.size()) + summary.size() : 0);
   const size_t at = out->size();
@@ -276,7 +282,7 @@ void ChunkWriter::Finish(std::string_view app, std::string_view host, const Pack
   p = PutVarintField(p, Key(6, kVarint), static_cast<uint64_t>(first_ts_));
   p = PutVarintField(p, Key(7, kVarint), static_cast<uint64_t>(last_ts_));
   p = PutVarintField(p, Key(8, kVarint), record_count);
-  p = PutVarintField(p, Key(9, kVarint), static_cast<uint64_t>(options.codec));
+  p = PutVarintField(p, Key(9, kVarint), static_cast<uint64_t>(codec));
   p = PutBytesField(p, Key(10, kLength), payload);
   if (crc != 0) {
     *p++ = static_cast<char>(Key(11, kFixed32));

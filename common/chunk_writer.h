@@ -75,7 +75,9 @@ class ChunkWriter {
   // chunk; the payload buffer keeps its capacity. `options.summarize_tags` is
   // ignored (the constructor's choice holds). `scratch` holds the compressed
   // payload on the way (writers of one thread may share one); null: the
-  // writer's own.
+  // writer's own. With CODEC_ZSTD_COLUMNS, records the columns cannot hold
+  // (RecordsToColumns refuses them) are written with CODEC_ZSTD instead,
+  // and the header says so.
   void Finish(std::string_view app, std::string_view host, const PackOptions& options, std::string* out,
               std::string* scratch = nullptr);
 
@@ -101,6 +103,7 @@ class ChunkWriter {
   // a stream tend to repeat their keys, and many values): a cheap check first.
   std::vector<uint32_t> last_at_;
   std::string compressed_;
+  std::string columns_;  // CODEC_ZSTD_COLUMNS: the payload by columns (common/record_columns.h)
 };
 
 }  // namespace logdex

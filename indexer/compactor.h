@@ -166,7 +166,10 @@ struct CompactorOptions {
   int64_t lookback_ms = 24 * 3600'000;
   // Uncompressed bytes of parts one pass merges at most; the rest waits.
   uint64_t max_pass_bytes = 256ull << 20;
-  proto::Codec codec = proto::CODEC_ZSTD;
+  // The merged chunks' codec. By columns (common/record_columns.h) by
+  // default: 16-20 % smaller than plain zstd at the same level on Loghub
+  // text; builds before it cannot read such chunks (compaction.columns).
+  proto::Codec codec = proto::CODEC_ZSTD_COLUMNS;
   int zstd_level = 3;
   // List the parts' ids in the merged chunk's main row (MainRow.parts), 8
   // bytes each: where a merge's writes do not land at once (HBase), queries

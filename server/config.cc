@@ -223,6 +223,7 @@ Result<ServeConfig> ParseConfig(const std::string& yaml, const std::string& name
                         {"max_rate", w.Bytes(x.max_rate_bytes)},
                         {"max_pass_bytes", w.Bytes(x.max_pass_bytes)},
                         {"zstd_level", w.Number<int>(x.zstd_level, 1, 19)},
+                        {"columns", w.Bool(x.columns)},
                         {"token_filter_percent", w.Number<uint32_t>(x.token_filter_percent, 0, 50)},
                         {"hbase", w.Bool(x.hbase)},
                         {"lease_period", w.Duration(x.lease_period_ms, 1000)},

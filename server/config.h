@@ -121,6 +121,9 @@ struct CompactionConfig {
   uint64_t max_rate_bytes = 32ull << 20;     // uncompressed bytes merged per second, at most
   uint64_t max_pass_bytes = 256ull << 20;    // per pass; the rest waits (logdex_compaction_runs_left)
   int zstd_level = 3;                        // merged chunks are zstd at this level
+  // Merged chunks lay their records out by columns (CODEC_ZSTD_COLUMNS):
+  // smaller; false: plain zstd, for a store that builds before it must read.
+  bool columns = true;                       // compaction.columns
   // A merged chunk's token filter takes at most this percentage of its
   // stored bytes (common/token_bloom.h); 0: no token filters.
   uint32_t token_filter_percent = 5;

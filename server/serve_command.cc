@@ -358,6 +358,7 @@ Result<std::unique_ptr<Compactor>> MakeCompactor(const ServeConfig& config, Tabl
   co.lookback_ms = config.compaction.lookback_ms;
   co.max_pass_bytes = config.compaction.max_pass_bytes;
   co.zstd_level = config.compaction.zstd_level;
+  co.codec = config.compaction.columns ? proto::CODEC_ZSTD_COLUMNS : proto::CODEC_ZSTD;
   const bool atomic = store.atomic_writes();
   co.store_epoch = atomic ? local_epoch : nullptr;
   co.allow_non_atomic = !atomic;

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "common/crc32c.h"
+#include "common/record_columns.h"
 #include "common/severity.h"
 
 namespace logdex {
@@ -131,13 +132,23 @@ void ExpectProtobufBytes(ChunkWriter& w, const std::vector<Rec>& recs, proto::Co
   expected.set_first_ts_ms(first);
   expected.set_last_ts_ms(last);
   expected.set_record_count(static_cast<uint32_t>(recs.size()));
-  expected.set_codec(codec);
   std::string payload = batch.SerializeAsString();
+  if (std::string columns; codec == proto::CODEC_ZSTD_COLUMNS) {
+    // By columns when they hold the records (not the empty batch: its
+    // columns are no smaller), else plain zstd.
+    if (RecordsToColumns(payload, &columns)) {
+      payload = columns;
+    } else {
+      EXPECT_TRUE(recs.empty());
+      codec = proto::CODEC_ZSTD;
+    }
+  }
+  expected.set_codec(codec);
   if (codec == proto::CODEC_SNAPPY) {
     std::string compressed;
     snappy::Compress(payload.data(), payload.size(), &compressed);
     payload = compressed;
-  } else if (codec == proto::CODEC_ZSTD) {
+  } else if (codec == proto::CODEC_ZSTD || codec == proto::CODEC_ZSTD_COLUMNS) {
     // The same frame zstd's one-shot API writes at the default level.
     std::string compressed(ZSTD_compressBound(payload.size()), '\0');
     const size_t n = ZSTD_compress(compressed.data(), compressed.size(), payload.data(), payload.size(), kDefaultZstdLevel);
@@ -208,7 +219,7 @@ TEST(ChunkWriter, WritesTheBytesProtobufWritesForTheSameChunk) {
   }
   std::vector<Rec> ids_then_long = many_short;
   for (int i = 0; i < 200; ++i) ids_then_long.push_back({kNow + i, 30, Noise(2000, 1000 + i), {}});
-  for (proto::Codec codec : {proto::CODEC_NONE, proto::CODEC_SNAPPY, proto::CODEC_ZSTD}) {
+  for (proto::Codec codec : {proto::CODEC_NONE, proto::CODEC_SNAPPY, proto::CODEC_ZSTD, proto::CODEC_ZSTD_COLUMNS}) {
     ChunkWriter w;
     ExpectProtobufBytes(w, many, codec, true);
     // The edge records' long tag values outweigh their records: no summary.

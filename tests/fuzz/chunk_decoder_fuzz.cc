@@ -1,7 +1,8 @@
 // libFuzzer target: any bytes given to the chunk decoder either decode or
 // fail with a ChunkError; nothing crashes, leaks or reads out of bounds; and
 // DecodeChunkView (no payload copy) gives DecodeChunk's verdict and header;
-// VerifyRecords and ViewRecords give UnpackRecords' verdict (and records).
+// VerifyRecords and ViewRecords give UnpackRecords' verdict (and records);
+// the records-by-columns reader (CODEC_ZSTD_COLUMNS) holds to its size.
 // With LOGDEX_FUZZ_SEED_DIR set, it first writes valid chunks made by the
 // real encoder there, as a seed corpus.
 #include <cstddef>
@@ -13,6 +14,7 @@
 
 #include "common/chunk_codec.h"
 #include "common/crc32c.h"
+#include "common/record_columns.h"
 #include "common/severity.h"
 
 namespace {
@@ -22,7 +24,8 @@ constexpr int64_t kNow = 1'800'000'000'000;
 void WriteSeeds(const std::string& dir) {
   for (int n : {0, 1, 3, 40}) {
     for (logdex::proto::Codec codec :
-         {logdex::proto::CODEC_SNAPPY, logdex::proto::CODEC_NONE, logdex::proto::CODEC_ZSTD}) {
+         {logdex::proto::CODEC_SNAPPY, logdex::proto::CODEC_NONE, logdex::proto::CODEC_ZSTD,
+          logdex::proto::CODEC_ZSTD_COLUMNS}) {
       logdex::proto::RecordBatch batch;
       for (int i = 0; i < n; ++i) {
         auto* r = batch.add_records();
@@ -95,7 +98,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     if (stream_ok && bad_stream) __builtin_trap();
     // zstd is strict on both paths (snappy's reader tolerates a wrong
     // uncompressed_size that VerifyPayload refuses: stored chunks have it).
-    if (records.ok() && !stream_ok && chunk.codec() == logdex::proto::CODEC_ZSTD) __builtin_trap();
+    if (records.ok() && !stream_ok &&
+        (chunk.codec() == logdex::proto::CODEC_ZSTD || chunk.codec() == logdex::proto::CODEC_ZSTD_COLUMNS)) {
+      __builtin_trap();
+    }
   };
   // As received.
   auto chunk = logdex::DecodeChunk(bytes, options);
@@ -110,6 +116,20 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     logdex::proto::LogChunk header = *chunk;
     header.clear_payload();
     if (view->header.SerializeAsString() != header.SerializeAsString()) __builtin_trap();
+  }
+  // The columns' reader on the bytes as they come (a zstd frame keeps most
+  // mutations from reaching it): the first two bytes are the records' size.
+  // What it gives is exactly that size, and laid out again reads back to it.
+  if (size >= 2) {
+    const uint64_t records_size = data[0] | static_cast<uint64_t>(data[1]) << 8;
+    std::string records, columns, again;
+    if (logdex::ColumnsToRecords(bytes.substr(2), records_size, &records)) {
+      if (records.size() != records_size) __builtin_trap();
+      if (logdex::RecordsToColumns(records, &columns) &&
+          (!logdex::ColumnsToRecords(columns, records.size(), &again) || again != records)) {
+        __builtin_trap();
+      }
+    }
   }
   // Re-signed, so that mutated payloads get past the crc to the decompressor and parser.
   logdex::proto::LogChunk parsed;

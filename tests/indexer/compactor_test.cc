@@ -786,6 +786,7 @@ TEST(Compactor, AMergedChunkWithoutItsTagSummaryIsIndexedByItsRecordsTags) {
     proto::MainRow row;
     EXPECT_TRUE(row.ParseFromArray(v.data(), static_cast<int>(v.size())));
     EXPECT_FALSE(row.chunk().has_tag_summary()) << "300 ids outweigh 300 near-identical records";
+    EXPECT_EQ(row.chunk().codec(), proto::CODEC_ZSTD_COLUMNS) << "the default, records with tags included";
     ++merged;
     return true;
   }).ok());

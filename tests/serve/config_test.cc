@@ -27,6 +27,13 @@ TEST(Config, TheDocumentedExampleIsValidAndMeansWhatItSays) {
   EXPECT_EQ(c->consumer.shutdown_deadline_ms, 10'000);
   EXPECT_EQ(c->indexer.max_chunk_span_ms, 60'000);
   EXPECT_EQ(c->query.max_range_ms, 31ll * 86'400'000);
+  EXPECT_TRUE(c->compaction.columns);
+  auto plain = ParseConfig("compaction: {columns: false}\n", "p.yaml");
+  ASSERT_TRUE(plain.ok()) << plain.error().message;
+  EXPECT_FALSE(plain->compaction.columns);
+  auto bad = ParseConfig("compaction: {columns: maybe}\n", "b.yaml");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("b.yaml:1: compaction.columns:"), std::string::npos) << bad.error().message;
 }
 
 TEST(Config, ErrorsNameTheLineAndTheKey) {
@@ -132,7 +139,7 @@ TEST(Config, TheHBaseBackendHasItsOwnSectionAndChecksItsValues) {
 
 TEST(Config, EnvironmentOverridesTheFile) {
   auto c = ParseConfig("store:\n  dir: /from/file\n", "e.yaml");
-  ASSERT_TRUE(c.ok());
+  ASSERT_TRUE(c.ok()) << c.error().message;
   std::string a = "LOGDEX_STORE_DIR=/from/env", b = "LOGDEX_KAFKA_SASL_USERNAME=alice", d = "PATH=/bin";
   char* env[] = {a.data(), b.data(), d.data(), nullptr};
   ASSERT_TRUE(ApplyEnvOverrides(*c, env).ok());
@@ -299,6 +306,7 @@ TEST(Config, ServeAndAlertingSectionsAreReadByOneWalkerThatKeepsLinesThroughCros
       "ok.yaml");
   ASSERT_TRUE(ok.ok()) << ok.error().message;
   EXPECT_TRUE(ok->compaction.enabled);
+  EXPECT_TRUE(ok->compaction.columns) << "merged chunks by columns unless told";
   EXPECT_TRUE(ok->alerting.enabled);
   EXPECT_FALSE(ok->alerting.default_rule);
   ::unsetenv("LOGDEX_TEST_UNSET_SECRET_FOR_CONFIG");
