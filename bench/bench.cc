@@ -160,9 +160,10 @@ json BenchCodec(const BenchOptions& o) {
       payload_bytes += chunk->payload().size();
     }
     const double unpack_s = Seconds(t0);
-    const std::string name = codec == proto::CODEC_ZSTD ? "zstd-" + std::to_string(level)
-                             : codec == proto::CODEC_SNAPPY ? "snappy"
-                                                            : "none";
+    const std::string name = codec == proto::CODEC_ZSTD           ? "zstd-" + std::to_string(level)
+                             : codec == proto::CODEC_ZSTD_COLUMNS ? "zstd-" + std::to_string(level) + "-columns"
+                             : codec == proto::CODEC_SNAPPY       ? "snappy"
+                                                                  : "none";
     json j = {{"codec", name},
               {"compression_ratio", Round(static_cast<double>(raw_bytes) / payload_bytes)},
               {"pack_mib_per_s", Round(Mb(raw_bytes) / pack_s)},
@@ -172,6 +173,8 @@ json BenchCodec(const BenchOptions& o) {
   auto [snappy_j, pack_s, unpack_s, records] = measure(proto::CODEC_SNAPPY, 0);
   json codecs = json::array({snappy_j});
   for (int level : {1, 3, 9}) codecs.push_back(std::get<0>(measure(proto::CODEC_ZSTD, level)));
+  // Records by columns (merged chunks' codec), here on ship-sized chunks.
+  for (int level : {1, 3}) codecs.push_back(std::get<0>(measure(proto::CODEC_ZSTD_COLUMNS, level)));
   codecs.push_back(std::get<0>(measure(proto::CODEC_NONE, 0)));
 
   // Baseline: snappy alone on the same serialized batches.

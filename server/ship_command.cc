@@ -94,12 +94,17 @@ void AddShipCommand(CLI::App& app, CommandRun& run) {
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
   static const std::map<std::string, proto::Codec> kCodecs{
-      {"snappy", proto::CODEC_SNAPPY}, {"zstd", proto::CODEC_ZSTD}, {"none", proto::CODEC_NONE}};
+      {"snappy", proto::CODEC_SNAPPY},
+      {"zstd", proto::CODEC_ZSTD},
+      {"zstd-columns", proto::CODEC_ZSTD_COLUMNS},
+      {"none", proto::CODEC_NONE}};
   cmd->add_option("--codec", p.chunker.codec,
-                  "Chunk payload compression: zstd (smaller: level 1 costs about what snappy does), snappy or none")
+                  "Chunk payload compression: zstd (smaller: level 1 costs about what snappy does), zstd-columns "
+                  "(records laid out by columns, then zstd: about a fifth smaller again, for about 10 % more CPU; "
+                  "serve reads it from this version on), snappy or none")
       ->transform(CLI::CheckedTransformer(kCodecs, CLI::ignore_case))
       ->default_str("zstd");
-  cmd->add_option("--zstd-level", p.chunker.zstd_level, "zstd level with --codec zstd (1 fastest .. 19 smallest)")
+  cmd->add_option("--zstd-level", p.chunker.zstd_level, "zstd level with --codec zstd or zstd-columns (1 fastest .. 19 smallest)")
       ->capture_default_str()
       ->check(CLI::Range(kMinZstdLevel, kMaxZstdLevel));
   cmd->add_option("--linger-ms", p.chunker.linger_ms, "Flush a stream whose oldest record waited this long")

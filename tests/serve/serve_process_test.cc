@@ -425,8 +425,11 @@ TEST_F(ServeProcess, ShipFollowKilledThreeTimesStoresEveryLineOnce) {
     }
   });
 
+  // Chunks with their records by columns (not ship's default): replayed
+  // from the journal like any other, and read by serve.
   const std::vector<std::string> ship_args = {LOGDEX_BINARY, "ship", "--follow", "--brokers", bootstrap,
                                               "--app", "killed", "--host", "h1", "--format", "auto",
+                                              "--codec", "zstd-columns",
                                               "--state-dir", dir_.path() + "/ship-state", "--no-progress", file};
   const unsigned seed = std::random_device{}();
   std::mt19937 rng(seed);

@@ -572,6 +572,37 @@ TEST(ShipCli, DryRunExitsZeroAndWritesEveryRecord) {
   EXPECT_NE(r.err.find("2000 records"), std::string::npos) << r.err;
 }
 
+// `ship --codec zstd-columns`: chunks with their records by columns, which
+// read back to every line, smaller than ship's default codec makes them.
+TEST(ShipCli, CodecZstdColumnsWritesChunksByColumnsThatReadBack) {
+  TempDir dir;
+  uint64_t bytes[2] = {0, 0};
+  for (int columns : {0, 1}) {
+    const std::string out = dir.path() + "/o" + std::to_string(columns) + ".bin";
+    CliRun r = Logdex(std::string("ship --app a --host h --format log4j --retention 100000d") +
+                          (columns ? " --codec zstd-columns" : "") + " --dry-run --out " + out + " " +
+                          testing::LoghubPath("HDFS_2k.log"),
+                      dir.path());
+    ASSERT_EQ(r.code, 0) << r.err;
+    auto frames = ReadFramedFile(out);
+    ASSERT_TRUE(frames.ok());
+    ASSERT_FALSE(frames->empty());
+    DecodeOptions d;
+    uint64_t records = 0;
+    for (const std::string& v : *frames) {
+      auto c = DecodeChunk(v, d);
+      ASSERT_TRUE(c.ok()) << c.error().ToString();
+      EXPECT_EQ(c->codec(), columns ? proto::CODEC_ZSTD_COLUMNS : proto::CODEC_ZSTD);
+      auto unpacked = UnpackRecords(*c, d);
+      ASSERT_TRUE(unpacked.ok()) << unpacked.error().ToString();
+      records += static_cast<uint64_t>(unpacked->records_size());
+      bytes[columns] += c->payload().size();
+    }
+    EXPECT_EQ(records, 2000u);
+  }
+  EXPECT_LT(bytes[1], bytes[0]) << "by columns, the payloads are smaller";
+}
+
 // `ship --check`: how each Loghub sample reads, without Kafka (issue 12).
 TEST(ShipCli, CheckReportsHowEachFileReads) {
   TempDir dir;
