@@ -658,6 +658,7 @@ Status Compactor::WriteMerge(std::vector<Part*>& parts, CompactionPass& pass) {
   writer.Finish(head.app(), head.host(), po, &bytes);
   proto::LogChunk merged;
   LOGDEX_CHECK(merged.ParseFromString(bytes));  // written just above
+  if (po.codec == proto::CODEC_ZSTD_COLUMNS && merged.codec() != po.codec) ++pass.plain_merges;
   // The merged chunk spans its parts' headers, which may be wider than
   // their records (ingest requires records within them only): so it ends
   // no earlier than any part, and starts no later (a query meets it before

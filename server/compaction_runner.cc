@@ -41,6 +41,9 @@ CompactionRunner::CompactionRunner(prometheus::Registry& registry, Compactor& co
   token_filters_skipped_ = Counter(registry, "logdex_compaction_token_filters_skipped_total",
                                    "Merged chunks written without a token filter: too many distinct tokens for its "
                                    "byte share (compaction.token_filter_percent); text queries read them");
+  plain_merges_ = Counter(registry, "logdex_compaction_plain_merges_total",
+                          "Merged chunks written as plain zstd, not by columns (compaction.columns): their records "
+                          "hold fields the columns do not, a newer producer's, kept as they are");
   cpu_ = Counter(registry, "logdex_compaction_cpu_seconds_total", "CPU time of compaction passes");
   passes_ = Counter(registry, "logdex_compaction_passes_total", "Compaction passes run");
   failures_ = Counter(registry, "logdex_compaction_failures_total",
@@ -121,6 +124,7 @@ Result<CompactionPass> CompactionRunner::RunOnce() {
   token_filter_bytes_->Increment(static_cast<double>(pass->token_filter_bytes));
   token_filters_skipped_->Increment(static_cast<double>(pass->token_filters_skipped));
   corrupt_->Increment(static_cast<double>(pass->corrupt_parts));
+  plain_merges_->Increment(static_cast<double>(pass->plain_merges));
   if (pass->lease_elsewhere) {  // another member merges: nothing waits here
     for (prometheus::Gauge* g : {waiting_, runs_left_, growing_, lag_, removals_waiting_}) g->Set(0);
   } else if (result.ok() && !pass->stopped) {  // a pass cut short saw only part of what waits
@@ -138,6 +142,11 @@ Result<CompactionPass> CompactionRunner::RunOnce() {
     spdlog::info("compaction: {} merged chunks got no token filter (too many distinct tokens for {} % of their bytes, "
                  "compaction.token_filter_percent); text queries read them",
                  pass->token_filters_skipped, compactor_.options().indexer.token_filter_max_ratio * 100);
+  }
+  if (pass->plain_merges > 0) {
+    spdlog::info("compaction: {} merged chunks written as plain zstd, not by columns: their records hold fields this "
+                 "version does not know (a newer producer's), kept as they are",
+                 pass->plain_merges);
   }
   if (pass->corrupt_parts > 0) {
     spdlog::warn("compaction: {} stored chunks did not decode and were left as they are", pass->corrupt_parts);

@@ -795,6 +795,68 @@ TEST(Compactor, AMergedChunkWithoutItsTagSummaryIsIndexedByItsRecordsTags) {
   ExpectSameAnswers(engine, queries, before);
 }
 
+// A record from a newer producer, with a field this build does not know:
+// the columns cannot hold it, so its merged chunk is plain zstd (counted),
+// and the field is kept.
+TEST(Compactor, AMergedChunkWhoseRecordsTheColumnsCannotHoldIsPlainZstdAndKeepsThem) {
+  Fixture f(3, 1, /*ingest=*/false);
+  const int64_t start = 1'790'000'000'000;
+  const std::string unknown("\xa0\x06\x2a", 3);  // field 100, varint 42
+  std::vector<std::string> chunks;
+  for (int c = 0; c < 20; ++c) {
+    proto::RecordBatch b;
+    for (int i = 0; i < 3; ++i) {
+      proto::LogRecord* r = b.add_records();
+      r->set_ts_ms(start + 1000 * (3 * c + i));
+      r->set_severity(SeverityCode(Severity::kInfo));
+      r->set_message("GET /api/items " + std::to_string(3 * c + i));
+      if (c == 7 && i == 1) {
+        ASSERT_TRUE(r->MergeFromString(unknown));
+      }
+    }
+    PackOptions po;
+    po.codec = proto::CODEC_ZSTD;
+    po.producer_id = 5;
+    po.sequence = static_cast<uint64_t>(c + 1);
+    chunks.push_back(PackChunk("api", "h0", b, po).SerializeAsString());
+  }
+  Indexer indexer(*f.store, IndexerOptions{});
+  IngestInBatches(indexer, chunks);
+  QueryEngine engine(*f.store, f.EngineOptions());
+  Query all;
+  all.app = "api";
+  all.from_ms = start - 60'000;
+  all.to_ms = start + 400'000;
+  all.limit = 7;
+  const auto before = Answers(engine, {all});
+  ASSERT_EQ(before[0].size(), 60u);
+
+  CompactorOptions o = f.Options();
+  ASSERT_EQ(o.codec, proto::CODEC_ZSTD_COLUMNS);
+  auto compactor = Compactor::Create(*f.store, o);
+  ASSERT_TRUE(compactor.ok()) << compactor.error().ToString();
+  auto pass = (*compactor)->Pass(start + 60'000 + o.settle_ms + o.max_span_ms + 1);
+  ASSERT_TRUE(pass.ok()) << pass.error().ToString();
+  ASSERT_EQ(pass->merges, 1u);
+  EXPECT_EQ(pass->parts, 20u);
+  EXPECT_EQ(pass->plain_merges, 1u);
+  int kept = 0;
+  ASSERT_TRUE(f.store->Scan(ScanSpec{std::string(kMainTable), "", "", false, 0}, [&](auto, std::string_view v) {
+    proto::MainRow row;
+    EXPECT_TRUE(row.ParseFromArray(v.data(), static_cast<int>(v.size())));
+    EXPECT_EQ(row.chunk().codec(), proto::CODEC_ZSTD);
+    DecodeOptions d;
+    auto records = UnpackRecords(row.chunk(), d);
+    EXPECT_TRUE(records.ok());
+    if (records.ok()) {
+      for (const proto::LogRecord& r : records->records()) kept += r.SerializeAsString().find(unknown) != std::string::npos;
+    }
+    return true;
+  }).ok());
+  EXPECT_EQ(kept, 1) << "the newer producer's field, kept";
+  ExpectSameAnswers(engine, {all}, before);
+}
+
 // Every chunk sent again after the merges (ship's journal replay, a
 // producer's retry: same producer id and sequence, new offsets): the ledger
 // recognises the merged ones, which are not stored again, and the others
