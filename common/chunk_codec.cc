@@ -159,6 +159,13 @@ ChunkResult<uint64_t> ZstdFrameSize(ChunkRef r, const DecodeOptions& o) {
     return Fail(ChunkErrc::kTooLarge,
                 "payload expands to " + Num(*n) + " bytes, over the limit of " + Num(o.max_uncompressed_bytes));
   }
+  // By columns, the records' size is the header's alone: held to the limit
+  // here too, since stored chunks are read without ValidateChunk and their
+  // headers are not under the crc.
+  if (c.codec() == proto::CODEC_ZSTD_COLUMNS && c.uncompressed_size() > o.max_uncompressed_bytes) {
+    return Fail(ChunkErrc::kTooLarge, "declared uncompressed size " + Num(c.uncompressed_size()) +
+                                          " exceeds the limit of " + Num(o.max_uncompressed_bytes));
+  }
   if (c.codec() == proto::CODEC_ZSTD_COLUMNS ? *n > c.uncompressed_size() : *n != c.uncompressed_size()) {
     return Fail(ChunkErrc::kBadZstd, "payload expands to " + Num(*n) + " bytes, header says " +
                                          (c.codec() == proto::CODEC_ZSTD_COLUMNS ? "at most " : "") +

@@ -160,20 +160,22 @@ inline ChunkResult<bool> ValidateChunk(const proto::LogChunk& chunk, const Decod
 
 // How far VerifyPayload looks into a compressed payload.
 enum class PayloadCheck {
-  // The stream's length header: it must parse, equal uncompressed_size and be
-  // within the limit. Costs nothing; with the crc it catches truncation,
-  // corruption in transit and garbage.
+  // The stream's length header: it must parse, equal uncompressed_size (by
+  // columns: at most that) and be within the limit. Costs nothing; with the
+  // crc it catches truncation, corruption in transit and garbage.
   kLengthHeader,
   // Also one pass over the whole stream without keeping the output (snappy's
   // IsValidCompressedBuffer; zstd decompressed through a fixed window):
   // catches a broken compressor whose output the producer signed. About as
-  // costly as decompressing (~16 us per 32 KiB of snappy).
+  // costly as decompressing (~16 us per 32 KiB of snappy). By columns
+  // (CODEC_ZSTD_COLUMNS) it decompresses and reads the columns back into
+  // the records, into a buffer of its own.
   kStream,
 };
 
 // Checks that a validated chunk's payload is well-formed for its codec and
-// expands to uncompressed_size (within the limit), without decompressing it:
-// the check for chunks the hot path does not unpack.
+// expands to uncompressed_size (within the limit), without keeping what it
+// decompresses: the check for chunks the hot path does not unpack.
 ChunkResult<bool> VerifyPayload(ChunkRef chunk, const DecodeOptions& options,
                                 PayloadCheck check = PayloadCheck::kStream);
 inline ChunkResult<bool> VerifyPayload(const proto::LogChunk& chunk, const DecodeOptions& options,

@@ -241,8 +241,9 @@ struct CompactionPass {
   uint64_t token_filters_skipped = 0;  // merged chunks too varied for a filter within its byte share
   uint64_t token_filter_cpu_ns = 0;    // CPU time building them
   // Merged chunks written as plain zstd instead of by columns (codec
-  // CODEC_ZSTD_COLUMNS): their records hold fields the columns do not (a
-  // newer producer's), kept as they are.
+  // CODEC_ZSTD_COLUMNS): their records are in a form the columns do not
+  // hold (a newer producer's fields, or encoded otherwise than logdex
+  // writes them) or would not be smaller; kept as they are.
   uint64_t plain_merges = 0;
   uint64_t uncompressed = 0;   // merged parts' uncompressed bytes
   uint64_t bytes_read = 0;     // uncompressed bytes of every part read, merged or not (budget, pacing)

@@ -43,7 +43,8 @@ CompactionRunner::CompactionRunner(prometheus::Registry& registry, Compactor& co
                                    "byte share (compaction.token_filter_percent); text queries read them");
   plain_merges_ = Counter(registry, "logdex_compaction_plain_merges_total",
                           "Merged chunks written as plain zstd, not by columns (compaction.columns): their records "
-                          "hold fields the columns do not, a newer producer's, kept as they are");
+                          "are in a form the columns do not hold (a newer producer's fields, or encoded otherwise "
+                          "than logdex writes them) or would not be smaller; kept as they are");
   cpu_ = Counter(registry, "logdex_compaction_cpu_seconds_total", "CPU time of compaction passes");
   passes_ = Counter(registry, "logdex_compaction_passes_total", "Compaction passes run");
   failures_ = Counter(registry, "logdex_compaction_failures_total",
@@ -144,8 +145,9 @@ Result<CompactionPass> CompactionRunner::RunOnce() {
                  pass->token_filters_skipped, compactor_.options().indexer.token_filter_max_ratio * 100);
   }
   if (pass->plain_merges > 0) {
-    spdlog::info("compaction: {} merged chunks written as plain zstd, not by columns: their records hold fields this "
-                 "version does not know (a newer producer's), kept as they are",
+    spdlog::info("compaction: {} merged chunks written as plain zstd, not by columns: their records are in a form "
+                 "the columns do not hold (a newer producer's fields, or encoded otherwise than logdex writes them) "
+                 "or would not be smaller; kept as they are",
                  pass->plain_merges);
   }
   if (pass->corrupt_parts > 0) {

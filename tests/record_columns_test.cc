@@ -197,6 +197,28 @@ TEST_F(ColumnsChunk, IsSmallerThanPlainZstdOnRealLogLines) {
   }
 }
 
+// A stored row is read without ValidateChunk, and its header is not under
+// the crc: a size over the limit there is refused before anything is
+// allocated for it.
+TEST_F(ColumnsChunk, AHeaderSizeOverTheLimitIsRefusedOnEveryReadPath) {
+  proto::LogChunk c = Pack(Lines(100), proto::CODEC_ZSTD_COLUMNS);
+  c.set_uncompressed_size(uint64_t{1} << 40);  // a flipped high bit
+  auto r = UnpackRecords(c, options_);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ChunkErrc::kTooLarge);
+  std::string scratch;
+  RecordViews views;
+  auto v = ViewRecords(ChunkRef::Of(c), options_, scratch, views);
+  ASSERT_FALSE(v.ok());
+  EXPECT_EQ(v.error().code, ChunkErrc::kTooLarge);
+  EXPECT_LT(scratch.capacity(), size_t{1} << 30);
+  for (PayloadCheck check : {PayloadCheck::kLengthHeader, PayloadCheck::kStream}) {
+    auto p = VerifyPayload(c, options_, check);
+    ASSERT_FALSE(p.ok());
+    EXPECT_EQ(p.error().code, ChunkErrc::kTooLarge);
+  }
+}
+
 TEST_F(ColumnsChunk, AFrameLargerThanTheRecordsOrColumnsThatDoNotGiveThemAreRefused) {
   const proto::RecordBatch b = Lines(200);
   const proto::LogChunk good = Pack(b, proto::CODEC_ZSTD_COLUMNS);
