@@ -403,8 +403,10 @@ Status Compactor::MergeRun(std::vector<Part>& run, CompactionPass& pass,
   bool on_part = false;  // `it` is on the previous part's row
   for (Part& p : run) {
     const std::string key = p.key.Encode();
-    // The next part is most often the next row: a step costs less than a
-    // seek (RocksDB searches no index; HBase opens no new scanner).
+    // The next part is often the next row (other hosts' rows of the same
+    // salt, app and severity may sit between): a step costs less than a
+    // seek (RocksDB searches no index; HBase reads on within the page it
+    // holds instead of opening a scanner).
     if (on_part) it->Next();
     if (!on_part || !it->Valid() || it->key() != key) it->Seek(key);
     on_part = false;
