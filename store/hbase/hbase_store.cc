@@ -85,6 +85,14 @@ h2::TCompressionAlgorithm::type ToThrift(Compression c) {
   return h2::TCompressionAlgorithm::NONE;
 }
 
+constexpr const char* kNewVersionBehavior = "NEW_VERSION_BEHAVIOR";
+
+bool AttributeIs(const h2::TColumnFamilyDescriptor& f, const std::string& key, std::string_view value) {
+  if (!f.__isset.attributes) return false;
+  auto it = f.attributes.find(key);
+  return it != f.attributes.end() && it->second == value;
+}
+
 h2::TColumnFamilyDescriptor FamilyFor(const TableOptions& o) {
   h2::TColumnFamilyDescriptor f;
   f.name = kFamily;
@@ -94,6 +102,12 @@ h2::TColumnFamilyDescriptor FamilyFor(const TableOptions& o) {
   f.__set_blockSize(static_cast<int32_t>(o.block_size));
   f.__set_blockCacheEnabled(o.block_cache);
   f.__set_compressionType(ToThrift(o.compression));
+  // By default HBase lets a delete hide every later write stamped with the
+  // same ms (cells take the region server's clock): a row deleted and written
+  // again at once (a lease row, a part re-sent beside its merge's removal)
+  // would answer ok and never be seen. With this (HBase 2.0, HBASE-15968) a
+  // delete hides only the writes made before it.
+  f.__set_attributes({{kNewVersionBehavior, "true"}});
   return f;
 }
 
@@ -104,7 +118,7 @@ bool SameFamily(const h2::TColumnFamilyDescriptor& have, const h2::TColumnFamily
          have.bloomnFilterType == want.bloomnFilterType && have.__isset.blockSize &&
          have.blockSize == want.blockSize && have.__isset.blockCacheEnabled &&
          have.blockCacheEnabled == want.blockCacheEnabled && have.__isset.compressionType &&
-         have.compressionType == want.compressionType;
+         have.compressionType == want.compressionType && AttributeIs(have, kNewVersionBehavior, "true");
 }
 
 std::vector<h2::TColumn> ValueColumn() {

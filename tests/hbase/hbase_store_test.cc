@@ -145,6 +145,8 @@ TEST_F(HBaseStore, CreateTableMapsOptionsToTheColumnFamilyAndPreSplitsTheMainTab
   EXPECT_TRUE(idx->block_cache);
   EXPECT_TRUE(idx->split_keys.empty());
   EXPECT_EQ(store_->server().Table("logdex:meta")->ttl_seconds, 2147483647);  // FOREVER
+  // A delete hides only earlier writes (StoreConformance.ARowDeletedAndWrittenAgainAtOnceReadsBack).
+  EXPECT_EQ(logs->attributes, (std::map<std::string, std::string>{{"NEW_VERSION_BEHAVIOR", "true"}}));
 
   // Creating an existing table applies changed settings.
   main.ttl_seconds = 30 * 24 * 3600;
@@ -152,6 +154,16 @@ TEST_F(HBaseStore, CreateTableMapsOptionsToTheColumnFamilyAndPreSplitsTheMainTab
   EXPECT_EQ(store_->server().Table("logdex:logs")->ttl_seconds, 30 * 24 * 3600);
   EXPECT_EQ(store_->server().stats().calls["modifyColumnFamily"], 1u);
   EXPECT_EQ(store_->server().stats().calls["createNamespace"], 1u);
+  EXPECT_EQ(store_->server().Table("logdex:logs")->attributes.count("NEW_VERSION_BEHAVIOR"), 1u);
+
+  // A table an older build created, without the attribute, is given it.
+  store_->server().ClearFamilyAttributes("logdex:idx_error");
+  ASSERT_TRUE(store_->CreateTable("idx_error", index).ok());
+  EXPECT_EQ(store_->server().Table("logdex:idx_error")->attributes,
+            (std::map<std::string, std::string>{{"NEW_VERSION_BEHAVIOR", "true"}}));
+  EXPECT_EQ(store_->server().stats().calls["modifyColumnFamily"], 2u);
+  ASSERT_TRUE(store_->CreateTable("idx_error", index).ok());
+  EXPECT_EQ(store_->server().stats().calls["modifyColumnFamily"], 2u) << "nothing left to change";
 }
 
 // Members sharing a store may run different configurations for a while (a

@@ -460,8 +460,17 @@ class HBaseTestServer::Impl : public h2::THBaseServiceIf, public tt::server::TSe
     info.block_size = f.__isset.blockSize ? f.blockSize : 0;
     info.block_cache = !f.__isset.blockCacheEnabled || f.blockCacheEnabled;
     info.compression = f.__isset.compressionType ? static_cast<int>(f.compressionType) : -1;
+    if (f.__isset.attributes) info.attributes = f.attributes;
     info.split_keys = it->second.splits;
     return info;
+  }
+
+  void ClearFamilyAttributes(const std::string& name) {
+    std::lock_guard lock(mu_);
+    TableMeta& m = Meta(name);
+    m.desc.columns.front().attributes.clear();
+    m.desc.columns.front().__isset.attributes = false;
+    SaveMeta(name, m);
   }
 
   // ---- THBaseServiceIf ----
@@ -981,5 +990,6 @@ void HBaseTestServer::FailNextCalls(const std::string& method, int count, bool c
 }
 TestServerStats HBaseTestServer::stats() const { return impl_->stats(); }
 std::optional<TestTableInfo> HBaseTestServer::Table(const std::string& name) const { return impl_->Table(name); }
+void HBaseTestServer::ClearFamilyAttributes(const std::string& name) { impl_->ClearFamilyAttributes(name); }
 
 }  // namespace logdex

@@ -67,6 +67,7 @@ struct TestTableInfo {
   int32_t block_size = 0;
   bool block_cache = true;
   int compression = -1;  // TCompressionAlgorithm: NONE 2, SNAPPY 3, LZ4 4, ZSTD 6
+  std::map<std::string, std::string> attributes;  // the family's
   std::vector<std::string> split_keys;
 };
 
@@ -102,6 +103,8 @@ class HBaseTestServer {
   TestServerStats stats() const;
   // "ns:name"; nullopt when the table does not exist.
   std::optional<TestTableInfo> Table(const std::string& hbase_name) const;
+  // Drops the family's attributes, as a table an older build created has none.
+  void ClearFamilyAttributes(const std::string& hbase_name);
 
   class Impl;
 
