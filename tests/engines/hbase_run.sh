@@ -39,6 +39,8 @@ cleanup() {
   "$engine" stop "$dir" || true
   if [ "$failed" -ne 0 ]; then
     for f in "$dir"/logs/*.log; do [ -f "$f" ] && { echo "==> $f (last 200 lines) <=="; tail -n 200 "$f"; }; done
+    # Last, where a cut log still shows it: what failed, with the lines that said why.
+    if [ -s "$dir/failures" ]; then echo "==> hbase_run.sh: what failed <=="; tail -n 60 "$dir/failures"; fi
   fi
   rm -rf "$dir"
 }
@@ -56,9 +58,19 @@ while [ $# -gt 0 ]; do
   while [ $# -gt 0 ] && [ "$1" != "--" ]; do cmd+=("$1"); shift; done
   [ $# -gt 0 ] && shift
   t0=$SECONDS
-  "${cmd[@]}"; rc=$?
+  "${cmd[@]}" 2>&1 | tee "$dir/output"; rc=${PIPESTATUS[0]}
   echo "hbase_run.sh: '${cmd[*]}' exited $rc in $((SECONDS - t0)) s"
-  [ "$rc" -eq 0 ] || status=1
+  if [ "$rc" -ne 0 ]; then
+    status=1
+    # gtest's "file:line: Failure" with what follows it, and its FAILED lines; else the end.
+    { echo "'${cmd[*]}' exited $rc:"
+      if grep -qE ': Failure$|^\[  FAILED  \]' "$dir/output"; then
+        grep -E -A10 ': Failure$|^\[  FAILED  \]' "$dir/output" | head -n 200
+      else
+        tail -n 40 "$dir/output"
+      fi
+    } >> "$dir/failures"
+  fi
 done
 failed=$status
 exit "$status"
