@@ -5,12 +5,12 @@
 #include <xxhash.h>
 
 #include <algorithm>
-#include <bit>
 #include <cstring>
 #include <vector>
 
 #include "common/crc32c.h"
 #include "common/record_columns.h"
+#include "common/varint.h"
 #include "common/zstd_codec.h"
 
 namespace logdex {
@@ -20,17 +20,6 @@ namespace {
 // the numbers are those of proto/logdex.proto.
 constexpr uint8_t kVarint = 0, kFixed32 = 5, kLength = 2;
 constexpr uint8_t Key(int field, uint8_t type) { return static_cast<uint8_t>(field << 3 | type); }
-
-size_t VarintSize(uint64_t v) { return 1 + (std::bit_width(v | 1) - 1) / 7; }
-
-char* PutVarint(char* p, uint64_t v) {
-  while (v >= 0x80) {
-    *p++ = static_cast<char>(v | 0x80);
-    v >>= 7;
-  }
-  *p++ = static_cast<char>(v);
-  return p;
-}
 
 // A proto3 scalar or bytes field is not written when it holds its default.
 size_t VarintFieldSize(uint64_t v) { return v == 0 ? 0 : 1 + VarintSize(v); }

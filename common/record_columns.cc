@@ -1,8 +1,9 @@
 #include "common/record_columns.h"
 
 #include <array>
-#include <bit>
 #include <cstring>
+
+#include "common/varint.h"
 
 namespace logdex {
 namespace {
@@ -14,25 +15,6 @@ enum Column { kTs, kSeverity, kMessageSize, kTagCount, kTagSize, kTagBytes, kMes
 // LogRecord's and RecordBatch's field keys (proto/logdex.proto).
 constexpr uint8_t kRecordKey = (1 << 3) | 2, kTsKey = (1 << 3) | 0, kSeverityKey = (2 << 3) | 0,
                   kMessageKey = (3 << 3) | 2, kTagKey = (4 << 3) | 2;
-
-size_t VarintSize(uint64_t v) { return 1 + (std::bit_width(v | 1) - 1) / 7; }
-
-void AppendVarint(std::string& out, uint64_t v) {
-  while (v >= 0x80) {
-    out.push_back(static_cast<char>(v | 0x80));
-    v >>= 7;
-  }
-  out.push_back(static_cast<char>(v));
-}
-
-char* PutVarint(char* p, uint64_t v) {
-  while (v >= 0x80) {
-    *p++ = static_cast<char>(v | 0x80);
-    v >>= 7;
-  }
-  *p++ = static_cast<char>(v);
-  return p;
-}
 
 uint64_t ZigZag(uint64_t v) { return (v << 1) ^ static_cast<uint64_t>(static_cast<int64_t>(v) >> 63); }
 uint64_t UnZigZag(uint64_t v) { return (v >> 1) ^ (0 - (v & 1)); }

@@ -8,6 +8,7 @@
 #include "common/bytes.h"
 #include "common/clock.h"
 #include "common/token_bloom.h"
+#include "common/varint.h"
 #include "indexer/tables.h"
 
 namespace logdex {
@@ -19,11 +20,7 @@ namespace {
 // order), so that the chunk's bytes can end the value without being copied.
 void AppendTagAndLength(std::string& out, uint8_t tag, uint64_t n) {
   out.push_back(static_cast<char>(tag));
-  while (n >= 0x80) {
-    out.push_back(static_cast<char>((n & 0x7f) | 0x80));
-    n >>= 7;
-  }
-  out.push_back(static_cast<char>(n));
+  AppendVarint(out, n);
 }
 
 // The tags written below are MainRow's fields (wire type 2, length-delimited).
