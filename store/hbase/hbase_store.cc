@@ -87,10 +87,13 @@ h2::TCompressionAlgorithm::type ToThrift(Compression c) {
 
 constexpr const char* kNewVersionBehavior = "NEW_VERSION_BEHAVIOR";
 
-bool AttributeIs(const h2::TColumnFamilyDescriptor& f, const std::string& key, std::string_view value) {
-  if (!f.__isset.attributes) return false;
-  auto it = f.attributes.find(key);
-  return it != f.attributes.end() && it->second == value;
+// True when `have` holds every attribute `want` sets, with its value.
+bool HasAttributes(const h2::TColumnFamilyDescriptor& have, const h2::TColumnFamilyDescriptor& want) {
+  for (const auto& [key, value] : want.attributes) {
+    auto it = have.attributes.find(key);
+    if (it == have.attributes.end() || it->second != value) return false;
+  }
+  return true;
 }
 
 h2::TColumnFamilyDescriptor FamilyFor(const TableOptions& o) {
@@ -118,7 +121,7 @@ bool SameFamily(const h2::TColumnFamilyDescriptor& have, const h2::TColumnFamily
          have.bloomnFilterType == want.bloomnFilterType && have.__isset.blockSize &&
          have.blockSize == want.blockSize && have.__isset.blockCacheEnabled &&
          have.blockCacheEnabled == want.blockCacheEnabled && have.__isset.compressionType &&
-         have.compressionType == want.compressionType && AttributeIs(have, kNewVersionBehavior, "true");
+         have.compressionType == want.compressionType && HasAttributes(have, want);
 }
 
 std::vector<h2::TColumn> ValueColumn() {
