@@ -414,7 +414,7 @@ Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view byt
   // Before the tag guard: a re-send that is not stored uses none of its caps.
   if (!index_only && !merged && options_.merged_check_ms > 0 &&
       chunk.last_ts_ms() < options_.decode.clock->NowMs() - options_.merged_check_ms) {
-    auto was = WasMerged(c.host, c.app, c.severity, chunk.last_ts_ms(), id);
+    auto was = WasMerged(c.host, c.app, c.severity, chunk.last_ts_ms(), id, StoredChunkPair(chunk, source));
     if (!was.ok()) {
       ++counters_.store_read_failures;
       return Status(was.error());
@@ -575,7 +575,8 @@ ChunkResult<StagedChunk> Indexer::Stage(ChunkRef ref, std::string_view chunk_byt
   return staged;
 }
 
-Result<bool> Indexer::WasMerged(HostId host, AppId app, Severity severity, int64_t last_ts_ms, ChunkId id) {
+Result<bool> Indexer::WasMerged(HostId host, AppId app, Severity severity, int64_t last_ts_ms, ChunkId id,
+                                std::pair<uint64_t, uint64_t> pair) {
   // The chunk merged into M holds M's records: M ends at or after it, and
   // less than max_span after M's first record, so before last + max_span.
   int64_t stop_ts = 0;
@@ -585,10 +586,10 @@ Result<bool> Indexer::WasMerged(HostId host, AppId app, Severity severity, int64
                                   MergedKey{host, app, severity, stop_ts, ChunkId()}.Encode(), false, 0},
                          [&](std::string_view key, std::string_view parts) {
                            const auto k = MergedKey::Decode(key);
-                           const auto holds = k ? LedgerHolds(k->format, parts, id) : std::nullopt;
+                           const auto holds = k ? LedgerHolds(k->format, parts, id, pair) : std::nullopt;
                            if (!holds) {
                              // Another build's, or damaged: the chunk may be stored twice, never lost.
-                             ++counters_.unreadable_ledger_rows;
+                             ++counters_.unreadable_ledger_reads;
                              return true;
                            }
                            found = *holds;

@@ -205,9 +205,10 @@ struct IndexerCounters {
   uint64_t store_read_failures = 0;   // stagings failed by a store read (retried)
   uint64_t past_retention_records = 0;  // records of chunks wholly older than retention_ms
   uint64_t merged_resends = 0;  // stored chunks not written again: merged already (merged_check_ms)
-  // Ledger rows read for that check whose key or value no format allows: the
-  // chunk is checked against the others, and stored if none lists it.
-  uint64_t unreadable_ledger_rows = 0;
+  // Reads, for that check, of ledger rows whose key or value no format allows
+  // (a row counts at each read): the chunk is checked against the others, and
+  // stored if none lists it.
+  uint64_t unreadable_ledger_reads = 0;
   uint64_t token_filters = 0;         // token filters written (merged chunks)
   uint64_t token_filter_bytes = 0;    // their bytes
   uint64_t token_filters_skipped = 0; // merged chunks too varied for a useful filter within the ratio
@@ -300,7 +301,9 @@ class Indexer {
 
  private:
   // Whether the `merged` ledger lists stored chunk `id` of the stream.
-  Result<bool> WasMerged(HostId host, AppId app, Severity severity, int64_t last_ts_ms, ChunkId id);
+  // `pair`: the chunk's StoredChunkPair (it speeds the check when it makes `id`).
+  Result<bool> WasMerged(HostId host, AppId app, Severity severity, int64_t last_ts_ms, ChunkId id,
+                         std::pair<uint64_t, uint64_t> pair);
   Status ObserveStream(const proto::LogChunk& chunk, std::string_view bytes, const proto::ChunkSource& source,
                        ChunkId id, const proto::RecordBatch* records, WriteBatch& batch, bool index_only,
                        bool bytes_outlive_batch = false, bool merged = false, int64_t received_ms = 0,

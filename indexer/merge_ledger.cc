@@ -54,7 +54,10 @@ std::optional<bool> HoldsFormat1(std::string_view value, ChunkId id) {
   return false;
 }
 
-std::optional<bool> HoldsFormat2(std::string_view in, ChunkId id) {
+std::optional<bool> HoldsFormat2(std::string_view in, ChunkId id, std::optional<std::pair<uint64_t, uint64_t>> pair) {
+  if (pair && ChunkIdOf(pair->first, pair->second) != id) pair.reset();
+  // A listed pair is the chunk: by the pair itself, or by its id's hash.
+  auto is = [&](uint64_t a, uint64_t b) { return pair ? *pair == std::pair(a, b) : ChunkIdOf(a, b) == id; };
   bool found = false;
   uint64_t bare = 0;
   if (!GetVarint(in, &bare) || bare > in.size() / 8) return std::nullopt;
@@ -79,11 +82,11 @@ std::optional<bool> HoldsFormat2(std::string_view in, ChunkId id) {
     uint64_t n = 0, sequence = 0;
     // Each sequence takes a byte at least.
     if (!GetVarint(in, &n) || n == 0 || n > in.size() || !GetVarint(in, &sequence)) return std::nullopt;
-    found = found || ChunkIdOf(producer, sequence) == id;
+    found = found || is(producer, sequence);
     for (uint64_t j = 1; j < n; ++j) {
       uint64_t gap = 0;
       if (!GetVarint(in, &gap) || gap == 0 || __builtin_add_overflow(sequence, gap, &sequence)) return std::nullopt;
-      found = found || ChunkIdOf(producer, sequence) == id;
+      found = found || is(producer, sequence);
     }
   }
   return found;
@@ -91,10 +94,11 @@ std::optional<bool> HoldsFormat2(std::string_view in, ChunkId id) {
 
 }  // namespace
 
-std::optional<bool> LedgerHolds(uint8_t format, std::string_view value, ChunkId id) {
+std::optional<bool> LedgerHolds(uint8_t format, std::string_view value, ChunkId id,
+                                std::optional<std::pair<uint64_t, uint64_t>> pair) {
   switch (format) {
     case 1: return HoldsFormat1(value, id);
-    case 2: return HoldsFormat2(value, id);
+    case 2: return HoldsFormat2(value, id, pair);
     default: return std::nullopt;
   }
 }

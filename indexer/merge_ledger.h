@@ -38,7 +38,10 @@ struct LedgerPart {
 std::string EncodeLedger(std::span<const LedgerPart> parts);
 
 // Whether the value (of `format`) holds `id`; nullopt when the value is not
-// one the format allows (then nothing in it is trusted).
-std::optional<bool> LedgerHolds(uint8_t format, std::string_view value, ChunkId id);
+// one the format allows (then nothing in it is trusted). `pair`, the chunk's
+// (a, b) when known, is compared as it is, without a hash per listed part
+// (a merge lists up to 8,192), if ChunkIdOf(pair) is `id`.
+std::optional<bool> LedgerHolds(uint8_t format, std::string_view value, ChunkId id,
+                                std::optional<std::pair<uint64_t, uint64_t>> pair = std::nullopt);
 
 }  // namespace logdex

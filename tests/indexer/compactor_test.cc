@@ -947,7 +947,7 @@ TEST(Compactor, ReSendsAreRecognisedByLedgerRowsOfEitherFormatAndAnUnreadableRow
   Indexer again(*f.store, io);
   IngestInBatches(again, f.w.chunks);
   EXPECT_EQ(again.counters().merged_resends, pass->parts - damaged_parts);
-  EXPECT_GT(again.counters().unreadable_ledger_rows, 0u);
+  EXPECT_GT(again.counters().unreadable_ledger_reads, 0u);
   EXPECT_EQ(f.Rows(kMainTable), main_rows + damaged_parts) << "the damaged row's parts, stored again";
 }
 

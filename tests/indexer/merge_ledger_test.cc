@@ -7,6 +7,7 @@
 
 #include <random>
 #include <set>
+#include <tuple>
 #include <vector>
 
 #include "common/bytes.h"
@@ -62,6 +63,26 @@ TEST(MergeLedger, OneProducersPartsTakeAboutAByteEach) {
   const std::string value = EncodeLedger(parts);
   EXPECT_LE(value.size(), 1 + 8 + 2 + 3 + 199u) << "a count, the producer, n, the first, a byte a gap";
   EXPECT_LT(value.size() * 7, sorted_ids.size() * 8);
+}
+
+// The check with the chunk's own pair answers as the check by id: a pair
+// that does not make the id (a chunk split at ingest keeps its original's
+// producer and sequence) is not used.
+TEST(MergeLedger, ACheckByTheChunksPairAnswersAsTheCheckById) {
+  const LedgerPart split{ChunkIdOf(ChunkIdOf(7, 3).value() ^ 4, 2), true, 7, 3};
+  const std::string value = EncodeLedger(std::vector<LedgerPart>{Paired(7, 1), Paired(7, 2), split, Paired(9, 40)});
+  using Pair = std::pair<uint64_t, uint64_t>;
+  for (const auto& [id, pair, held] : std::vector<std::tuple<ChunkId, Pair, bool>>{
+           {ChunkIdOf(7, 2), {7, 2}, true},
+           {ChunkIdOf(9, 40), {9, 40}, true},
+           {ChunkIdOf(7, 3), {7, 3}, false},  // the split chunk's original: not merged
+           {split.id, {7, 3}, true},          // the split part: by its id
+           {ChunkIdOf(9, 41), {9, 41}, false},
+           {ChunkIdOf(7, 2), {9, 40}, true},  // a pair that is not the id's: the id decides
+       }) {
+    EXPECT_EQ(LedgerHolds(2, value, id, pair), std::optional<bool>(held)) << pair.first << "," << pair.second;
+    EXPECT_EQ(LedgerHolds(2, value, id), std::optional<bool>(held)) << pair.first << "," << pair.second;
+  }
 }
 
 TEST(MergeLedger, APairThatDoesNotMakeItsIdKeepsTheId) {
