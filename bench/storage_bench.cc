@@ -25,8 +25,9 @@
 //     output zstd-3 by columns, the default, or plain zstd-3 to compare,
 //     or snappy after snappy chunks), once every record has
 //     settled (one pass at end + settle + max_span), then a settle again:
-//     "*_compacted" figures (the `merged` ledger included: 8 bytes per part,
-//     which is what a one-line chunk of the real-time workload costs most),
+//     "*_compacted" figures (the `merged` ledger included: about 1-2 bytes
+//     a shipped part, indexer/merge_ledger.h; 8 before, when it was more
+//     than the real-time workload's merged chunks),
 //     and the pass's CPU per 10^6 lines next to ingest's (the whole process,
 //     RocksDB's threads included).
 #include <algorithm>

@@ -115,13 +115,20 @@ std::optional<HostIndexKey> HostIndexKey::Decode(std::string_view key) {
 }
 
 std::string MergedKey::Encode() const {
-  return KeyWriter(kSize).U64(host).U64(app).Sev(severity).Ts(last_ts_ms).U64(chunk).Done();
+  std::string key = KeyWriter(kSize).U64(host).U64(app).Sev(severity).Ts(last_ts_ms).U64(chunk).Done();
+  if (format != 1) key.push_back(static_cast<char>(format));
+  return key;
 }
 
 std::optional<MergedKey> MergedKey::Decode(std::string_view key) {
-  if (key.size() != kSize) return std::nullopt;
-  KeyReader r(key);
+  if (key.size() != kSize && key.size() != kSize + 1) return std::nullopt;
   MergedKey k;
+  if (key.size() > kSize) {
+    k.format = static_cast<uint8_t>(key.back());
+    if (k.format == 1) return std::nullopt;  // format 1 has no byte
+    key.remove_suffix(1);
+  }
+  KeyReader r(key);
   k.host = r.Id<HostId>();
   k.app = r.Id<AppId>();
   k.severity = r.Sev();

@@ -119,15 +119,17 @@ struct MetaKey {
 };
 
 // `merged` (the compactor's ledger, indexer/compactor.h): host u64 · app u64 ·
-// severity u8 · last_ts_ms u64 · chunk u64 of a merged chunk; the value is
-// the sorted ids of the chunks merged into it (8 bytes each, big-endian).
+// severity u8 · last_ts_ms u64 · chunk u64 of a merged chunk, then the
+// value's format u8 unless it is 1; the value lists the chunks merged into
+// it (indexer/merge_ledger.h).
 struct MergedKey {
-  static constexpr size_t kSize = 33;
+  static constexpr size_t kSize = 33;  // format 1; others one byte more
   HostId host;
   AppId app;
   Severity severity = Severity::kInfo;
   int64_t last_ts_ms = 0;
   ChunkId chunk;
+  uint8_t format = 1;
 
   std::string Encode() const;
   static std::optional<MergedKey> Decode(std::string_view key);

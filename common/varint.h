@@ -9,6 +9,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 namespace logdex {
 
@@ -27,6 +28,23 @@ inline char* PutVarint(char* p, uint64_t v) {
 inline void AppendVarint(std::string& out, uint64_t v) {
   char buf[10];
   out.append(buf, PutVarint(buf, v));
+}
+
+// Reads a varint from the front of `in` and drops it; false (and `in` as it
+// was) when `in` ends inside it, or it is longer than 10 bytes or than 64 bits.
+inline bool GetVarint(std::string_view& in, uint64_t* v) {
+  uint64_t out = 0;
+  for (size_t i = 0; i < in.size() && i < 10; ++i) {
+    const auto byte = static_cast<uint8_t>(in[i]);
+    if (i == 9 && byte > 1) return false;
+    out |= static_cast<uint64_t>(byte & 0x7f) << (7 * i);
+    if (!(byte & 0x80)) {
+      *v = out;
+      in.remove_prefix(i + 1);
+      return true;
+    }
+  }
+  return false;
 }
 
 }  // namespace logdex

@@ -14,6 +14,7 @@
 #include "common/row_keys.h"
 #include "common/severity.h"
 #include "indexer/compaction_lease.h"
+#include "indexer/merge_ledger.h"
 
 namespace logdex {
 namespace {
@@ -686,10 +687,17 @@ Status Compactor::WriteMerge(std::vector<Part*>& parts, CompactionPass& pass) {
   const ChunkId merged_id = id;
   WriteBatch batch;
   // The ledger: a re-send of a part, later, is recognised (IndexerOptions::merged_check_ms).
+  std::vector<LedgerPart> ledger;
+  ledger.reserve(parts.size());
+  for (const Part* p : parts) {
+    // Its (producer, sequence) or Kafka source when they make its id (EncodeLedger checks).
+    const auto [a, b] = StoredChunkPair(p->row.chunk(), p->row.source());
+    ledger.push_back(LedgerPart{p->key.chunk, true, a, b});
+  }
   batch.Put(kMergedTable,
-            MergedKey{HostIdOf(head.host()), AppIdOf(head.app()), parts.front()->key.severity, merged.last_ts_ms(), id}
+            MergedKey{HostIdOf(head.host()), AppIdOf(head.app()), parts.front()->key.severity, merged.last_ts_ms(), id, 2}
                 .Encode(),
-            id_bytes);
+            EncodeLedger(ledger));
   const IndexerCounters counted = indexer_.counters();
   const size_t merged_rows = batch.size();
   std::vector<TagView> record_tags;  // what the index holds when the writer left the summary out

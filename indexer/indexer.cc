@@ -9,6 +9,7 @@
 #include "common/clock.h"
 #include "common/token_bloom.h"
 #include "common/varint.h"
+#include "indexer/merge_ledger.h"
 #include "indexer/tables.h"
 
 namespace logdex {
@@ -338,10 +339,14 @@ std::optional<IndexValue> IndexValue::Decode(std::string_view value) {
                     (flags & 1) != 0, (flags & 2) != 0};
 }
 
+std::pair<uint64_t, uint64_t> StoredChunkPair(const proto::LogChunk& chunk, const proto::ChunkSource& source) {
+  if (chunk.producer_id() != 0 || chunk.sequence() != 0) return {chunk.producer_id(), chunk.sequence()};
+  return {Hash64(source.topic()) ^ static_cast<uint64_t>(source.partition()), static_cast<uint64_t>(source.offset())};
+}
+
 ChunkId StoredChunkId(const proto::LogChunk& chunk, const proto::ChunkSource& source) {
-  if (chunk.producer_id() != 0 || chunk.sequence() != 0) return ChunkIdOf(chunk.producer_id(), chunk.sequence());
-  return ChunkIdOf(Hash64(source.topic()) ^ static_cast<uint64_t>(source.partition()),
-                   static_cast<uint64_t>(source.offset()));
+  const auto [a, b] = StoredChunkPair(chunk, source);
+  return ChunkIdOf(a, b);
 }
 
 Indexer::Indexer(TableStore& store, IndexerOptions options)
@@ -409,7 +414,7 @@ Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view byt
   // Before the tag guard: a re-send that is not stored uses none of its caps.
   if (!index_only && !merged && options_.merged_check_ms > 0 &&
       chunk.last_ts_ms() < options_.decode.clock->NowMs() - options_.merged_check_ms) {
-    auto was = WasMerged(c.host, c.app, c.severity, chunk.last_ts_ms(), id);
+    auto was = WasMerged(c.host, c.app, c.severity, chunk.last_ts_ms(), id, StoredChunkPair(chunk, source));
     if (!was.ok()) {
       ++counters_.store_read_failures;
       return Status(was.error());
@@ -570,7 +575,8 @@ ChunkResult<StagedChunk> Indexer::Stage(ChunkRef ref, std::string_view chunk_byt
   return staged;
 }
 
-Result<bool> Indexer::WasMerged(HostId host, AppId app, Severity severity, int64_t last_ts_ms, ChunkId id) {
+Result<bool> Indexer::WasMerged(HostId host, AppId app, Severity severity, int64_t last_ts_ms, ChunkId id,
+                                std::pair<uint64_t, uint64_t> pair) {
   // The chunk merged into M holds M's records: M ends at or after it, and
   // less than max_span after M's first record, so before last + max_span.
   int64_t stop_ts = 0;
@@ -578,18 +584,16 @@ Result<bool> Indexer::WasMerged(HostId host, AppId app, Severity severity, int64
   bool found = false;
   Status s = store_.Scan(ScanSpec{std::string(kMergedTable), MergedKey{host, app, severity, last_ts_ms, ChunkId()}.Encode(),
                                   MergedKey{host, app, severity, stop_ts, ChunkId()}.Encode(), false, 0},
-                         [&](std::string_view, std::string_view parts) {
-                           size_t lo = 0, hi = parts.size() / 8;
-                           while (lo < hi) {  // the ids are sorted
-                             const size_t mid = (lo + hi) / 2;
-                             const ChunkId v(GetBigEndian64(parts.data() + mid * 8));
-                             if (v == id) {
-                               found = true;
-                               return false;
-                             }
-                             if (v < id) lo = mid + 1; else hi = mid;
+                         [&](std::string_view key, std::string_view parts) {
+                           const auto k = MergedKey::Decode(key);
+                           const auto holds = k ? LedgerHolds(k->format, parts, id, pair) : std::nullopt;
+                           if (!holds) {
+                             // Another build's, or damaged: the chunk may be stored twice, never lost.
+                             ++counters_.unreadable_ledger_reads;
+                             return true;
                            }
-                           return true;
+                           found = *holds;
+                           return !found;
                          });
   if (!s.ok()) return s.error();
   return found;

@@ -205,6 +205,10 @@ struct IndexerCounters {
   uint64_t store_read_failures = 0;   // stagings failed by a store read (retried)
   uint64_t past_retention_records = 0;  // records of chunks wholly older than retention_ms
   uint64_t merged_resends = 0;  // stored chunks not written again: merged already (merged_check_ms)
+  // Reads, for that check, of ledger rows whose key or value no format allows
+  // (a row counts at each read): the chunk is checked against the others, and
+  // stored if none lists it.
+  uint64_t unreadable_ledger_reads = 0;
   uint64_t token_filters = 0;         // token filters written (merged chunks)
   uint64_t token_filter_bytes = 0;    // their bytes
   uint64_t token_filters_skipped = 0; // merged chunks too varied for a useful filter within the ratio
@@ -297,7 +301,9 @@ class Indexer {
 
  private:
   // Whether the `merged` ledger lists stored chunk `id` of the stream.
-  Result<bool> WasMerged(HostId host, AppId app, Severity severity, int64_t last_ts_ms, ChunkId id);
+  // `pair`: the chunk's StoredChunkPair (it speeds the check when it makes `id`).
+  Result<bool> WasMerged(HostId host, AppId app, Severity severity, int64_t last_ts_ms, ChunkId id,
+                         std::pair<uint64_t, uint64_t> pair);
   Status ObserveStream(const proto::LogChunk& chunk, std::string_view bytes, const proto::ChunkSource& source,
                        ChunkId id, const proto::RecordBatch* records, WriteBatch& batch, bool index_only,
                        bool bytes_outlive_batch = false, bool merged = false, int64_t received_ms = 0,
@@ -333,8 +339,11 @@ inline uint64_t AppendIndexedTags(std::span<const TagView> record_tags, std::vec
   return record_tags.size() - n;
 }
 
-// The id of a stored chunk: hash(producer id, sequence), or hash of the Kafka
-// source when the producer set neither.
+// The id of a stored chunk: ChunkIdOf(producer id, sequence), or of the Kafka
+// source (topic hash ^ partition, offset) when the producer set neither. A
+// chunk split at ingest has ids of its own (ChunkIdOf(id ^ severity, window)).
 ChunkId StoredChunkId(const proto::LogChunk& chunk, const proto::ChunkSource& source);
+// The pair StoredChunkId hashes.
+std::pair<uint64_t, uint64_t> StoredChunkPair(const proto::LogChunk& chunk, const proto::ChunkSource& source);
 
 }  // namespace logdex

@@ -43,11 +43,16 @@ IngestMetrics::IngestMetrics(prometheus::Registry& r, const Clock& clock)
       merged_resends_(Counter(r, "logdex_indexer_merged_resends_total",
                               "Stored chunks not written again because the compactor had merged them already "
                               "(a re-send: ship's journal or backlog, a producer's retry)")),
+      unreadable_ledger_reads_(Counter(r, "logdex_indexer_unreadable_ledger_reads_total",
+                                       "Reads of compactor ledger rows no format allows (damaged, or another build's) "
+                                       "while checking a re-send, a row at each read: a chunk only they list is stored "
+                                       "again")),
       clock_(clock) {}
 
 void IngestMetrics::Update(const IndexerCounters& i, const ShipLineDecoder::Counters& l, Indexer* past_retention) {
   Grow(past_retention_, i.past_retention_records, last_indexer_.past_retention_records);
   Grow(merged_resends_, i.merged_resends, last_indexer_.merged_resends);
+  Grow(unreadable_ledger_reads_, i.unreadable_ledger_reads, last_indexer_.unreadable_ledger_reads);
   Grow(restamped_, l.restamped_records, last_lines_.restamped_records);
   Grow(values_over_cap_, i.tag_values_over_cap, last_indexer_.tag_values_over_cap);
   Grow(keys_over_cap_, i.tag_keys_over_cap, last_indexer_.tag_keys_over_cap);
@@ -91,6 +96,11 @@ void IngestMetrics::Update(const IndexerCounters& i, const ShipLineDecoder::Coun
     spdlog::warn("indexer: {} chunk stagings failed on a store read since the last report; their batches were retried",
                  i.store_read_failures - a.store_read_failures);
   }
+  if (i.unreadable_ledger_reads > a.unreadable_ledger_reads) {
+    spdlog::warn("indexer: {} reads of compactor ledger rows found them unreadable since the last report (damaged, "
+                 "or another build's); a re-sent chunk only they list is stored again, its records then twice",
+                 i.unreadable_ledger_reads - a.unreadable_ledger_reads);
+  }
   if (l.utf8_replaced_lines > b.utf8_replaced_lines) {
     spdlog::warn("line input: {} JSON lines held invalid UTF-8, kept with U+FFFD in its place",
                  l.utf8_replaced_lines - b.utf8_replaced_lines);
@@ -104,7 +114,8 @@ void IngestMetrics::Update(const IndexerCounters& i, const ShipLineDecoder::Coun
     spdlog::warn("line input: {} messages had no Kafka timestamp; their untimed lines took the clock's time",
                  l.untimed_messages - b.untimed_messages);
   }
-  if (not_indexed > 0 || i.store_read_failures > a.store_read_failures || l.utf8_replaced_lines > b.utf8_replaced_lines ||
+  if (not_indexed > 0 || i.store_read_failures > a.store_read_failures ||
+      i.unreadable_ledger_reads > a.unreadable_ledger_reads || l.utf8_replaced_lines > b.utf8_replaced_lines ||
       l.untimed_messages > b.untimed_messages || l.restamped_records > b.restamped_records) {
     logged_ms_ = now;
     logged_indexer_ = i;

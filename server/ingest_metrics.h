@@ -40,6 +40,7 @@ class IngestMetrics {
   prometheus::Counter& restamped_;
   prometheus::Counter& past_retention_;
   prometheus::Counter& merged_resends_;
+  prometheus::Counter& unreadable_ledger_reads_;
   const Clock& clock_;
   IndexerCounters last_indexer_, logged_indexer_;
   ShipLineDecoder::Counters last_lines_, logged_lines_;

@@ -80,6 +80,29 @@ TEST(RowKeys, WidthsMatchTheDesign) {
   EXPECT_EQ(OutboxKey{}.Encode().size(), 16u);
 }
 
+// A ledger key names its value's format (indexer/merge_ledger.h): format 1,
+// the first, has no byte for it; its keys and the others' sort together, so
+// a scan between two format-1 bounds finds both.
+TEST(RowKeys, MergedKeysNameTheirValuesFormat) {
+  MergedKey k{HostId(1), AppId(2), Severity::kError, 1'700'000'000'000, ChunkId(3)};
+  const std::string first = k.Encode();
+  EXPECT_EQ(first.size(), 33u);
+  EXPECT_EQ(MergedKey::Decode(first), k);
+  k.format = 2;
+  const std::string second = k.Encode();
+  EXPECT_EQ(second.size(), 34u);
+  EXPECT_EQ(second.substr(0, 33), first);
+  EXPECT_EQ(MergedKey::Decode(second), k);
+  EXPECT_FALSE(MergedKey::Decode(first + '\x01').has_value()) << "format 1 has no byte";
+  EXPECT_FALSE(MergedKey::Decode(second + '\x02').has_value());
+  EXPECT_FALSE(MergedKey::Decode(first.substr(0, 32)).has_value());
+  MergedKey before = k, after = k;
+  before.format = after.format = 1;
+  before.chunk = ChunkId(2), after.chunk = ChunkId(4);
+  EXPECT_LT(before.Encode(), second);
+  EXPECT_LT(second, after.Encode());
+}
+
 TEST(RowKeys, RejectsBadSeverityByte) {
   std::string e = MainKey{}.Encode();
   e[9] = 31;  // severity byte

@@ -94,5 +94,24 @@ TEST(IngestMetrics, PastRetentionAndRestampedRecordsAreCountedAndWarnedPerStream
   spdlog::set_default_logger(previous);
 }
 
+// Ledger rows no format allows (Compactor.ReSendsAreRecognisedByLedgerRows...
+// shows what the indexer does with them): a counter and a warn line.
+TEST(IngestMetrics, UnreadableLedgerReadsAreCountedAndWarned) {
+  auto ring = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("test", ring));
+  ManualClock clock(1'800'000'000'000);
+  prometheus::Registry registry;
+  IngestMetrics metrics(registry, clock);
+  IndexerCounters counters;
+  counters.unreadable_ledger_reads = 2;
+  metrics.Update(counters, ShipLineDecoder::Counters{}, nullptr);
+  EXPECT_EQ(CounterOf(registry, "logdex_indexer_unreadable_ledger_reads_total"), 2);
+  std::string log;
+  for (const std::string& line : ring->last_formatted()) log += line;
+  EXPECT_NE(log.find("2 reads of compactor ledger rows found them unreadable"), std::string::npos) << log;
+  spdlog::set_default_logger(previous);
+}
+
 }  // namespace
 }  // namespace logdex
