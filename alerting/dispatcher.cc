@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 
+#include "alerting/stager.h"
 #include "common/backoff.h"
 #include "common/row_keys.h"
 
@@ -160,8 +161,26 @@ void SinkDispatcher::Deliver(Lane& lane, Task& task, PassStats* stats) {
     return;
   }
   ++stats->attempted;
+  RaiseDigest(task.entry.n);
   const DeliveryResult r = lane.sink->Deliver(task.entry.n);
   Apply(lane, task, r, stats);
+}
+
+void SinkDispatcher::RaiseDigest(Notification& n) {
+  if (n.kind == NotificationKind::kEvent) return;
+  auto raised = AlertStager::RaiseDigestToItsState(store_, n);
+  if (raised.ok()) {
+    if (*raised) metrics_.DigestStateReads("raised").Increment();
+    return;
+  }
+  metrics_.DigestStateReads("failed").Increment();
+  const int64_t now = clock_.NowMs();
+  if (int64_t last = last_digest_warn_ms_.load(); now - last >= kWarnEveryMs &&
+                                                   last_digest_warn_ms_.compare_exchange_strong(last, now)) {
+    spdlog::warn("alerting: could not read the window state of digest {} ({}); sent with the count its outbox row "
+                 "holds, which may miss records another member counted",
+                 n.idempotency_key, raised.error().ToString());
+  }
 }
 
 void SinkDispatcher::Apply(Lane& lane, const Task& task, const DeliveryResult& r, PassStats* stats) {

@@ -22,6 +22,11 @@
 // worker threads). Each degraded mode logs one warn line (rate-limited) and
 // moves a metric (metrics.h).
 //
+// A digest is sent with the count its window's state row holds when that is
+// higher than its outbox row's: members sharing a store write the row with
+// the count each staged (AlertStager::RaiseDigestToItsState; metric
+// logdex_alerting_digest_state_reads_total).
+//
 // Delivery is at-least-once: a crash between a delivery and the outbox
 // delete re-sends it after restart with the same idempotency key.
 //
@@ -124,6 +129,9 @@ class SinkDispatcher {
   bool Admit(const Task& t, int64_t now, Lane** lane);
   Gate CircuitGate(Lane& lane, int64_t now);
   void Deliver(Lane& lane, Task& task, PassStats* stats);
+  // A digest takes the count its window's state row holds, when higher
+  // (AlertStager::RaiseDigestToItsState); a failed read sends it as it is.
+  void RaiseDigest(Notification& n);
   void Apply(Lane& lane, const Task& task, const DeliveryResult& r, PassStats* stats);
   void DropRow(const std::string& key, const std::string& sink, const std::string& reason, const std::string& why);
   int64_t Backoff(uint32_t attempts);
@@ -159,6 +167,7 @@ class SinkDispatcher {
   std::thread scheduler_;
   int64_t next_backlog_check_ms_ = 0;
   int64_t last_backlog_warn_ms_ = INT64_MIN / 2;
+  std::atomic<int64_t> last_digest_warn_ms_{INT64_MIN / 2};
 };
 
 }  // namespace logdex::alerting

@@ -47,6 +47,13 @@ AlertingMetrics::AlertingMetrics(prometheus::Registry& r)
                                  "row: the batch is retried), overcounted (a row already written could not be put "
                                  "back).")
                            .Register(r)),
+      digest_state_reads_(BuildCounter()
+                              .Name("logdex_alerting_digest_state_reads_total")
+                              .Help("Digests whose window state the dispatcher read before sending them, by outcome: "
+                                    "raised (the state row counted more than the outbox row: a member's batch landed "
+                                    "after a later one's), failed (the read failed: sent with the outbox row's "
+                                    "count).")
+                              .Register(r)),
       circuit_open_(BuildGauge()
                         .Name("logdex_alerting_circuit_open")
                         .Help("1 while the sink's circuit breaker is open (attempts paused), else 0.")

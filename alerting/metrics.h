@@ -67,6 +67,9 @@ class AlertingMetrics {
   prometheus::Counter& StateConflicts(const std::string& outcome) {
     return state_conflicts_.Add({{"outcome", outcome}});
   }
+  prometheus::Counter& DigestStateReads(const std::string& outcome) {
+    return digest_state_reads_.Add({{"outcome", outcome}});
+  }
   prometheus::Counter& CircuitOpened(const std::string& sink) { return circuit_opened_.Add({{"sink", sink}}); }
   prometheus::Gauge& OutboxDue() { return outbox_due_; }
   prometheus::Gauge& OutboxOldestDueAge() { return outbox_oldest_age_; }
@@ -82,6 +85,7 @@ class AlertingMetrics {
   prometheus::Family<prometheus::Counter>& dropped_;
   prometheus::Family<prometheus::Histogram>& latency_;
   prometheus::Family<prometheus::Counter>& state_conflicts_;
+  prometheus::Family<prometheus::Counter>& digest_state_reads_;
   prometheus::Family<prometheus::Gauge>& circuit_open_;
   prometheus::Family<prometheus::Counter>& circuit_opened_;
   prometheus::Gauge& outbox_due_;

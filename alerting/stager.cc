@@ -1,6 +1,7 @@
 #include "alerting/stager.h"
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <nlohmann/json.hpp>
 #include <thread>
@@ -452,6 +453,57 @@ Result<bool> AlertStager::Admit(const Sample& sample, const std::vector<std::str
   // The group's latest record, for GET /api/v1/alerts (a digest shows the
   // latest folded record: folds come after a window's events and replace it).
   g->sample = sample;
+  return true;
+}
+
+namespace {
+// The number written in `text` in `base`, all of it; nullopt otherwise.
+template <class T>
+std::optional<T> ParseWhole(std::string_view text, int base = 10) {
+  T v{};
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), v, base);
+  if (ec != std::errc() || end != text.data() + text.size() || text.empty()) return std::nullopt;
+  return v;
+}
+
+// The alert_state key of a digest's window, from its kind and idempotency
+// key ("gd:<group>:<start>", "ad:<app id>:<slot>", "st:<slot>", as
+// Admit and LoadLimitWindow name them); nullopt for an event or a key of
+// another shape.
+std::optional<std::string> DigestStateKey(const Notification& n) {
+  const std::string_view key = n.idempotency_key;
+  switch (n.kind) {
+    case NotificationKind::kGroupDigest:
+      if (!key.starts_with("gd:")) return std::nullopt;
+      return GroupKey(n.group);
+    case NotificationKind::kAppDigest: {
+      if (!key.starts_with("ad:") || key.size() < 21 || key[19] != ':') return std::nullopt;
+      const auto app = ParseWhole<uint64_t>(key.substr(3, 16), 16);
+      const auto slot = ParseWhole<int64_t>(key.substr(20));
+      if (!app || !slot) return std::nullopt;
+      return AppKey(AppId(*app), *slot);
+    }
+    case NotificationKind::kStormSummary: {
+      if (!key.starts_with("st:")) return std::nullopt;
+      const auto slot = ParseWhole<int64_t>(key.substr(3));
+      if (!slot) return std::nullopt;
+      return GlobalKey(*slot);
+    }
+    default: return std::nullopt;
+  }
+}
+}  // namespace
+
+Result<bool> AlertStager::RaiseDigestToItsState(TableStore& store, Notification& n) {
+  const std::optional<std::string> key = DigestStateKey(n);
+  if (!key) return false;
+  auto row = store.Get(kStateTable, *key);
+  if (!row.ok()) return row.error();
+  if (!row->has_value() || (*row)->empty()) return false;  // expired, or put back empty
+  const std::optional<State> s = State::Decode(**row);
+  if (!s || s->idempotency_key != n.idempotency_key || s->suppressed <= n.count) return false;
+  n.count = s->suppressed;
+  n.since_ms = std::min(n.since_ms, s->since_ms);
   return true;
 }
 

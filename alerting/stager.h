@@ -126,6 +126,17 @@ class AlertStager {
   // notifications without counting twice.
   void BatchWritten();
 
+  // A digest (group, app or storm window) with the count its window's state
+  // row now holds. Each member writes a digest's outbox row in its batch with
+  // the count it staged, so a batch that lands after a later member's
+  // leaves the smaller count there; the state row, written by conditional
+  // writes while staging, has every member's. The dispatcher calls this
+  // before it sends a digest: `n`'s count (and first time) are raised to
+  // the state row's when that row still holds the digest's window (the same
+  // idempotency key). Returns whether they were raised; an event, or a
+  // window since replaced or expired, is left as it is.
+  static Result<bool> RaiseDigestToItsState(TableStore& store, Notification& n);
+
  private:
   struct Sample;
   struct State;

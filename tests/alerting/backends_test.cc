@@ -288,6 +288,79 @@ TEST_P(AlertingOnSharedBackend, AChunkStagedAgainGivesItsDigestWithTheNewestCoun
   EXPECT_EQ(testing::MetricValue(registry_a_, "logdex_alerting_alerts_detected_total", {{"severity", "ERROR"}}), 3);
 }
 
+// Members write a digest's outbox row in their batches with the count each
+// staged: A's batch, staged before B's but landing after it, leaves A's
+// smaller count in the outbox. The dispatcher sends the count the window's
+// state row holds, which counts every member's records: a group's digest
+// (one message), an app's and a storm's (a message each, over the limit).
+TEST_P(AlertingOnSharedBackend, ADigestWhoseBatchLandedLateIsSentWithItsWindowsCount) {
+  struct Case {
+    NotificationKind kind;
+    std::string key_prefix;
+    uint32_t per_app, global;
+    std::vector<std::string> messages;  // A's event, A's late record, B's two
+  };
+  const std::vector<Case> cases = {
+      {NotificationKind::kGroupDigest, "gd:", 20, 100, {"disk failure", "disk failure", "disk failure", "disk failure"}},
+      {NotificationKind::kAppDigest, "ad:", 1, 100, {"disk failure", "fan stopped", "cpu overheat", "link down"}},
+      {NotificationKind::kStormSummary, "st:", 20, 1, {"disk failure", "fan stopped", "cpu overheat", "link down"}},
+  };
+  uint64_t chunk = 0;
+  for (const Case& c : cases) {
+    SCOPED_TRACE(c.key_prefix);
+    config_.limits.per_app = c.per_app;
+    config_.limits.global = c.global;
+    StartMembers();
+    const size_t earlier = receiver_.requests().size();
+    ASSERT_TRUE(Stage(*member_a_, *view_a_, "h1", ++chunk, {c.messages[0]}).ok());  // an event
+    member_a_->BatchWritten();
+    WriteBatch late;
+    ASSERT_TRUE(member_a_->Stage(Chunk("api", "h1"), ChunkId(++chunk), Records(clock_.NowMs(), {c.messages[1]}),
+                                 clock_.NowMs(), late)
+                    .ok());  // the digest: 1
+    ASSERT_TRUE(Stage(*member_b_, *store_, "h2", ++chunk, {c.messages[2], c.messages[3]}).ok());  // 3, written first
+    ASSERT_EQ(Outbox()[c.kind], std::vector<uint64_t>{3});
+    ASSERT_TRUE(view_a_->Write(late).ok());
+    member_a_->BatchWritten();
+    ASSERT_EQ(Outbox()[c.kind], std::vector<uint64_t>{1}) << "the premise: the late row's count";
+
+    clock_.AdvanceMs(std::max(config_.limits.group_window_ms, config_.limits.limit_window_ms) +
+                     config_.limits.digest_delay_ms);
+    prometheus::Registry registry;
+    SinkDispatcher d(config_, *store_, MakeSinks(config_, clock_), clock_, registry, 3);
+    ASSERT_TRUE(d.DeliverDue().ok());
+    std::vector<uint64_t> digests;
+    const std::vector<ReceivedRequest> requests = receiver_.requests();
+    for (size_t i = earlier; i < requests.size(); ++i) {
+      const ReceivedRequest& r = requests[i];
+      if (r.Header("Idempotency-Key").starts_with(c.key_prefix)) {
+        digests.push_back(nlohmann::json::parse(r.body).at("count"));
+      }
+    }
+    EXPECT_EQ(digests, std::vector<uint64_t>{3});
+    EXPECT_EQ(testing::MetricValue(registry, "logdex_alerting_digest_state_reads_total", {{"outcome", "raised"}}), 1);
+    EXPECT_TRUE(ReadOutbox(*store_).empty());
+  }
+}
+
+// A digest whose window state cannot be read is sent as its outbox row
+// holds it, counted.
+TEST_P(AlertingOnSharedBackend, ADigestWhoseWindowStateCannotBeReadIsSentAsStagedAndCounted) {
+  ASSERT_TRUE(Stage(*member_a_, *view_a_, "h1", 1, {"disk failure", "disk failure"}).ok());  // an event, a digest of 1
+  clock_.AdvanceMs(config_.limits.group_window_ms + config_.limits.digest_delay_ms);
+  view_a_->fail_state_reads = 1;
+  prometheus::Registry registry;
+  SinkDispatcher d(config_, *view_a_, MakeSinks(config_, clock_), clock_, registry, 3);
+  ASSERT_TRUE(d.DeliverDue().ok());
+  std::vector<uint64_t> digests;
+  for (const auto& r : receiver_.requests()) {
+    if (r.Header("Idempotency-Key").starts_with("gd:")) digests.push_back(nlohmann::json::parse(r.body).at("count"));
+  }
+  EXPECT_EQ(digests, std::vector<uint64_t>{1});
+  EXPECT_EQ(view_a_->fail_state_reads, 0) << "the dispatcher read the state";
+  EXPECT_EQ(testing::MetricValue(registry, "logdex_alerting_digest_state_reads_total", {{"outcome", "failed"}}), 1);
+}
+
 INSTANTIATE_TEST_SUITE_P(AllBackends, AlertingOnSharedBackend, ::testing::ValuesIn(AllBackends()), BackendName());
 
 }  // namespace
