@@ -54,6 +54,14 @@ void IngestInBatches(Indexer& indexer, const std::vector<std::string>& chunks) {
   }
 }
 
+// Ingest that looks chunks up in the merge ledger, as serve does beside `o`'s compactor.
+IndexerOptions ReSendOptions(const CompactorOptions& o) {
+  IndexerOptions io;
+  io.merged_check_ms = o.settle_ms;
+  io.merged_max_span_ms = o.max_span_ms;
+  return io;
+}
+
 struct Fixture {
   TempDir dir;
   std::unique_ptr<RocksDbStore> store;
@@ -879,10 +887,7 @@ TEST(Compactor, ChunksSentAgainAfterTheirMergeAreNotStoredTwice) {
   ASSERT_GT(pass->merges, 0u);
   const uint64_t main_rows = f.Rows(kMainTable);
 
-  IndexerOptions io;
-  io.merged_check_ms = (*compactor)->options().settle_ms;
-  io.merged_max_span_ms = (*compactor)->options().max_span_ms;
-  Indexer again(*f.store, io);
+  Indexer again(*f.store, ReSendOptions((*compactor)->options()));
   IngestInBatches(again, f.w.chunks);
   EXPECT_EQ(again.counters().merged_resends, pass->parts) << "every merged part is recognised, nothing else";
   EXPECT_EQ(f.Rows(kMainTable), main_rows);
@@ -945,10 +950,7 @@ TEST(Compactor, ReSendsAreRecognisedByLedgerRowsOfEitherFormatAndAnUnreadableRow
   ASSERT_TRUE(f.store->Write(rewrite).ok());
   const uint64_t main_rows = f.Rows(kMainTable);
 
-  IndexerOptions io;
-  io.merged_check_ms = (*compactor)->options().settle_ms;
-  io.merged_max_span_ms = (*compactor)->options().max_span_ms;
-  Indexer again(*f.store, io);
+  Indexer again(*f.store, ReSendOptions((*compactor)->options()));
   IngestInBatches(again, f.w.chunks);
   EXPECT_EQ(again.counters().merged_resends, pass->parts - damaged_parts);
   EXPECT_GT(again.counters().unreadable_ledger_reads, 0u);
@@ -989,9 +991,7 @@ TEST(Compactor, ReSendsOfKafkaOnlyPartsAndOfPartsMergedTwiceAreRecognised) {
   auto compactor = Compactor::Create(*f.store, o);
   ASSERT_TRUE(compactor.ok());
   const int64_t now = f.Settled(o);
-  IndexerOptions io;
-  io.merged_check_ms = o.settle_ms;
-  io.merged_max_span_ms = o.max_span_ms;
+  const IndexerOptions io = ReSendOptions(o);
   auto ingest = [&](Indexer& indexer, size_t from, size_t to) {
     for (size_t i = from; i < to; ++i) ASSERT_TRUE(indexer.IngestSerialized({sent[i].bytes}, sent[i].source).ok());
   };
