@@ -1092,9 +1092,7 @@ TEST(Compactor, AMergeWaitsForABatchThatCheckedTheLedgerToSettle) {
   const std::vector<std::vector<std::string>> before = Answers(engine, queries);
   const uint64_t main_rows = f.Rows(kMainTable);
 
-  IndexerOptions io;
-  io.merged_check_ms = co.settle_ms;
-  io.merged_max_span_ms = co.max_span_ms;
+  IndexerOptions io = ReSendOptions(co);
   io.merge_gate = &gate;
   Indexer again(*f.store, io);
   WriteBatch batch;  // every chunk sent again, staged while none is merged yet
