@@ -167,10 +167,16 @@ void SinkDispatcher::Deliver(Lane& lane, Task& task, PassStats* stats) {
 }
 
 void SinkDispatcher::RaiseDigest(Notification& n) {
-  if (n.kind == NotificationKind::kEvent) return;
+  // Only members sharing a store write a window's state and its digest in
+  // different writes; elsewhere they are one batch and agree.
+  if (n.kind == NotificationKind::kEvent || !store_.shared()) return;
   auto raised = AlertStager::RaiseDigestToItsState(store_, n);
   if (raised.ok()) {
-    if (*raised) metrics_.DigestStateReads("raised").Increment();
+    switch (*raised) {
+      case DigestState::kRaised: metrics_.DigestStateReads("raised").Increment(); break;
+      case DigestState::kUnchanged: metrics_.DigestStateReads("unchanged").Increment(); break;
+      case DigestState::kGone: metrics_.DigestStateReads("gone").Increment(); break;
+    }
     return;
   }
   metrics_.DigestStateReads("failed").Increment();

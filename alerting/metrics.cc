@@ -49,10 +49,11 @@ AlertingMetrics::AlertingMetrics(prometheus::Registry& r)
                            .Register(r)),
       digest_state_reads_(BuildCounter()
                               .Name("logdex_alerting_digest_state_reads_total")
-                              .Help("Digests whose window state the dispatcher read before sending them, by outcome: "
-                                    "raised (the state row counted more than the outbox row: a member's batch landed "
-                                    "after a later one's), failed (the read failed: sent with the outbox row's "
-                                    "count).")
+                              .Help("Reads of a digest's window state by the dispatcher before it sends the digest "
+                                    "to a sink (shared stores), by outcome: raised (the state row counted more than "
+                                    "the outbox row, as when a member's batch landed after a later one's, and its "
+                                    "count was sent), unchanged, gone (the row no longer holds that window: sent as "
+                                    "staged), failed (the read failed: sent as staged).")
                               .Register(r)),
       circuit_open_(BuildGauge()
                         .Name("logdex_alerting_circuit_open")

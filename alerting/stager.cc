@@ -75,6 +75,11 @@ struct AlertStager::State {
   int64_t since_ms = 0;         // ts of the first folded record
   std::set<std::string> sinks;  // union of the folded records' sinks
   Sample sample;
+  // A group row's window before this one (its digest may not be sent yet
+  // when the next window starts): RaiseDigestToItsState reads them.
+  std::string previous_key;
+  uint64_t previous_suppressed = 0;
+  int64_t previous_since_ms = 0;
   bool digest_staged = false;  // its outbox rows were written at least once (metrics only)
   // Random per conditional write: two members' rows never have the same
   // bytes (WriteState tells its own write from another's by them).
@@ -93,6 +98,9 @@ struct AlertStager::State {
               {"template", sample.message_template}, {"message", sample.message},
               {"severity", SeverityCode(sample.severity)}, {"group", sample.group}, {"ts", sample.ts_ms},
               {"tags", std::move(tags)}};
+    if (!previous_key.empty()) {
+      j["prev"] = {{"key", previous_key}, {"suppressed", previous_suppressed}, {"since", previous_since_ms}};
+    }
     return j.dump(-1, ' ', false, json::error_handler_t::replace);
   }
 
@@ -122,6 +130,11 @@ struct AlertStager::State {
       s.sample.group = j.at("group").get<uint64_t>();
       s.sample.ts_ms = j.at("ts").get<int64_t>();
       for (const auto& t : j.at("tags")) s.sample.tags.emplace_back(t.at(0).get<std::string>(), t.at(1).get<std::string>());
+      if (const auto prev = j.find("prev"); prev != j.end()) {  // rows of earlier builds have none
+        s.previous_key = prev->at("key").get<std::string>();
+        s.previous_suppressed = prev->at("suppressed").get<uint64_t>();
+        s.previous_since_ms = prev->at("since").get<int64_t>();
+      }
       return s;
     } catch (const std::exception&) {
       return std::nullopt;
@@ -417,9 +430,15 @@ Result<bool> AlertStager::Admit(const Sample& sample, const std::vector<std::str
     if (g->dirty) st.rows += PutDigest(*g, st, batch);
     const bool was_dirty = g->dirty;
     std::optional<std::string> stored = std::move(g->stored);
+    State previous = std::move(*g);
     *g = State{};
     g->dirty = was_dirty;
     g->stored = std::move(stored);
+    if (found && previous.suppressed > 0) {  // its digest may still be waiting to be sent
+      g->previous_key = std::move(previous.idempotency_key);
+      g->previous_suppressed = previous.suppressed;
+      g->previous_since_ms = previous.since_ms;
+    }
     g->digest_kind = NotificationKind::kGroupDigest;
     g->start_ms = st.now;
     g->end_ms = st.now + lim.group_window_ms;
@@ -494,17 +513,29 @@ std::optional<std::string> DigestStateKey(const Notification& n) {
 }
 }  // namespace
 
-Result<bool> AlertStager::RaiseDigestToItsState(TableStore& store, Notification& n) {
+Result<DigestState> AlertStager::RaiseDigestToItsState(TableStore& store, Notification& n) {
   const std::optional<std::string> key = DigestStateKey(n);
-  if (!key) return false;
+  if (!key) return DigestState::kGone;
   auto row = store.Get(kStateTable, *key);
   if (!row.ok()) return row.error();
-  if (!row->has_value() || (*row)->empty()) return false;  // expired, or put back empty
+  if (!row->has_value() || (*row)->empty()) return DigestState::kGone;  // expired, or put back empty
   const std::optional<State> s = State::Decode(**row);
-  if (!s || s->idempotency_key != n.idempotency_key || s->suppressed <= n.count) return false;
-  n.count = s->suppressed;
-  n.since_ms = std::min(n.since_ms, s->since_ms);
-  return true;
+  if (!s) return DigestState::kGone;
+  uint64_t count = 0;
+  int64_t since_ms = 0;
+  if (s->idempotency_key == n.idempotency_key) {
+    count = s->suppressed;
+    since_ms = s->since_ms;
+  } else if (!s->previous_key.empty() && s->previous_key == n.idempotency_key) {
+    count = s->previous_suppressed;
+    since_ms = s->previous_since_ms;
+  } else {
+    return DigestState::kGone;
+  }
+  if (count <= n.count) return DigestState::kUnchanged;
+  n.count = count;
+  n.since_ms = std::min(n.since_ms, since_ms);
+  return DigestState::kRaised;
 }
 
 Result<size_t> AlertStager::Stage(const proto::LogChunk& chunk, ChunkId chunk_id, const proto::RecordBatch& records,

@@ -74,6 +74,9 @@ namespace logdex::alerting {
 // AlertStager or SinkDispatcher on the store.
 Status CreateAlertingTables(TableStore& store, const AlertingConfig& config);
 
+// What AlertStager::RaiseDigestToItsState did.
+enum class DigestState { kRaised, kUnchanged, kGone };
+
 class AlertStager {
  public:
   // `config` should have passed ValidateAlertingConfig (ParseAlertingConfig does it).
@@ -132,10 +135,12 @@ class AlertStager {
   // leaves the smaller count there; the state row, written by conditional
   // writes while staging, has every member's. The dispatcher calls this
   // before it sends a digest: `n`'s count (and first time) are raised to
-  // the state row's when that row still holds the digest's window (the same
-  // idempotency key). Returns whether they were raised; an event, or a
-  // window since replaced or expired, is left as it is.
-  static Result<bool> RaiseDigestToItsState(TableStore& store, Notification& n);
+  // the state row's when that row holds the digest's window (the same
+  // idempotency key), or held it just before its current one (a group's row
+  // keeps the count of its previous window). The sample record, its time
+  // and the link stay the outbox row's. kGone: an event, or a window no
+  // longer held (expired, or two windows on); `n` is left as it is.
+  static Result<DigestState> RaiseDigestToItsState(TableStore& store, Notification& n);
 
  private:
   struct Sample;

@@ -957,11 +957,12 @@ TEST(Compactor, ReSendsAreRecognisedByLedgerRowsOfEitherFormatAndAnUnreadableRow
   EXPECT_EQ(f.Rows(kMainTable), main_rows + damaged_parts) << "the damaged row's parts, stored again";
 }
 
-// The ledger's other two kinds of part: chunks without a producer id (a
-// foreign producer's, kcat's), whose id comes from their Kafka source, and
-// merged chunks merged again, listed by their bare id. Chunks arrive in
-// time order between passes, so that merged chunks are merged again; a
-// re-send of every chunk from its own Kafka position then stores nothing.
+// Chunks without a producer id (a foreign producer's, kcat's), whose id
+// comes from their Kafka source and is listed as that source, and chunks
+// whose merged chunk was merged again (found by the first merge's ledger
+// row, which outlives its chunk). Chunks arrive in time order between
+// passes, so that merged chunks are merged again; a re-send of every chunk
+// from its own Kafka position then stores nothing.
 TEST(Compactor, ReSendsOfKafkaOnlyPartsAndOfPartsMergedTwiceAreRecognised) {
   Fixture f(23, kRecords / 8, /*ingest=*/false);
   struct Sent {
