@@ -298,8 +298,8 @@ Status Compactor::PassOverHostApp(HostId host, AppId app, int64_t lo, int64_t cu
   // One index row, in key order (stream, last record time): closes or grows its run.
   auto take = [&](const HostIndexKey* key, const IndexValue* value) -> Status {
     Run& run = runs[SeverityCode(key->severity)];
-    if (value->record_count >= options_.target_records || big_.count(value->main_key.chunk) ||
-        corrupt_.count(value->main_key.chunk)) {
+    const uint64_t stored = StoredChunk(value->main_key);
+    if (value->record_count >= options_.target_records || big_.count(stored) || corrupt_.count(stored)) {
       return close(run);
     }
     const int64_t first = std::min(run.first, value->main_key.first_ts_ms);
@@ -399,7 +399,7 @@ Status Compactor::MergeRun(std::vector<Part>& run, CompactionPass& pass,
       ++pass.corrupt_parts;  // past the first 64 Ki: read and counted at every pass
       return;
     }
-    if (corrupt_.insert(p.key.chunk).second) ++pass.corrupt_parts;
+    if (corrupt_.insert(StoredChunk(p.key)).second) ++pass.corrupt_parts;
   };
   bool on_part = false;  // `it` is on the previous part's row
   for (Part& p : run) {
@@ -442,7 +442,7 @@ Status Compactor::MergeRun(std::vector<Part>& run, CompactionPass& pass,
     p.bytes = 0;
     for (const RecordView& r : p.views.records) p.bytes += ChunkWriter::SerializedRecordBytes(r.wire);
     pass.bytes_read += p.bytes;
-    NoteBig(p.key.chunk, p.bytes);
+    NoteBig(p.key, p.bytes);
     if (!loaded.empty() && loaded_bytes + p.bytes > options_.target_bytes) {
       if (Status s = write(); !s.ok()) return s;
     }
@@ -519,7 +519,7 @@ Status Compactor::RemoveListedParts(const std::vector<std::pair<HostIndexKey, In
                                 options_.lease->held_for_ms() >= options_.removal_delay_ms;
   for (size_t at = 0; at < rows.size(); ++at) {
     const auto& [key, value] = rows[at];
-    if (!value.lists_parts || corrupt_.count(value.main_key.chunk)) continue;
+    if (!value.lists_parts || corrupt_.count(StoredChunk(value.main_key))) continue;
     const MainKey& m = value.main_key;
     if (auto w = waiting_.find({m.app, m.host, m.severity, m.first_ts_ms, m.chunk}); w != waiting_.end()) {
       for (const auto& part : w->second.parts) {
@@ -557,7 +557,7 @@ Status Compactor::RemoveListedParts(const std::vector<std::pair<HostIndexKey, In
     if (!row.ParseFromString(**raw) ||
         !ViewRecords(ChunkRef::Of(row.chunk()), options_.indexer.decode, payload, views).ok() ||
         views.records.size() != value.record_count) {
-      if (corrupt_.size() < (1u << 16) && corrupt_.insert(value.main_key.chunk).second) ++pass.corrupt_parts;
+      if (corrupt_.size() < (1u << 16) && corrupt_.insert(StoredChunk(value.main_key)).second) ++pass.corrupt_parts;
       continue;
     }
     for (int i = 0; i + 1 < row.parts_size(); i += 2) {
@@ -613,10 +613,20 @@ Status Compactor::RemoveListedParts(const std::vector<std::pair<HostIndexKey, In
   return land();
 }
 
-void Compactor::NoteBig(ChunkId id, uint64_t bytes) {
+uint64_t Compactor::StoredChunk(const MainKey& key) {
+  std::string bytes;
+  AppendBigEndian64(bytes, key.app.value());
+  AppendBigEndian64(bytes, key.host.value());
+  bytes.push_back(static_cast<char>(SeverityCode(key.severity)));
+  AppendBigEndian64(bytes, static_cast<uint64_t>(key.first_ts_ms));
+  AppendBigEndian64(bytes, key.chunk.value());
+  return Hash64(bytes);
+}
+
+void Compactor::NoteBig(const MainKey& key, uint64_t bytes) {
   if (bytes < options_.target_bytes / 2) return;
   if (big_.size() >= 1'000'000) big_.clear();  // bounded; the next passes re-learn
-  big_.insert(id);
+  big_.insert(StoredChunk(key));
 }
 
 Status Compactor::WriteMerge(std::vector<Part*>& parts, CompactionPass& pass) {
@@ -773,7 +783,13 @@ Status Compactor::WriteMerge(std::vector<Part*>& parts, CompactionPass& pass) {
         std::move(waiting);
   }
   if (!s.ok()) return s;
-  NoteBig(merged_id, merged_record_bytes);
+  MainKey merged_key;  // as stored (StoredChunk ignores the salt)
+  merged_key.app = AppIdOf(head.app());
+  merged_key.host = HostIdOf(head.host());
+  merged_key.severity = parts.front()->key.severity;
+  merged_key.first_ts_ms = merged.first_ts_ms();
+  merged_key.chunk = merged_id;
+  NoteBig(merged_key, merged_record_bytes);
   ++pass.merges;
   pass.parts += parts.size();
   pass.records += order.size();

@@ -53,7 +53,7 @@
 // not waits for a later pass. A part without a Kafka topic counts as safe.
 //
 // A chunk found to hold target_bytes / 2 or more (a part read, or a merged
-// chunk written) is remembered (in memory, up to 1 M ids) and planned like
+// chunk written) is remembered (in memory, up to 1 M chunks) and planned like
 // one of target_records: a run it would end no longer makes every pass read
 // it again to find that nothing fits.
 //
@@ -304,17 +304,21 @@ class Compactor {
                            std::set<std::tuple<Severity, int64_t, ChunkId>>& listed, CompactionPass& pass);
   Status RunPass(int64_t now_ms, const std::function<bool(uint64_t)>& keep_going, CompactionPass& pass);
 
-  void NoteBig(ChunkId id, uint64_t bytes);
+  // A stored chunk's identity in big_ and corrupt_: its id alone repeats
+  // across streams (a chunk of two severities is stored as two parts with
+  // one id), so its stream and first time go with it, hashed.
+  static uint64_t StoredChunk(const MainKey& key);
+  void NoteBig(const MainKey& key, uint64_t bytes);
 
   TableStore& store_;
   CompactorOptions options_;
   Indexer indexer_;
-  std::unordered_set<ChunkId> big_;  // chunks of target_bytes / 2 or more (see above)
+  std::unordered_set<uint64_t> big_;  // StoredChunk()s of target_bytes / 2 or more (see above)
   // Parts that did not decode: counted once, then runs are cut around them
   // unread, for the life of the compactor (even if a good copy replaces one:
   // it then stays unmerged). Past the first 64 Ki, a bad part is read and
   // counted at every pass.
-  std::unordered_set<ChunkId> corrupt_;
+  std::unordered_set<uint64_t> corrupt_;  // StoredChunk()s
   bool lease_lost_ = false;  // set by LeaseLost() during a pass
   std::atomic<bool> stop_requested_{false};
   CompactionPass last_pass_;

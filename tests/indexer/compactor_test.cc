@@ -578,6 +578,65 @@ TEST(Compactor, APartThatDoesNotDecodeIsCountedOnceAndLeftAlone) {
   EXPECT_EQ(**kept, "\xff\xff\xff not a main row") << "left as it is";
 }
 
+// Stored chunks of different streams may share an id: a producer that
+// numbers its sequences per stream gives them the same (producer,
+// sequence); here, chunks without producer ids given one Kafka source. A
+// part that does not decode (or a big one) leaves the other streams' parts
+// of its id to be merged as they would be; remembered by id alone, they
+// were never merged again.
+TEST(Compactor, APartThatDoesNotDecodeKeepsNoOtherStreamsPartOfTheSameIdFromMerging) {
+  Fixture f(26, kRecords / 4, /*ingest=*/false), control(26, kRecords / 4, /*ingest=*/false);
+  for (Fixture* x : {&f, &control}) {
+    Indexer indexer(*x->store, IndexerOptions{});
+    for (size_t i = 0; i < x->w.chunks.size(); i += 20) {  // 20 chunks a message
+      std::vector<std::string> message;
+      for (size_t j = i; j < std::min(i + 20, x->w.chunks.size()); ++j) {
+        proto::LogChunk chunk;
+        ASSERT_TRUE(chunk.ParseFromString(x->w.chunks[j]));
+        chunk.clear_producer_id();
+        chunk.clear_sequence();
+        message.push_back(chunk.SerializeAsString());
+      }
+      proto::ChunkSource source;
+      source.set_topic("lines");
+      source.set_offset(static_cast<int64_t>(i / 20));
+      ASSERT_TRUE(indexer.IngestSerialized(message, source).ok());
+    }
+  }
+  std::map<uint64_t, std::vector<MainKey>> by_id;  // main keys by chunk id
+  ASSERT_TRUE(f.store->Scan(ScanSpec{std::string(kMainTable), "", "", false, 0}, [&](std::string_view k, auto) {
+    by_id[MainKey::Decode(k)->chunk.value()].push_back(*MainKey::Decode(k));
+    return true;
+  }).ok());
+  // Every part of one app's ERROR streams goes bad; its ids' parts in other streams are watched.
+  auto bad = [](const MainKey& k) { return k.app == AppIdOf("app0") && k.severity == Severity::kError; };
+  WriteBatch b;
+  std::vector<std::string> others;
+  for (auto& [id, keys] : by_id) {
+    const bool has_bad = std::any_of(keys.begin(), keys.end(), bad);
+    for (const MainKey& k : keys) {
+      if (bad(k)) b.Put(kMainTable, k.Encode(), std::string("\xff\xff\xff not a main row"));
+      else if (has_bad) others.push_back(k.Encode());
+    }
+  }
+  ASSERT_GT(others.size(), 50u) << "the premise: ids shared across streams";
+  ASSERT_TRUE(f.store->Write(b).ok());
+  for (Fixture* x : {&f, &control}) {
+    auto compactor = Compactor::Create(*x->store, x->Options());
+    ASSERT_TRUE(compactor.ok());
+    for (int i = 0; i < 2; ++i) ASSERT_TRUE((*compactor)->Pass(x->Settled((*compactor)->options())).ok());
+  }
+  size_t differ = 0, merged = 0;
+  for (const std::string& k : others) {
+    auto here = f.store->Get(kMainTable, k), there = control.store->Get(kMainTable, k);
+    ASSERT_TRUE(here.ok() && there.ok());
+    differ += here->has_value() != there->has_value();
+    merged += !there->has_value();
+  }
+  EXPECT_EQ(differ, 0u) << "parts of other streams merged in one store only";
+  EXPECT_GT(merged, others.size() / 2);
+}
+
 TEST(Compactor, APassStopsAtItsBudgetReportsWhatIsLeftAndLaterPassesFinish) {
   Fixture f(16, kRecords / 4);
   QueryEngine engine(*f.store, f.EngineOptions());
