@@ -75,8 +75,9 @@ struct AlertStager::State {
   int64_t since_ms = 0;         // ts of the first folded record
   std::set<std::string> sinks;  // union of the folded records' sinks
   Sample sample;
-  // A group row's window before this one (its digest may not be sent yet
-  // when the next window starts): RaiseDigestToItsState reads them.
+  // A group row's last window before this one that had a digest (it may
+  // not be sent yet when the next window starts): RaiseDigestToItsState
+  // reads them.
   std::string previous_key;
   uint64_t previous_suppressed = 0;
   int64_t previous_since_ms = 0;
@@ -434,10 +435,14 @@ Result<bool> AlertStager::Admit(const Sample& sample, const std::vector<std::str
     *g = State{};
     g->dirty = was_dirty;
     g->stored = std::move(stored);
-    if (found && previous.suppressed > 0) {  // its digest may still be waiting to be sent
+    if (previous.suppressed > 0) {  // its digest may still be waiting to be sent
       g->previous_key = std::move(previous.idempotency_key);
       g->previous_suppressed = previous.suppressed;
       g->previous_since_ms = previous.since_ms;
+    } else {  // no digest: the one before stays the one that may be waiting
+      g->previous_key = std::move(previous.previous_key);
+      g->previous_suppressed = previous.previous_suppressed;
+      g->previous_since_ms = previous.previous_since_ms;
     }
     g->digest_kind = NotificationKind::kGroupDigest;
     g->start_ms = st.now;

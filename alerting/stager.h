@@ -136,10 +136,10 @@ class AlertStager {
   // writes while staging, has every member's. The dispatcher calls this
   // before it sends a digest: `n`'s count (and first time) are raised to
   // the state row's when that row holds the digest's window (the same
-  // idempotency key), or held it just before its current one (a group's row
-  // keeps the count of its previous window). The sample record, its time
-  // and the link stay the outbox row's. kGone: an event, or a window no
-  // longer held (expired, or two windows on); `n` is left as it is.
+  // idempotency key), or held it as its last window with a digest (a
+  // group's row keeps that one's count). The sample record, its time and
+  // the link stay the outbox row's. kGone: an event, or a window no longer
+  // held (expired, or a later one had a digest); `n` is left as it is.
   static Result<DigestState> RaiseDigestToItsState(TableStore& store, Notification& n);
 
  private:

@@ -614,13 +614,13 @@ Status Compactor::RemoveListedParts(const std::vector<std::pair<HostIndexKey, In
 }
 
 uint64_t Compactor::StoredChunk(const MainKey& key) {
-  std::string bytes;
-  AppendBigEndian64(bytes, key.app.value());
-  AppendBigEndian64(bytes, key.host.value());
-  bytes.push_back(static_cast<char>(SeverityCode(key.severity)));
-  AppendBigEndian64(bytes, static_cast<uint64_t>(key.first_ts_ms));
-  AppendBigEndian64(bytes, key.chunk.value());
-  return Hash64(bytes);
+  char bytes[33];  // on the stack: the planner hashes every index row it reads
+  PutBigEndian64(bytes, key.app.value());
+  PutBigEndian64(bytes + 8, key.host.value());
+  bytes[16] = static_cast<char>(SeverityCode(key.severity));
+  PutBigEndian64(bytes + 17, static_cast<uint64_t>(key.first_ts_ms));
+  PutBigEndian64(bytes + 25, key.chunk.value());
+  return Hash64(std::string_view(bytes, sizeof bytes));
 }
 
 void Compactor::NoteBig(const MainKey& key, uint64_t bytes) {
@@ -783,10 +783,7 @@ Status Compactor::WriteMerge(std::vector<Part*>& parts, CompactionPass& pass) {
         std::move(waiting);
   }
   if (!s.ok()) return s;
-  MainKey merged_key;  // as stored (StoredChunk ignores the salt)
-  merged_key.app = AppIdOf(head.app());
-  merged_key.host = HostIdOf(head.host());
-  merged_key.severity = parts.front()->key.severity;
+  MainKey merged_key = parts.front()->key;  // its stream's; as stored
   merged_key.first_ts_ms = merged.first_ts_ms();
   merged_key.chunk = merged_id;
   NoteBig(merged_key, merged_record_bytes);

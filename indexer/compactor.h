@@ -304,9 +304,9 @@ class Compactor {
                            std::set<std::tuple<Severity, int64_t, ChunkId>>& listed, CompactionPass& pass);
   Status RunPass(int64_t now_ms, const std::function<bool(uint64_t)>& keep_going, CompactionPass& pass);
 
-  // A stored chunk's identity in big_ and corrupt_: its id alone repeats
-  // across streams (a chunk of two severities is stored as two parts with
-  // one id), so its stream and first time go with it, hashed.
+  // A stored chunk's identity in big_ and corrupt_: its id alone may repeat
+  // across streams (a producer numbering its sequences per stream), so its
+  // stream and first time go with it, hashed.
   static uint64_t StoredChunk(const MainKey& key);
   void NoteBig(const MainKey& key, uint64_t bytes);
 
