@@ -20,10 +20,16 @@ shift || true
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=(chunk_decoder_fuzz json_lines_fuzz text_lines_fuzz ship_chunk_fuzz query_input_fuzz)
 scripts/install-deps.sh --fuzz >/dev/null
-scripts/build.sh fuzz >/dev/null
+mkdir -p .fuzz-corpus/crashes
+# The build's output is kept, and its end shown when it fails (a compile or
+# link error would otherwise leave only this step's title in CI's log).
+if ! scripts/build.sh fuzz >.fuzz-corpus/build.log 2>&1; then
+  tail -n 40 .fuzz-corpus/build.log >&2
+  echo "fuzz: the fuzz build failed (whole output in .fuzz-corpus/build.log)" >&2
+  exit 1
+fi
 per=$(( seconds / ${#targets[@]} ))
 [ "$per" -ge 1 ] || per=1
-mkdir -p .fuzz-corpus/crashes
 failed=()
 for t in "${targets[@]}"; do
   corpus=.fuzz-corpus/$t
