@@ -55,13 +55,6 @@ void IngestInBatches(Indexer& indexer, const std::vector<std::string>& chunks) {
 }
 
 // Ingest that looks chunks up in the merge ledger, as serve does beside `o`'s compactor.
-IndexerOptions ReSendOptions(const CompactorOptions& o) {
-  IndexerOptions io;
-  io.merged_check_ms = o.settle_ms;
-  io.merged_max_span_ms = o.max_span_ms;
-  return io;
-}
-
 struct Fixture {
   TempDir dir;
   std::unique_ptr<RocksDbStore> store;
@@ -97,6 +90,21 @@ struct Fixture {
   }
   // A time at which every record has settled and every run is closed.
   int64_t Settled(const CompactorOptions& o) const { return w.end_ms + o.settle_ms + o.max_span_ms + 1; }
+
+  // Ingest options that look re-sent chunks up in the merge ledger, as serve
+  // sets them beside a compactor of options `o`. The ledger check applies to
+  // chunks older than now - settle; now is this clock, set where every chunk
+  // has settled, so that the tests do not depend on the machine's clock (the
+  // workload's dates are fixed).
+  IndexerOptions ReSendOptions(const CompactorOptions& o) {
+    resend_clock.SetMs(Settled(o));
+    IndexerOptions io;
+    io.decode.clock = &resend_clock;
+    io.merged_check_ms = o.settle_ms;
+    io.merged_max_span_ms = o.max_span_ms;
+    return io;
+  }
+  ManualClock resend_clock{0};
 
   QueryOptions EngineOptions() {
     QueryOptions qo;
@@ -946,7 +954,7 @@ TEST(Compactor, ChunksSentAgainAfterTheirMergeAreNotStoredTwice) {
   ASSERT_GT(pass->merges, 0u);
   const uint64_t main_rows = f.Rows(kMainTable);
 
-  Indexer again(*f.store, ReSendOptions((*compactor)->options()));
+  Indexer again(*f.store, f.ReSendOptions((*compactor)->options()));
   IngestInBatches(again, f.w.chunks);
   EXPECT_EQ(again.counters().merged_resends, pass->parts) << "every merged part is recognised, nothing else";
   EXPECT_EQ(f.Rows(kMainTable), main_rows);
@@ -1009,7 +1017,7 @@ TEST(Compactor, ReSendsAreRecognisedByLedgerRowsOfEitherFormatAndAnUnreadableRow
   ASSERT_TRUE(f.store->Write(rewrite).ok());
   const uint64_t main_rows = f.Rows(kMainTable);
 
-  Indexer again(*f.store, ReSendOptions((*compactor)->options()));
+  Indexer again(*f.store, f.ReSendOptions((*compactor)->options()));
   IngestInBatches(again, f.w.chunks);
   EXPECT_EQ(again.counters().merged_resends, pass->parts - damaged_parts);
   EXPECT_GT(again.counters().unreadable_ledger_reads, 0u);
@@ -1051,7 +1059,7 @@ TEST(Compactor, ReSendsOfKafkaOnlyPartsAndOfPartsMergedTwiceAreRecognised) {
   auto compactor = Compactor::Create(*f.store, o);
   ASSERT_TRUE(compactor.ok());
   const int64_t now = f.Settled(o);
-  const IndexerOptions io = ReSendOptions(o);
+  const IndexerOptions io = f.ReSendOptions(o);
   auto ingest = [&](Indexer& indexer, size_t from, size_t to) {
     for (size_t i = from; i < to; ++i) ASSERT_TRUE(indexer.IngestSerialized({sent[i].bytes}, sent[i].source).ok());
   };
@@ -1152,7 +1160,7 @@ TEST(Compactor, AMergeWaitsForABatchThatCheckedTheLedgerToSettle) {
   const std::vector<std::vector<std::string>> before = Answers(engine, queries);
   const uint64_t main_rows = f.Rows(kMainTable);
 
-  IndexerOptions io = ReSendOptions(co);
+  IndexerOptions io = f.ReSendOptions(co);
   io.merge_gate = &gate;
   Indexer again(*f.store, io);
   WriteBatch batch;  // every chunk sent again, staged while none is merged yet
