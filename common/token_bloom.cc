@@ -15,9 +15,12 @@
 namespace logdex {
 namespace {
 
-constexpr uint8_t kVersion = 2;  // 1: the first token hash (filters written by it are read as "may hold anything")
+constexpr uint8_t kVersion = 3;  // register-blocked; short numbers not indexed
+constexpr uint8_t kVersionClassic = 2;  // read only (token_bloom.h); 1: the first token hash, read as "may hold anything"
 constexpr size_t kHeader = 6;  // version · k · salt u32
-constexpr unsigned kMaxHashes = 16;
+constexpr unsigned kMaxHashesClassic = 16;
+constexpr unsigned kHashes = 4;     // bits a token sets in its word (the best k from 4 to 20 bits per token)
+constexpr unsigned kMaxHashes = 10;  // of 6 bits each of g
 constexpr uint64_t kSeed = 0x746f6b656e;  // "token"
 constexpr uint64_t kK0 = 0x9e3779b97f4a7c15ull;
 constexpr uint64_t kK1 = 0xff51afd7ed558ccdull;
@@ -27,11 +30,8 @@ uint64_t Reduce(uint64_t x, uint64_t bits) {
   return static_cast<uint64_t>((static_cast<unsigned __int128>(x) * bits) >> 64);
 }
 
-// The token's hash remixed with the filter's salt (MurmurHash3's fmix64,
-// a bijection): filters of chunks that share most tokens would otherwise
-// set the same bits, and a token absent from all of them would be a false
-// positive in nearly all or in none (measured: one absent token passed 90 %
-// of 200 such filters whose mean rate was 9 %).
+// Version 2's positions (read only): the token's hash remixed with the
+// filter's salt by MurmurHash3's fmix64, then double hashing.
 uint64_t Salted(uint64_t h, uint32_t salt) {
   uint64_t x = h ^ (uint64_t{salt} << 32 | salt);
   x ^= x >> 33;
@@ -56,7 +56,6 @@ uint64_t Position(uint64_t g, unsigned j, uint64_t bits) {
 // definition is in token_bloom.h: it is part of the stored format.
 constexpr size_t kPad = 16;
 constexpr size_t kKeepScratch = 1 << 20;
-constexpr size_t kKeepSlots = 1 << 16;  // 512 KiB of table
 
 uint64_t LoadWord(const unsigned char* p) {
   uint64_t w;
@@ -99,14 +98,14 @@ inline uint64_t HashFolded(const unsigned char* p, size_t length) {
 constexpr unsigned char FoldByte(unsigned char c) { return (c >= 'A' && c <= 'Z') ? static_cast<unsigned char>(c | 0x20) : c; }
 
 // Folds p[0, 64) into out; returns the mask of token bytes, bit i for byte
-// i (common/tokens.h).
+// i (common/tokens.h), and sets `digits` to the mask of its ASCII digits.
 #if defined(__SSE2__)
 // 16 bytes at a time, by SSE2 (every x86-64 has it): a token byte is one
 // >= 0x80 (its sign bit), a digit, a letter (c | 0x20 in 'a'..'z') or '_';
 // upper case gets 0x20. Branch-free: a byte-at-a-time tokenizer pays a
 // mispredicted branch at most token edges.
-uint64_t FoldBlock64(const unsigned char* p, unsigned char* out) {
-  uint64_t m = 0;
+uint64_t FoldBlock64(const unsigned char* p, unsigned char* out, uint64_t& digits) {
+  uint64_t m = 0, d = 0;
   for (int k = 0; k < 4; ++k) {
     const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(p + 16 * k));
     const __m128i digit = _mm_and_si128(_mm_cmpgt_epi8(c, _mm_set1_epi8('0' - 1)), _mm_cmplt_epi8(c, _mm_set1_epi8('9' + 1)));
@@ -116,20 +115,108 @@ uint64_t FoldBlock64(const unsigned char* p, unsigned char* out) {
     const __m128i under = _mm_cmpeq_epi8(c, _mm_set1_epi8('_'));
     const __m128i token = _mm_or_si128(_mm_or_si128(digit, letter), _mm_or_si128(under, c));  // c: its sign bit
     m |= static_cast<uint64_t>(static_cast<uint32_t>(_mm_movemask_epi8(token))) << (16 * k);
+    d |= static_cast<uint64_t>(static_cast<uint32_t>(_mm_movemask_epi8(digit))) << (16 * k);
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + 16 * k), _mm_or_si128(c, _mm_and_si128(upper, _mm_set1_epi8(0x20))));
   }
+  digits = d;
   return m;
 }
 #else
-uint64_t FoldBlock64(const unsigned char* p, unsigned char* out) {
-  uint64_t m = 0;
+uint64_t FoldBlock64(const unsigned char* p, unsigned char* out, uint64_t& digits) {
+  uint64_t m = 0, d = 0;
   for (size_t i = 0; i < 64; ++i) {
     m |= uint64_t{IsTokenByte(p[i])} << i;
+    d |= uint64_t{p[i] >= '0' && p[i] <= '9'} << i;
     out[i] = FoldByte(p[i]);
   }
+  digits = d;
   return m;
 }
 #endif
+
+// Calls f(hash) for each indexed token of `message` (IsIndexedToken), in
+// order, tokenizing 64 bytes at a time into the scratch buffers.
+template <class F>
+void ForEachIndexedHash(std::string_view message, std::vector<unsigned char>& folded, std::vector<uint64_t>& masks,
+                        std::vector<uint64_t>& digits, F&& f) {
+  const auto* p = reinterpret_cast<const unsigned char*>(message.data());
+  const size_t n = message.size();
+  const size_t blocks = (n + 63) / 64;
+  if (folded.size() < blocks * 64 + kPad) folded.resize(blocks * 64 + kPad);
+  if (masks.size() < blocks + 1) {
+    masks.resize(blocks + 1);
+    digits.resize(blocks + 1);
+  }
+  unsigned char* out = folded.data();
+  // Pass 1: the message folded into the buffer (zero-padded past its end)
+  // and the masks of its token bytes and digits. The last, partial block is
+  // copied out first (zeros are not token bytes and fold to zeros).
+  for (size_t k = 0; k < blocks; ++k) {
+    const size_t base = 64 * k;
+    if (n - base >= 64) {
+      masks[k] = FoldBlock64(p + base, out + base, digits[k]);
+    } else {
+      unsigned char last[64] = {};
+      std::memcpy(last, p + base, n - base);
+      masks[k] = FoldBlock64(last, out + base, digits[k]);
+    }
+  }
+  std::memset(out + 64 * blocks, 0, kPad);
+  digits[blocks] = 0;
+  const uint64_t* const d = digits.data();
+  // Whether [start, start + length) holds 1-4 digits only (a short number,
+  // not indexed): its bits of the digit masks, from two blocks at an edge.
+  auto short_number = [d](size_t start, size_t length) {
+    if (length > 4) return false;
+    const size_t k = start / 64, b = start % 64;
+    uint64_t bits = d[k] >> b;
+    if (b + length > 64) bits |= d[k + 1] << (64 - b);
+    const uint64_t want = (uint64_t{1} << length) - 1;
+    return (bits & want) == want;
+  };
+  // Pass 2: the mask's edges (bits that differ from the bit before)
+  // alternate between a token's start and its end.
+  bool in_token = false;
+  size_t start = 0;
+  uint64_t carry = 0;  // the previous block's last bit
+  for (size_t k = 0; k < blocks; ++k) {
+    const size_t base = 64 * k;
+    const uint64_t m = masks[k];
+    uint64_t edges = m ^ (m << 1 | carry);
+    carry = m >> 63;
+    while (edges) {
+      const size_t at = base + static_cast<size_t>(std::countr_zero(edges));
+      edges &= edges - 1;
+      if (!in_token) {
+        start = at;
+      } else if (!short_number(start, at - start)) {
+        f(HashFolded(out + start, at - start));
+      }
+      in_token = !in_token;
+    }
+  }
+  if (in_token && !short_number(start, n - start)) f(HashFolded(out + start, n - start));
+}
+
+// Version 3's word and bits of a token (token_bloom.h).
+inline uint64_t Mixed(uint64_t h, uint64_t salt) { return (h ^ salt) * kK0; }
+// 1 << i by a table: a shift by a register's count is 3 micro-ops on
+// Intel cores without BMI2 (not in the baseline x86-64), a load is one.
+constexpr std::array<uint64_t, 64> kBit = [] {
+  std::array<uint64_t, 64> t{};
+  for (size_t i = 0; i < 64; ++i) t[i] = uint64_t{1} << i;
+  return t;
+}();
+inline uint64_t BitsOf(uint64_t g, unsigned k) {
+  uint64_t mask = 0;
+  for (unsigned j = 0; j < k; ++j) mask |= kBit[(g >> (6 * j)) & 63];
+  return mask;
+}
+// The build's, with k known: unrolled.
+inline uint64_t BuildBits(uint64_t g) {
+  static_assert(kHashes == 4);
+  return (kBit[g & 63] | kBit[(g >> 6) & 63]) | (kBit[(g >> 12) & 63] | kBit[(g >> 18) & 63]);
+}
 
 }  // namespace
 
@@ -145,172 +232,122 @@ uint64_t TokenHash(std::string_view token) {
   return HashFolded(out, token.size());
 }
 
-void TokenSet::AddMessage(std::string_view message) {
-  const auto* p = reinterpret_cast<const unsigned char*>(message.data());
-  const size_t n = message.size();
-  const size_t blocks = (n + 63) / 64;
-  if (folded_.size() < blocks * 64 + kPad) folded_.resize(blocks * 64 + kPad);
-  if (masks_.size() < blocks) masks_.resize(blocks);
-  // A token takes a byte and a separator: at most (n + 1) / 2 of them.
-  if (pending_.size() < (n + 1) / 2) pending_.resize((n + 1) / 2);
-  unsigned char* f = folded_.data();
-  // Pass 1: the message folded into the buffer (zero-padded past its end)
-  // and a mask of its token bytes. The last, partial block is copied out
-  // first (zeros are not token bytes and fold to zeros).
-  for (size_t k = 0; k < blocks; ++k) {
-    const size_t base = 64 * k;
-    if (n - base >= 64) {
-      masks_[k] = FoldBlock64(p + base, f + base);
-    } else {
-      unsigned char last[64] = {};
-      std::memcpy(last, p + base, n - base);
-      masks_[k] = FoldBlock64(last, f + base);
-    }
-  }
-  std::memset(f + 64 * blocks, 0, kPad);
-  // Pass 2: the mask's edges (bits that differ from the bit before)
-  // alternate between a token's start and its end. The message's hashes are
-  // computed first (independent of each other, they overlap), their table
-  // slots prefetched, and inserted during the next message's call: probes
-  // that missed the cache were most of the build's time once tokenizing was
-  // branch-free, and a prefetch needs time to land.
-  bool in_token = false;
-  size_t start = 0;
-  uint64_t carry = 0;  // the previous block's last bit
-  uint64_t* const hashes = pending_.data();
-  size_t count = 0;
-  for (size_t k = 0; k < blocks; ++k) {
-    const size_t base = 64 * k;
-    const uint64_t m = masks_[k];
-    uint64_t edges = m ^ (m << 1 | carry);
-    carry = m >> 63;
-    while (edges) {
-      const size_t at = base + static_cast<size_t>(std::countr_zero(edges));
-      edges &= edges - 1;
-      if (in_token) hashes[count++] = HashFolded(f + start, at - start);
-      else start = at;
-      in_token = !in_token;
-    }
-  }
-  if (in_token) hashes[count++] = HashFolded(f + start, n - start);
-  if (table_.empty()) Grow(1);
-  // A hint only: a slot may move if the table grows first.
-  const size_t mask = table_.size() - 1;
-  for (size_t j = 0; j < count; ++j) __builtin_prefetch(&table_[hashes[j] & mask]);
-  InsertAll(ready_.data(), ready_count_);
-  pending_.swap(ready_);
-  ready_count_ = count;
+bool IsIndexedToken(std::string_view token) {
+  return token.empty() || token.size() > 4 || !std::all_of(token.begin(), token.end(), [](char c) { return c >= '0' && c <= '9'; });
 }
 
-void TokenSet::InsertAll(const uint64_t* hashes, size_t count) {
-  for (size_t j = 0; j < count; ++j) {
-    // Grown by what is in it, not by the message's token count: a long
-    // message repeating one token must not make a large table.
-    if (2 * (size_ + 1) > table_.size()) Grow(size_ + 1);
-    InsertOne(hashes[j]);
-  }
+void IndexedTokenHashes(std::string_view message, std::vector<uint64_t>& out) {
+  std::vector<unsigned char> folded;
+  std::vector<uint64_t> masks, digits;
+  ForEachIndexedHash(message, folded, masks, digits, [&](uint64_t h) { out.push_back(h); });
 }
 
-void TokenSet::InsertOne(uint64_t h) {
-  if (h == 0) {
-    zero_ = true;
-    return;
+void TokenBloomBuilder::Start(const TokenBloomOptions& options) {
+  options_ = options;
+  salt_ = uint64_t{options.salt} << 32 | options.salt;
+  // The largest W the cap allows, with at most 4 significant bits, so that
+  // it can be halved down to what the tokens need.
+  size_t w = options.max_bytes >= kHeader + 8 ? (options.max_bytes - kHeader) / 8 : 0;
+  if (w >= 16) {
+    const int shift = std::bit_width(w) - 4;
+    w = w >> shift << shift;
   }
-  const size_t mask = table_.size() - 1;
-  for (size_t i = h & mask;; i = (i + 1) & mask) {
-    if (table_[i] == h) return;
-    if (table_[i] == 0) {
-      table_[i] = h;
-      ++size_;
-      return;
-    }
-  }
+  words_.assign(w, 0);
 }
 
-void TokenSet::Grow(size_t wanted) {
-  size_t slots = std::max<size_t>(1024, table_.size());
-  while (2 * wanted > slots) slots *= 2;
-  std::vector<uint64_t> old(slots, 0);
-  old.swap(table_);
-  size_ = 0;
-  for (uint64_t h : old) {
-    if (h != 0) InsertOne(h);
-  }
+void TokenBloomBuilder::AddHash(uint64_t token_hash) {
+  if (words_.empty()) return;
+  const uint64_t g = Mixed(token_hash, salt_);
+  words_[Reduce(g, words_.size())] |= BuildBits(g);
 }
 
-std::vector<uint64_t> TokenSet::TakeDistinct() {
-  InsertAll(ready_.data(), ready_count_);
-  ready_count_ = 0;
-  std::vector<uint64_t> out;
-  out.reserve(size_ + zero_);
-  for (uint64_t h : table_) {
-    if (h != 0) out.push_back(h);
-  }
-  if (zero_) out.push_back(0);
-  // Kept for the next chunk, which is often as large (regrowing from small
-  // cost a rehash per doubling), but not far larger than this one needed
-  // once past kKeepSlots: one chunk of many tokens must not make every
-  // later one scan a huge table.
-  size_t fit = 1024;
-  while (fit < 2 * size_) fit *= 2;
-  if (table_.size() > kKeepSlots && table_.size() > 4 * fit) {
-    table_.assign(std::max(fit, kKeepSlots), 0);
-    table_.shrink_to_fit();
-  } else {
-    std::fill(table_.begin(), table_.end(), 0);
-  }
-  size_ = 0;
-  zero_ = false;
-  // The scratch buffers follow the longest message seen (the hashes take 4
-  // bytes per message byte, twice): past 1 MiB they are not kept for the
-  // life of the process.
-  if (folded_.capacity() > kKeepScratch || 8 * std::max(pending_.capacity(), ready_.capacity()) > kKeepScratch) {
+void TokenBloomBuilder::AddMessage(std::string_view message) {
+  if (words_.empty()) return;
+  uint64_t* const words = words_.data();
+  const uint64_t count = words_.size(), salt = salt_;
+  ForEachIndexedHash(message, folded_, masks_, digits_, [&](uint64_t h) {
+    const uint64_t g = Mixed(h, salt);
+    words[Reduce(g, count)] |= BuildBits(g);
+  });
+}
+
+std::optional<std::string> TokenBloomBuilder::Finish() {
+  // The scratch buffers follow the longest message seen: past 1 MiB they
+  // are not kept for the life of the process.
+  if (folded_.capacity() > kKeepScratch) {
     folded_ = {};
     masks_ = {};
-    pending_ = {};
-    ready_ = {};
+    digits_ = {};
   }
+  if (words_.empty()) return std::nullopt;
+  uint64_t set = 0;
+  for (uint64_t w : words_) set += static_cast<uint64_t>(std::popcount(w));
+  // The distinct tokens, estimated from the share of bits set. A word
+  // holds Poisson(n / W) tokens, each of which leaves a given bit clear with
+  // probability q = (63/64)^k, so a bit is clear with probability
+  // exp(-(n / W) (1 - q)).
+  const double w = static_cast<double>(words_.size());
+  const double fill = static_cast<double>(set) / (64 * w);
+  const double tokens = fill >= 1 ? HUGE_VAL : -w * std::log1p(-fill) / (1 - std::pow(63.0 / 64, kHashes));
+  if (64 * w < options_.min_bits_per_token * tokens) {
+    words_.clear();
+    if (words_.capacity() > kKeepScratch / 8) words_.shrink_to_fit();
+    return std::nullopt;
+  }
+  size_t count = words_.size();
+  while (count % 2 == 0 && 64.0 * static_cast<double>(count / 2) >= options_.bits_per_token * tokens) {
+    for (size_t i = 0; i < count / 2; ++i) words_[i] = words_[2 * i] | words_[2 * i + 1];
+    count /= 2;
+  }
+  std::string out(kHeader + 8 * count, '\0');
+  out[0] = static_cast<char>(kVersion);
+  out[1] = static_cast<char>(kHashes);
+  for (int i = 0; i < 4; ++i) out[2 + i] = static_cast<char>(options_.salt >> (8 * i));
+  for (size_t i = 0; i < count; ++i) {
+    for (int b = 0; b < 8; ++b) out[kHeader + 8 * i + static_cast<size_t>(b)] = static_cast<char>(words_[i] >> (8 * b));
+  }
+  // Finished: nothing more goes in until the next Start.
+  words_.clear();
+  if (words_.capacity() > kKeepScratch / 8) words_.shrink_to_fit();
   return out;
 }
 
 std::optional<std::string> BuildTokenBloom(const std::vector<uint64_t>& hashes, const TokenBloomOptions& options) {
-  const double n = static_cast<double>(std::max<size_t>(hashes.size(), 1));
-  const size_t wanted = static_cast<size_t>(std::ceil(n * options.bits_per_token / 8));
-  const size_t bytes = std::max<size_t>(1, std::min(wanted, options.max_bytes > kHeader ? options.max_bytes - kHeader : 0));
-  const double bits_per_token = static_cast<double>(bytes * 8) / n;
-  if (options.max_bytes <= kHeader || bits_per_token < options.min_bits_per_token) return std::nullopt;
-  const unsigned k = static_cast<unsigned>(std::clamp(std::lround(bits_per_token * std::log(2.0)), 1l, long{kMaxHashes}));
-  std::string out(kHeader + bytes, '\0');
-  out[0] = static_cast<char>(kVersion);
-  out[1] = static_cast<char>(k);
-  for (int i = 0; i < 4; ++i) out[2 + i] = static_cast<char>(options.salt >> (8 * i));
-  auto* array = reinterpret_cast<uint8_t*>(out.data() + kHeader);
-  const uint64_t bits = bytes * 8;
-  for (uint64_t h : hashes) {
-    const uint64_t g = Salted(h, options.salt);
-    for (unsigned j = 0; j < k; ++j) {
-      const uint64_t p = Position(g, j, bits);
-      array[p / 8] = static_cast<uint8_t>(array[p / 8] | (1u << (p % 8)));
-    }
-  }
-  return out;
+  TokenBloomBuilder builder;
+  builder.Start(options);
+  for (uint64_t h : hashes) builder.AddHash(h);
+  return builder.Finish();
 }
 
 TokenBloomView::TokenBloomView(std::string_view encoded) {
-  if (encoded.size() <= kHeader || static_cast<uint8_t>(encoded[0]) != kVersion) return;
+  if (encoded.size() <= kHeader) return;
+  const unsigned version = static_cast<uint8_t>(encoded[0]);
   const unsigned k = static_cast<uint8_t>(encoded[1]);
-  if (k < 1 || k > kMaxHashes) return;
+  if (version == kVersion) {
+    if (k < 1 || k > kMaxHashes || (encoded.size() - kHeader) % 8 != 0) return;
+  } else if (version == kVersionClassic) {
+    if (k < 1 || k > kMaxHashesClassic) return;
+  } else {
+    return;
+  }
   uint32_t salt = 0;
   for (int i = 0; i < 4; ++i) salt |= uint32_t{static_cast<uint8_t>(encoded[2 + i])} << (8 * i);
   array_ = encoded.substr(kHeader);
   bits_ = array_.size() * 8;
   k_ = k;
+  version_ = version;
   salt_ = salt;
 }
 
 bool TokenBloomView::MayContain(uint64_t token_hash) const {
   if (!valid()) return true;
   const auto* array = reinterpret_cast<const uint8_t*>(array_.data());
+  if (version_ == kVersion) {
+    const uint64_t g = Mixed(token_hash, uint64_t{salt_} << 32 | salt_);
+    const uint64_t word = LoadWord(array + 8 * Reduce(g, bits_ / 64));
+    const uint64_t want = BitsOf(g, k_);
+    return (word & want) == want;
+  }
   const uint64_t g = Salted(token_hash, salt_);
   for (unsigned j = 0; j < k_; ++j) {
     const uint64_t p = Position(g, j, bits_);
@@ -322,7 +359,7 @@ bool TokenBloomView::MayContain(uint64_t token_hash) const {
 void ContainedTokenHashes(std::string_view s, std::vector<uint64_t>& out) {
   ForEachToken(s, [&](std::string_view t) {
     // A run touching either end may continue outside the substring.
-    if (t.data() > s.data() && t.data() + t.size() < s.data() + s.size()) out.push_back(TokenHash(t));
+    if (t.data() > s.data() && t.data() + t.size() < s.data() + s.size() && IsIndexedToken(t)) out.push_back(TokenHash(t));
     return true;
   });
 }

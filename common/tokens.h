@@ -8,7 +8,9 @@
 // and every byte >= 0x80 (so a UTF-8 letter of any script stays inside its
 // word; so do non-ASCII punctuation and spaces, which are rare in logs).
 // Everything else separates tokens. Tokens are compared byte for byte: case
-// matters ("Error" is not "ERROR"), as in `contains`.
+// matters ("Error" is not "ERROR"), as in `contains`. The token filters
+// leave out runs of 1-4 ASCII digits (IsIndexedToken, token_bloom.h; the
+// SSE2 code also masks digits); the text filters match them as any token.
 #pragma once
 
 #include <array>

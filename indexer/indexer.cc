@@ -451,12 +451,13 @@ Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view byt
   }
   if (merged && !merged_messages.empty() && options_.token_filter_max_ratio > 0) {
     const int64_t start_ns = ThreadCpuNs();
-    for (std::string_view m : merged_messages) token_set_.AddMessage(m);
     TokenBloomOptions bo;
     bo.max_bytes = static_cast<size_t>(static_cast<double>(bytes.size()) * options_.token_filter_max_ratio);
     const std::string key = c.main_key.Encode();
     bo.salt = static_cast<uint32_t>(Hash64(key));
-    if (auto filter = BuildTokenBloom(token_set_.TakeDistinct(), bo)) {
+    token_filter_.Start(bo);
+    for (std::string_view m : merged_messages) token_filter_.AddMessage(m);
+    if (auto filter = token_filter_.Finish()) {
       ++counters_.token_filters;
       counters_.token_filter_bytes += filter->size();
       batch.Put(kTokenTable, key, std::move(*filter));

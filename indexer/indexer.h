@@ -326,7 +326,7 @@ class Indexer {
   std::string verify_scratch_;  // decompressed bytes of the chunk being verified
   RecordViews view_scratch_;    // the records of a chunk without a tag summary, read in place
   std::vector<TagView> record_tags_;  // their tags (AppendIndexedTags)
-  TokenSet token_set_;          // a merged chunk's tokens (reused: its buffers stay allocated)
+  TokenBloomBuilder token_filter_;  // a merged chunk's (reused: its buffers stay allocated)
   std::shared_lock<std::shared_mutex> gate_lock_;  // on options_.merge_gate, from a batch's first Stage to Settle
 };
 

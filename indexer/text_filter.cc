@@ -214,7 +214,10 @@ TokenProbe TokenProbe::For(const std::vector<TextFilter>& filters, std::string_v
       case TextFilterKind::kContains: ContainedTokenHashes(f.text, p.tokens_); break;
       case TextFilterKind::kWord:
       case TextFilterKind::kPhrase:
-        ForEachToken(f.text, [&](std::string_view t) { return p.tokens_.push_back(TokenHash(t)), true; });
+        ForEachToken(f.text, [&](std::string_view t) {
+          if (IsIndexedToken(t)) p.tokens_.push_back(TokenHash(t));
+          return true;
+        });
         break;
       case TextFilterKind::kRegex:
         if (auto probe = RegexTokenProbe::Make(f.text)) p.regexes_.push_back(std::move(probe));

@@ -80,8 +80,9 @@ class RegexTokenProbe {
 };
 
 // What a chunk's token filter must hold for any of its records to pass a
-// query's text filters (and `contains`): the tokens of positive words and
-// phrases, those a `contains` text holds whole, and each regex's literals
+// query's text filters (and `contains`): the indexed tokens (not short
+// numbers: IsIndexedToken) of positive words and phrases, those a
+// `contains` text holds whole, and each regex's literals
 // (RegexTokenProbe); negations need nothing.
 class TokenProbe {
  public:

@@ -62,11 +62,12 @@ void Filter(std::string_view in) {
   const bool matches = positive->Matches(message);
   if (matches == negative->Matches(message)) __builtin_trap();
   if (matches) {
-    logdex::TokenSet tokens;
-    tokens.AddMessage(message);
     logdex::TokenBloomOptions o;
-    o.max_bytes = 1 << 20;
-    const auto filter = logdex::BuildTokenBloom(tokens.TakeDistinct(), o);
+    o.max_bytes = 1 << 16;
+    logdex::TokenBloomBuilder builder;
+    builder.Start(o);
+    builder.AddMessage(message);
+    const auto filter = builder.Finish();
     if (!filter || !logdex::TokenProbe::For({{kind, false, text}}).MayMatch(logdex::TokenBloomView(*filter))) {
       __builtin_trap();
     }
