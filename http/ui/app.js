@@ -25,19 +25,37 @@ let emptyStops = 0;      // pages in a row the server's budget stopped with no r
 // ---- API access, with the bearer token when the server wants one ----
 function token() { return sessionStorage.getItem('logdex.token') || ''; }
 
-async function askToken() {
-  const dialog = $('tokendialog');
-  $('token').value = token();
-  dialog.showModal();
-  await new Promise((resolve) => dialog.addEventListener('close', resolve, { once: true }));
-  sessionStorage.setItem('logdex.token', $('token').value.trim());
+// One prompt at a time: a search sends several requests (records, volume,
+// live tail), and each refused one waits for the same answer. A second
+// prompt would refill the field with the old token under the user's typing.
+let tokenPrompt = null;
+function askToken() {
+  if (!tokenPrompt) {
+    tokenPrompt = new Promise((resolve) => {
+      const dialog = $('tokendialog');
+      $('token').value = token();
+      dialog.addEventListener('close', () => {
+        sessionStorage.setItem('logdex.token', $('token').value.trim());
+        tokenPrompt = null;
+        resolve();
+      }, { once: true });
+      dialog.showModal();
+    });
+  }
+  return tokenPrompt;
 }
 
 async function api(path, params, options = {}) {
   for (let attempt = 0; attempt < 3; attempt++) {
-    const headers = token() ? { Authorization: 'Bearer ' + token() } : {};
+    const sent = token();
+    const headers = sent ? { Authorization: 'Bearer ' + sent } : {};
     const res = await fetch(path + '?' + params.toString(), { headers, signal: options.signal });
-    if (res.status === 401) { await askToken(); continue; }
+    if (res.status === 401) {
+      // A refusal of a token the user has replaced since is answered by
+      // the new one, not by another prompt.
+      if (token() === sent) await askToken();
+      continue;
+    }
     if (options.stream) return res;
     const text = await res.text();
     let body = null;

@@ -225,6 +225,16 @@ try {
     const page2 = await browser.newPage({ viewport: { width: 1400, height: 900 } });
     const errors2 = [];
     page2.on('pageerror', (e) => errors2.push(e.message));
+    // The volume request is held 1.5 s before it goes: its refusal then
+    // arrives after the token was answered, as a slow server's does (CI
+    // failed here beside two CPU hogs: a late refusal refilled the field
+    // with the old token and prompted again).
+    await page2.route('**/api/v1/volume*', async (route) => {
+      await new Promise((r) => setTimeout(r, 1_500));
+      await route.continue();
+    });
+    let volumeAnswered = false;
+    page2.on('response', (r) => { if (r.url().includes('/api/v1/volume') && r.status() === 200) volumeAnswered = true; });
     await page2.goto(base2 + '/?app=hdfs');
     const dialog = page2.locator('#tokendialog');
     await waitFor(() => dialog.isVisible(), 30_000, 'the page asks for the token');
@@ -238,6 +248,7 @@ try {
     await page2.click('#tokenform button');
     await waitFor(async () => (await page2.locator('#more').textContent()) === '0 records', 30_000,
       'with the token the search answers (no records on this empty server)');
+    await waitFor(async () => volumeAnswered, 30_000, 'the volume request refused before the token was given is sent again with it');
     check(!(await dialog.isVisible()), 'the token dialog is closed');
     check(await page2.evaluate(() => sessionStorage.getItem('logdex.token')) === token, 'the token is kept in session storage');
     check((await page2.locator('#message.error').count()) === 0, `no error is shown (${await page2.locator('#message').textContent()})`);
