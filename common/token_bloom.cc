@@ -212,10 +212,11 @@ inline uint64_t BitsOf(uint64_t g, unsigned k) {
   for (unsigned j = 0; j < k; ++j) mask |= kBit[(g >> (6 * j)) & 63];
   return mask;
 }
-// The build's, with k known: unrolled.
-inline uint64_t BuildBits(uint64_t g) {
+// The build's token: its bits, k known (unrolled), set in its word.
+inline void SetToken(uint64_t* words, uint64_t count, uint64_t salt, uint64_t h) {
   static_assert(kHashes == 4);
-  return (kBit[g & 63] | kBit[(g >> 6) & 63]) | (kBit[(g >> 12) & 63] | kBit[(g >> 18) & 63]);
+  const uint64_t g = Mixed(h, salt);
+  words[Reduce(g, count)] |= (kBit[g & 63] | kBit[(g >> 6) & 63]) | (kBit[(g >> 12) & 63] | kBit[(g >> 18) & 63]);
 }
 
 }  // namespace
@@ -256,19 +257,14 @@ void TokenBloomBuilder::Start(const TokenBloomOptions& options) {
 }
 
 void TokenBloomBuilder::AddHash(uint64_t token_hash) {
-  if (words_.empty()) return;
-  const uint64_t g = Mixed(token_hash, salt_);
-  words_[Reduce(g, words_.size())] |= BuildBits(g);
+  if (!words_.empty()) SetToken(words_.data(), words_.size(), salt_, token_hash);
 }
 
 void TokenBloomBuilder::AddMessage(std::string_view message) {
   if (words_.empty()) return;
   uint64_t* const words = words_.data();
   const uint64_t count = words_.size(), salt = salt_;
-  ForEachIndexedHash(message, folded_, masks_, digits_, [&](uint64_t h) {
-    const uint64_t g = Mixed(h, salt);
-    words[Reduce(g, count)] |= BuildBits(g);
-  });
+  ForEachIndexedHash(message, folded_, masks_, digits_, [&](uint64_t h) { SetToken(words, count, salt, h); });
 }
 
 std::optional<std::string> TokenBloomBuilder::Finish() {
@@ -279,6 +275,12 @@ std::optional<std::string> TokenBloomBuilder::Finish() {
     masks_ = {};
     digits_ = {};
   }
+  // Finished: nothing more goes in until the next Start.
+  auto done = [this](std::optional<std::string> filter) {
+    words_.clear();
+    if (words_.capacity() > kKeepScratch / 8) words_.shrink_to_fit();
+    return filter;
+  };
   if (words_.empty()) return std::nullopt;
   uint64_t set = 0;
   for (uint64_t w : words_) set += static_cast<uint64_t>(std::popcount(w));
@@ -289,11 +291,7 @@ std::optional<std::string> TokenBloomBuilder::Finish() {
   const double w = static_cast<double>(words_.size());
   const double fill = static_cast<double>(set) / (64 * w);
   const double tokens = fill >= 1 ? HUGE_VAL : -w * std::log1p(-fill) / (1 - std::pow(63.0 / 64, kHashes));
-  if (64 * w < options_.min_bits_per_token * tokens) {
-    words_.clear();
-    if (words_.capacity() > kKeepScratch / 8) words_.shrink_to_fit();
-    return std::nullopt;
-  }
+  if (64 * w < options_.min_bits_per_token * tokens) return done(std::nullopt);
   size_t count = words_.size();
   while (count % 2 == 0 && 64.0 * static_cast<double>(count / 2) >= options_.bits_per_token * tokens) {
     for (size_t i = 0; i < count / 2; ++i) words_[i] = words_[2 * i] | words_[2 * i + 1];
@@ -306,10 +304,7 @@ std::optional<std::string> TokenBloomBuilder::Finish() {
   for (size_t i = 0; i < count; ++i) {
     for (int b = 0; b < 8; ++b) out[kHeader + 8 * i + static_cast<size_t>(b)] = static_cast<char>(words_[i] >> (8 * b));
   }
-  // Finished: nothing more goes in until the next Start.
-  words_.clear();
-  if (words_.capacity() > kKeepScratch / 8) words_.shrink_to_fit();
-  return out;
+  return done(std::move(out));
 }
 
 std::optional<std::string> BuildTokenBloom(const std::vector<uint64_t>& hashes, const TokenBloomOptions& options) {
