@@ -116,14 +116,28 @@ Phase RawStore(const BenchOptions& o, const std::vector<std::string>& chunks, in
 // serve runs store.durability skip_wal: no WAL, and a flush then a commit
 // every 8 MiB of messages (serve's default is 256 MiB or 5 s; the smaller
 // step keeps several flush-and-commit cycles inside this short run).
-// `verify` is serve's indexer.verify (default full).
+// `verify` is serve's indexer.verify (default full). `ledger_check`: as
+// serve runs with compaction on (the default): every chunk older than the
+// settle (10 min; all of this bench's, an hour old) is looked up in the
+// merge ledger, a range of the stream's rows, under the merge gate.
+struct Variant {
+  bool skip_wal = false;
+  IngestVerify verify = IndexerOptions{}.verify;
+  bool ledger_check = false;
+};
 EndToEnd RunEndToEnd(const BenchOptions& o, const std::string& bootstrap, const std::string& topic,
-                     const std::string& group, size_t messages_total, bool skip_wal = false,
-                     IngestVerify verify = IndexerOptions{}.verify) {
+                     const std::string& group, size_t messages_total, Variant variant = {}) {
+  const bool skip_wal = variant.skip_wal;
   bench::ScratchDir dir(o.dir, "e2e");
   auto store = bench::OpenStoreWithTables(dir.str(), skip_wal ? Durability::kSkipWal : Durability::kAsync);
   IndexerOptions io;
-  io.verify = verify;
+  io.verify = variant.verify;
+  MergeGate gate;
+  if (variant.ledger_check) {
+    io.merged_check_ms = 10 * 60'000;        // compaction.settle's default
+    io.merged_max_span_ms = 3 * 3'600'000;  // compaction.max_span's
+    io.merge_gate = &gate;
+  }
   Indexer indexer(*store, io);
   bench::DecompressAlertLevels(indexer);  // as serve's alert observer has it do
   BatchProcessorOptions bo;
@@ -235,7 +249,7 @@ json BenchConsume(const BenchOptions& o, const std::vector<std::string>& lines) 
   // Three rounds of each phase, interleaved, so that a noisy neighbour
   // spreads over all three; each figure is the median round.
   constexpr int kRounds = 3;
-  std::vector<double> consume_rates, store_rates, e2e_rates, e2e_walls, skip_wal_rates, header_rates;
+  std::vector<double> consume_rates, store_rates, e2e_rates, e2e_walls, skip_wal_rates, header_rates, ledger_rates;
   for (int round = 0; round < kRounds; ++round) {
     const Phase c = RawConsume(bootstrap, topic, partitions, chunks.size());
     consume_rates.push_back(total_lines / c.cpu_s);
@@ -245,13 +259,18 @@ json BenchConsume(const BenchOptions& o, const std::vector<std::string>& lines) 
     LOGDEX_CHECK(e.indexed_records == total_lines);
     e2e_rates.push_back(e.lines / e.phase.cpu_s);
     e2e_walls.push_back(e.phase.wall_s);
-    const EndToEnd w = RunEndToEnd(o, bootstrap, topic, "skip-wal-" + std::to_string(round), chunks.size(), true);
+    const EndToEnd w = RunEndToEnd(o, bootstrap, topic, "skip-wal-" + std::to_string(round), chunks.size(),
+                                   {.skip_wal = true});
     LOGDEX_CHECK(w.indexed_records == total_lines);
     skip_wal_rates.push_back(w.lines / w.phase.cpu_s);
     const EndToEnd h = RunEndToEnd(o, bootstrap, topic, "verify-header-" + std::to_string(round), chunks.size(),
-                                   false, IngestVerify::kHeader);
+                                   {.verify = IngestVerify::kHeader});
     LOGDEX_CHECK(h.indexed_records == total_lines);
     header_rates.push_back(h.lines / h.phase.cpu_s);
+    const EndToEnd l = RunEndToEnd(o, bootstrap, topic, "ledger-check-" + std::to_string(round), chunks.size(),
+                                   {.ledger_check = true});
+    LOGDEX_CHECK(l.indexed_records == total_lines);
+    ledger_rates.push_back(l.lines / l.phase.cpu_s);
   }
 
   const double e2e_pc = R(Median(e2e_rates)), consume_pc = R(Median(consume_rates)), store_pc = R(Median(store_rates));
@@ -278,6 +297,9 @@ json BenchConsume(const BenchOptions& o, const std::vector<std::string>& lines) 
           {"end_to_end_verify_header_lines_per_core_s", R(Median(header_rates))},
           {"ratio_verify_full_to_header", R(e2e_pc / Median(header_rates))},
           {"rounds_end_to_end_verify_header", rounded(header_rates)},
+          {"end_to_end_ledger_check_lines_per_core_s", R(Median(ledger_rates))},
+          {"ratio_ledger_check_to_end_to_end", R(Median(ledger_rates) / e2e_pc)},
+          {"rounds_end_to_end_ledger_check", rounded(ledger_rates)},
           {"rounds_end_to_end", rounded(e2e_rates)},
           {"rounds_raw_consume", rounded(consume_rates)},
           {"rounds_raw_store_write", rounded(store_rates)},
@@ -285,7 +307,8 @@ json BenchConsume(const BenchOptions& o, const std::vector<std::string>& lines) 
                    "threads included); both store phases end with a memtable flush (the steady-state cost of every "
                    "byte written); end to end excludes the group join and counts from the first batch made durable; "
                    "end to end runs indexer.verify full (the default: every chunk decompressed and checked), "
-                   "verify_header the light check for trusted producers"}};
+                   "verify_header the light check for trusted producers; ledger_check as serve ingests with compaction "
+                   "on (the default) chunks older than its settle: each looked up in the merge ledger"}};
 
   // The same messages through a real broker, when one is named: end to end and
   // raw consumption, the broker's CPU counted with this process's.

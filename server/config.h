@@ -111,7 +111,11 @@ struct IndexerConfig {
 // RocksDB flushes tables one by one), and on HBase with `hbase` (below). Off
 // by default until what it still lacks is built (README, "Compaction").
 struct CompactionConfig {
-  bool enabled = false;
+  // On by default (issue 16): a store of small chunks is several times the
+  // size of a compacted one, and only merged chunks carry token filters.
+  // Where it cannot run (durability skip_wal; HBase without compaction.hbase)
+  // serve says so and logdex_compaction_active is 0.
+  bool enabled = true;
   int64_t settle_ms = 10 * 60'000;           // chunks younger than this are left alone
   int64_t max_span_ms = 3 * 3600'000;        // longest span of a merged chunk (queries look this far past a range)
   uint32_t target_records = 8192;            // records of a merged chunk, at most

@@ -472,15 +472,27 @@ int Serve(const ServeFlags& flags) {
       config.compaction.enabled &&
       ((*store)->atomic_writes() ? config.store.durability != Durability::kSkipWal
                                  : config.compaction.hbase && shared_store && (*store)->conditional_writes());
+  // Compaction is on by default; where it cannot run, the store keeps
+  // every chunk as ingest wrote it (more bytes, no token filters): said at
+  // start and by the gauge.
   if (config.compaction.enabled && !compacting) {
     if (!(*store)->atomic_writes()) {
-      spdlog::info("compaction: off: on HBase it needs compaction.hbase: true (set it once every member runs this "
-                   "version); compaction.enabled is ignored");
+      spdlog::warn("compaction: off: on HBase it needs compaction.hbase: true (set it once every member runs this "
+                   "version); small chunks stay as ingest stored them");
     } else {
-      spdlog::info("compaction: off: it needs a store whose writes are logged (durability async or sync); "
-                   "compaction.enabled is ignored");
+      spdlog::warn("compaction: off: durability skip_wal (compaction needs a store whose writes are logged: async "
+                   "or sync); small chunks stay as ingest stored them");
     }
+  } else if (!config.compaction.enabled) {
+    spdlog::info("compaction: off (compaction.enabled: false)");
   }
+  prometheus::BuildGauge()
+      .Name("logdex_compaction_active")
+      .Help("1 when this member's compactor runs; 0 when compaction is off (compaction.enabled: false), or cannot run "
+            "on this store (durability skip_wal; HBase without compaction.hbase): see serve's start lines")
+      .Register(registry)
+      .Add({})
+      .Set(compacting ? 1 : 0);
   // A member that raises the store's longest span (a longer
   // compaction.max_span) waits until the others pad their queries by it
   // (they read it again every kLongestSpanRereadMs) before it merges.

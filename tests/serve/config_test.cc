@@ -16,6 +16,7 @@ TEST(Config, DefaultsNeedNoFile) {
   EXPECT_EQ(c->store.durability, Durability::kAsync);
   EXPECT_EQ(c->store.ttl_seconds, 7 * 24 * 3600);
   EXPECT_EQ(c->indexer.tags.max_values_per_hour, 10'000u);
+  EXPECT_TRUE(c->compaction.enabled) << "on by default (issue 16)";
 }
 
 TEST(Config, TheDocumentedExampleIsValidAndMeansWhatItSays) {
@@ -28,6 +29,7 @@ TEST(Config, TheDocumentedExampleIsValidAndMeansWhatItSays) {
   EXPECT_EQ(c->indexer.max_chunk_span_ms, 60'000);
   EXPECT_EQ(c->query.max_range_ms, 31ll * 86'400'000);
   EXPECT_TRUE(c->compaction.columns);
+  EXPECT_TRUE(c->compaction.enabled) << "the example says what the default is";
   auto plain = ParseConfig("compaction: {columns: false}\n", "p.yaml");
   ASSERT_TRUE(plain.ok()) << plain.error().message;
   EXPECT_FALSE(plain->compaction.columns);
