@@ -216,7 +216,11 @@ Status Compactor::RunPass(int64_t now_ms, const std::function<bool(uint64_t)>& k
            (pass_started_ns_ - w.second.written_ns) / 1'000'000 >= options_.removal_delay_ms;
   });
   const int64_t cutoff = SaturatingSub(now_ms, options_.settle_ms);
-  const int64_t lo = SaturatingSub(now_ms, options_.lookback_ms);
+  // A deep pass starts at time 0 (no stored record is older: the chunk
+  // validator's bounds start in 2000).
+  pass.deep = options_.deep_interval_ms > 0 &&
+              (!last_deep_ms_ || SaturatingSub(now_ms, *last_deep_ms_) >= options_.deep_interval_ms);
+  const int64_t lo = pass.deep ? 0 : SaturatingSub(now_ms, options_.lookback_ms);
 
   // Streams with records in [lo, cutoff), by (host, app): one host index range each.
   std::set<std::pair<HostId, AppId>> ranges;
@@ -262,6 +266,7 @@ Status Compactor::RunPass(int64_t now_ms, const std::function<bool(uint64_t)>& k
     });
   }
   if (clock_closed_.size() > (1u << 20)) clock_closed_.clear();
+  if (pass.deep && !stop_pass && pass.runs_left == 0 && pass.unsafe_parts == 0) last_deep_ms_ = now_ms;
   ++passes_;
   if (pass.runs_left > 0 && pass.lag_ms > 0) pass.lag_ms = std::max<int64_t>(0, now_ms - pass.lag_ms);
   return Status::Ok();

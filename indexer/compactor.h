@@ -3,7 +3,8 @@
 // one row per few thousand records instead of one per second (issue 16).
 //
 // A pass (Pass()) looks at every stream (host, app, severity: the meta table's
-// stream rows) over [now - lookback, now - settle), reads its host index rows
+// stream rows) over [now - lookback, now - settle) (a deep pass, the first
+// and one every deep_interval_ms, over [0, now - settle)), reads its host index rows
 // in time order (index rows only: no main row is read to plan), and cuts them
 // into runs of consecutive chunks, each chunk below target_records:
 //   - a run grows while its records stay within target_records and its span
@@ -164,6 +165,15 @@ struct CompactorOptions {
   uint64_t target_bytes = 4ull << 20;
   // How far back a pass looks for small chunks. Default 1 day.
   int64_t lookback_ms = 24 * 3600'000;
+  // The first pass, and then a pass every this often (by the passes'
+  // now_ms), look back to each stream's oldest record (its meta row), not
+  // lookback_ms: chunks written with older times (old files shipped, a
+  // consumer catching up after more than lookback) merge too, a deep
+  // interval after their write at most. Such a deep pass reads every host
+  // index row of the store. One that stops before its end (budget, stop,
+  // lease, error) or leaves parts waiting for their Kafka commit leaves the
+  // next pass deep too. 0: never. Default 1 h.
+  int64_t deep_interval_ms = 3600'000;
   // Uncompressed bytes of parts one pass merges at most; the rest waits.
   uint64_t max_pass_bytes = 256ull << 20;
   // The merged chunks' codec. By columns (common/record_columns.h) by
@@ -259,6 +269,7 @@ struct CompactionPass {
   // RequestStop() ended it before its last stream, or before it began: the
   // counts of what waits (runs_left, unsafe_parts, ...) cover part of the store.
   bool stopped = false;
+  bool deep = false;           // it looked back to every stream's oldest record (deep_interval_ms)
   uint64_t runs_left = 0;      // closed runs the pass had no budget for
   uint64_t runs_growing = 0;   // runs the clock closed that wait: grown since the last pass, or merged within settle
   int64_t lag_ms = 0;          // now - the last record of the oldest run left (0: none)
@@ -332,6 +343,7 @@ class Compactor {
   };
   std::unordered_map<uint64_t, ClockClosed> clock_closed_;
   uint64_t passes_ = 0;
+  std::optional<int64_t> last_deep_ms_;  // now_ms of the latest deep pass that reached its end
   // This compactor's merges whose parts' removal waits (removal_delay_ms):
   // when each merged chunk was written (on the passes' now_ms, and on
   // options_.clock's monotonic time) and its parts

@@ -47,6 +47,9 @@ CompactionRunner::CompactionRunner(prometheus::Registry& registry, Compactor& co
                           "than logdex writes them) or would not be smaller; kept as they are");
   cpu_ = Counter(registry, "logdex_compaction_cpu_seconds_total", "CPU time of compaction passes");
   passes_ = Counter(registry, "logdex_compaction_passes_total", "Compaction passes run");
+  deep_passes_ = Counter(registry, "logdex_compaction_deep_passes_total",
+                         "Passes that looked back to every stream's oldest record, not compaction.lookback (the "
+                         "first, then one every compaction.deep_interval): chunks written with older times merge too");
   failures_ = Counter(registry, "logdex_compaction_failures_total",
                       "Compaction passes a store error stopped (what was merged stays merged; the next pass retries)");
   corrupt_ = Counter(registry, "logdex_compaction_corrupt_parts_total",
@@ -94,6 +97,7 @@ Result<CompactionPass> CompactionRunner::RunOnce() {
   };
   auto result = compactor_.Pass(clock_.NowMs(), pace);
   passes_->Increment();
+  if (compactor_.last_pass().deep) deep_passes_->Increment();
   // What a pass that stopped on an error merged before it is counted too.
   const CompactionPass* pass = &compactor_.last_pass();
   if (pass->lease_lost) {

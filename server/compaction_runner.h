@@ -6,6 +6,7 @@
 //   logdex_compaction_records_total, logdex_compaction_bytes_total{dir="in"|"out"}
 //   (stored chunk bytes of parts and of merged chunks),
 //   logdex_compaction_cpu_seconds_total, logdex_compaction_passes_total,
+//   logdex_compaction_deep_passes_total (passes back to every stream's oldest record),
 //   logdex_compaction_failures_total (a pass the store failed: retried next
 //   pass; what it merged before is counted), logdex_compaction_corrupt_parts_total
 //   (each bad part once), logdex_compaction_waiting_parts
@@ -55,7 +56,7 @@ class CompactionRunner {
   const int64_t interval_ms_;
   const uint64_t max_rate_bytes_;
   prometheus::Counter *token_filters_, *token_filter_bytes_, *token_filters_skipped_;
-  prometheus::Counter *merges_, *parts_, *records_, *bytes_in_, *bytes_out_, *cpu_, *passes_, *failures_, *corrupt_,
+  prometheus::Counter *merges_, *parts_, *records_, *bytes_in_, *bytes_out_, *cpu_, *passes_, *deep_passes_, *failures_, *corrupt_,
       *plain_merges_;
   prometheus::Gauge *waiting_, *runs_left_, *growing_, *lag_;
   // Stores without atomic writes (HBase): removals and the lease.

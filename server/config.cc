@@ -68,8 +68,12 @@ void Validate(const ServeConfig& c, const Problem& problem) {
     constexpr int64_t kWeek = 7ll * 24 * 3600 * 1000;
     for (const auto& [key, ms] : {std::pair{"compaction.settle", c.compaction.settle_ms},
                                   std::pair{"compaction.max_span", c.compaction.max_span_ms},
-                                  std::pair{"compaction.interval", c.compaction.interval_ms}}) {
+                                  std::pair{"compaction.interval", c.compaction.interval_ms},
+                                  std::pair{"compaction.deep_interval", c.compaction.deep_interval_ms}}) {
       if (ms > kWeek) problem(key, "at most 7d");
+    }
+    if (c.compaction.deep_interval_ms < c.compaction.interval_ms) {
+      problem("compaction.deep_interval", "must be at least compaction.interval");
     }
     if (c.compaction.target_bytes < (64u << 10) || c.compaction.target_bytes > c.indexer.max_uncompressed_bytes) {
       problem("compaction.target_bytes",
@@ -219,6 +223,7 @@ Result<ServeConfig> ParseConfig(const std::string& yaml, const std::string& name
                         {"target_records", w.Number<uint32_t>(x.target_records, 2, 10'000'000)},
                         {"target_bytes", w.Bytes(x.target_bytes)},
                         {"lookback", w.Duration(x.lookback_ms, 60'000)},
+                        {"deep_interval", w.Duration(x.deep_interval_ms, 0)},
                         {"interval", w.Duration(x.interval_ms, 100)},
                         {"max_rate", w.Bytes(x.max_rate_bytes)},
                         {"max_pass_bytes", w.Bytes(x.max_pass_bytes)},

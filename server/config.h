@@ -121,6 +121,7 @@ struct CompactionConfig {
   uint32_t target_records = 8192;            // records of a merged chunk, at most
   uint64_t target_bytes = 4ull << 20;        // its uncompressed bytes, at most
   int64_t lookback_ms = 24 * 3600'000;       // how far back a pass looks
+  int64_t deep_interval_ms = 3600'000;       // a pass to each stream's oldest record this often
   int64_t interval_ms = 60'000;              // between passes
   uint64_t max_rate_bytes = 32ull << 20;     // uncompressed bytes merged per second, at most
   uint64_t max_pass_bytes = 256ull << 20;    // per pass; the rest waits (logdex_compaction_runs_left)

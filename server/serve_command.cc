@@ -356,6 +356,7 @@ Result<std::unique_ptr<Compactor>> MakeCompactor(const ServeConfig& config, Tabl
   co.target_records = config.compaction.target_records;
   co.target_bytes = config.compaction.target_bytes;
   co.lookback_ms = config.compaction.lookback_ms;
+  co.deep_interval_ms = config.compaction.deep_interval_ms;
   co.max_pass_bytes = config.compaction.max_pass_bytes;
   co.zstd_level = config.compaction.zstd_level;
   co.codec = config.compaction.columns ? proto::CODEC_ZSTD_COLUMNS : proto::CODEC_ZSTD;

@@ -670,6 +670,66 @@ TEST(Compactor, APassStopsAtItsBudgetReportsWhatIsLeftAndLaterPassesFinish) {
   ExpectSameAnswers(engine, queries, before);
 }
 
+// Chunks written with times older than the lookback (old files shipped, a
+// consumer catching up after more than a day) merge in a deep pass: the
+// first pass, then one every deep_interval; the passes between look back
+// lookback_ms only.
+TEST(Compactor, ChunksOlderThanTheLookbackMergeInTheDeepPasses) {
+  Fixture f(23, kRecords / 4);
+  QueryEngine engine(*f.store, f.EngineOptions());
+  const std::vector<Query> queries = RandomQueries(f.w, 23);
+  const std::vector<std::vector<std::string>> before = Answers(engine, queries);
+  CompactorOptions o = f.Options();
+  const int64_t now = f.Settled(o) + 2 * o.lookback_ms;  // every record is older than the lookback
+  const uint64_t stored = f.Rows(kMainTable);
+  {
+    CompactorOptions shallow = o;
+    shallow.deep_interval_ms = 0;
+    auto compactor = Compactor::Create(*f.store, shallow);
+    ASSERT_TRUE(compactor.ok());
+    auto pass = (*compactor)->Pass(now);
+    ASSERT_TRUE(pass.ok());
+    EXPECT_FALSE(pass->deep);
+    EXPECT_EQ(pass->merges, 0u) << "no record within the lookback";
+  }
+  auto compactor = Compactor::Create(*f.store, o);
+  ASSERT_TRUE(compactor.ok());
+  auto first = (*compactor)->Pass(now);
+  ASSERT_TRUE(first.ok());
+  EXPECT_TRUE(first->deep);
+  EXPECT_GT(first->merges, 0u);
+  const uint64_t merged = f.Rows(kMainTable);
+  EXPECT_LT(merged, stored / 4);
+  ExpectSameAnswers(engine, queries, before);
+
+  // Older chunks again, written after that pass: the passes within
+  // deep_interval do not look at their time, the next deep one merges them.
+  WorkloadSpec spec;
+  spec.apps = 4;
+  spec.hosts = 6;
+  spec.records = kRecords / 4;
+  spec.seed = 24;
+  spec.max_records_per_chunk = 6;
+  spec.start_ms = f.w.start_ms - 3 * o.lookback_ms;
+  const Workload older = MakeWorkload(spec);
+  Indexer indexer(*f.store, IndexerOptions{});
+  IngestInBatches(indexer, older.chunks);
+  const std::vector<Query> older_queries = RandomQueries(older, 25);
+  const std::vector<std::vector<std::string>> older_before = Answers(engine, older_queries);
+  const uint64_t with_older = f.Rows(kMainTable);
+  auto shallow = (*compactor)->Pass(now + o.deep_interval_ms - 1);
+  ASSERT_TRUE(shallow.ok());
+  EXPECT_FALSE(shallow->deep);
+  EXPECT_EQ(shallow->merges, 0u);
+  auto deep = (*compactor)->Pass(now + o.deep_interval_ms);
+  ASSERT_TRUE(deep.ok());
+  EXPECT_TRUE(deep->deep);
+  EXPECT_GT(deep->merges, 0u);
+  EXPECT_LT(f.Rows(kMainTable), merged + (with_older - merged) / 4);
+  ExpectSameAnswers(engine, older_queries, older_before);
+  ExpectSameAnswers(engine, queries, before);
+}
+
 TEST(Compactor, NothingYoungerThanTheSettleTimeOrInAnOpenRunIsMerged) {
   Fixture f(17, kRecords / 4);
   CompactorOptions o = f.Options();

@@ -36,6 +36,12 @@ TEST(Config, TheDocumentedExampleIsValidAndMeansWhatItSays) {
   auto bad = ParseConfig("compaction: {columns: maybe}\n", "b.yaml");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("b.yaml:1: compaction.columns:"), std::string::npos) << bad.error().message;
+  EXPECT_EQ(c->compaction.deep_interval_ms, 3'600'000);
+  auto often = ParseConfig("compaction:\n  interval: 1m\n  deep_interval: 30s\n", "d.yaml");
+  ASSERT_FALSE(often.ok());
+  EXPECT_NE(often.error().message.find("d.yaml:3: compaction.deep_interval: must be at least compaction.interval"),
+            std::string::npos)
+      << often.error().message;
 }
 
 TEST(Config, ErrorsNameTheLineAndTheKey) {

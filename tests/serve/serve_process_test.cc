@@ -1619,6 +1619,7 @@ TEST_F(ServeProcess, CompactionMergesSmallChunksAndQueriesReturnTheSameRecords) 
   }, 120'000)) << "merges " << MetricOf(port, merges) << ", parts " << MetricOf(port, parts) << ", passes "
                << MetricOf(port, passes) << ", indexed records " << MetricOf(port, "logdex_indexer_records_total")
                << " of " << total << " (-1: not exported, compaction is off)\n" << serve.Log();
+  EXPECT_EQ(MetricOf(port, "logdex_compaction_active"), 1);
   // Every chunk's offset is committed: no part waits for a replay-safe offset.
   ASSERT_TRUE(WaitFor([&] { return testing::Committed(bootstrap, "logdex", topic, 8) == chunks; }, 120'000))
       << "committed " << testing::Committed(bootstrap, "logdex", topic, 8) << " of " << chunks;
@@ -1645,6 +1646,10 @@ TEST_F(ServeProcess, CompactionMergesSmallChunksAndQueriesReturnTheSameRecords) 
   EXPECT_EQ(MetricOf(port, "logdex_compaction_failures_total"), 0);
   EXPECT_EQ(MetricOf(port, "logdex_compaction_corrupt_parts_total"), 0);
   EXPECT_EQ(MetricOf(port, "logdex_indexer_chunks_total"), chunks);
+  // The first passes looked back to every stream's oldest record, until one
+  // left no work (deep_interval, 1 h); the passes since, lookback only.
+  EXPECT_GE(MetricOf(port, "logdex_compaction_deep_passes_total"), 1);
+  EXPECT_LT(MetricOf(port, "logdex_compaction_deep_passes_total"), MetricOf(port, passes));
   // Each merge deleted its parts and wrote one chunk: the store holds far
   // fewer chunks than were sent (about 20 runs per app), and the queries read
   // each of them once.
