@@ -267,14 +267,14 @@ json AlertRun(const BenchOptions& o, const std::filesystem::path& dir, bool comp
 json BenchAlert(const BenchOptions& o) {
   bench::ScratchDir scratch(o.dir, "alert");
   const std::filesystem::path dir = scratch.str();
-  std::fprintf(stderr, "bench alert: compaction off (the default)\n");
+  std::fprintf(stderr, "bench alert: compaction off\n");
   const json plain = AlertRun(o, dir / "plain", false);
   std::fprintf(stderr, "bench alert: %s\nbench alert: compaction on (settle 2 s, a pass a second)\n", plain.dump().c_str());
   const json compacting = AlertRun(o, dir / "compacting", true);
   json out = {{"benchmark", "alert_latency"},
               {"excluded_ship_linger_ms_error_streams", 20},
               {"path", "produce -> embedded Kafka -> serve (batch, index, stage alert, write) -> dispatcher -> webhook"}};
-  out.update(plain);  // the default's figures at the top, as before
+  out.update(plain);  // compaction off's figures at the top, as before
   out["with_compaction"] = compacting;
   if (compacting.contains("error")) {
     out["error"] = "with compaction: " + compacting["error"].get<std::string>();

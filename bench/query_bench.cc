@@ -124,6 +124,25 @@ json Measure(const QueryEngine& engine, const Shape& s, int runs) {
   return last;
 }
 
+// p50 wall ms of `runs` Volume() calls, with the last run's stats.
+json MeasureVolume(const QueryEngine& engine, const std::string& name, const VolumeQuery& v, int runs) {
+  std::vector<double> ms;
+  json last;
+  for (int r = 0; r < runs; ++r) {
+    const int64_t t0 = bench::NowNs();
+    auto a = engine.Volume(v);
+    if (!a.ok()) return {{"query", name}, {"error", a.error().ToString()}};
+    ms.push_back(static_cast<double>(bench::NowNs() - t0) / 1e6);
+    last = {{"records", a->totals.total},           {"buckets", a->buckets.size()},
+            {"rows_scanned", a->stats.rows_scanned}, {"chunks_read", a->stats.chunks_read},
+            {"bytes_decompressed", a->stats.bytes_decompressed}};
+  }
+  std::sort(ms.begin(), ms.end());
+  last["query"] = name;
+  last["p50_ms"] = Round2(ms[ms.size() / 2]);
+  return last;
+}
+
 // A shell word: `s` in single quotes, its own single quotes escaped.
 std::string ShellQuote(const std::string& s) {
   std::string q = "'";
@@ -469,7 +488,7 @@ json BenchQuery(const BenchOptions& o) {
   // What compaction (on by default) costs a query of a historical range:
   // queries pad their index ranges past `to` by the longest span the store
   // may hold, 3 h instead of ingest's 60 s once a compactor ran, also over
-  // chunks it has not merged yet (or never will: older than its lookback).
+  // chunks it has not merged yet (younger than a closed run, or old and written since the last deep pass).
   // Two ranges 12 h back, as ingested with each pad, then compacted.
   std::vector<Shape> historical;
   {
@@ -484,6 +503,16 @@ json BenchQuery(const BenchOptions& o) {
     hour.severities = {Severity::kError};
     historical.push_back({"ERROR of an app, one hour 12 h back (every page)", hour});
   }
+  // The UI's histogram (GET /api/v1/volume, from the index): one app over
+  // 24 h in 60 buckets, as ingested (every chunk counted by its index row)
+  // and, below, compacted (merged chunks span past the 60 s a chunk may
+  // span to be counted so: they are read).
+  VolumeQuery histogram;
+  histogram.filter = base("app0");
+  histogram.step_ms = (end_ms + 1 - start_ms) / 60;
+  const json volume_as_ingested = MeasureVolume(engine, "histogram of an app, 24 h, 60 buckets", histogram, runs);
+  std::fprintf(stderr, "bench query (as ingested): %s\n", volume_as_ingested.dump().c_str());
+  if (volume_as_ingested.contains("error")) return {{"benchmark", "query"}, {"error", volume_as_ingested.dump()}};
   QueryOptions padded_qo = qo;
   padded_qo.max_chunk_span_ms = 3 * 3'600'000;  // compaction.max_span's default
   const QueryEngine padded(*store, padded_qo);
@@ -562,6 +591,15 @@ json BenchQuery(const BenchOptions& o) {
       return {{"benchmark", "query"}, {"error", historical_compacted.back().dump()}};
     }
   }
+  QueryOptions volume_qo = merged_qo;
+  volume_qo.index_count_span_ms = qo.max_chunk_span_ms;  // as serve sets it
+  const QueryEngine compacted_volume(*store, volume_qo);
+  const json volume_compacted = MeasureVolume(compacted_volume, "histogram of an app, 24 h, 60 buckets", histogram, runs);
+  std::fprintf(stderr, "bench query (compacted): %s\n", volume_compacted.dump().c_str());
+  if (volume_compacted.contains("error")) return {{"benchmark", "query"}, {"error", volume_compacted.dump()}};
+  if (volume_compacted["records"] != volume_as_ingested["records"]) {
+    return {{"benchmark", "query"}, {"error", "the histogram's total changed with compaction"}};
+  }
   json padding = {{"as_ingested_padded_60s", historical_60s},
                   {"as_ingested_padded_3h", historical_3h},
                   {"compacted_padded_3h", historical_compacted},
@@ -626,6 +664,7 @@ json BenchQuery(const BenchOptions& o) {
           {"compacted_without_token_filters", compacted_without},
           {"main_table_scans", main_scans},
           {"historical_range_padding", padding},
+          {"histogram", {{"as_ingested", volume_as_ingested}, {"compacted", volume_compacted}}},
           {"compacted_main_table_scans", compacted_main_scans},
           {"speedup_rare_token_every_app_compacted_main_table_to_streams_with_filters",
            every_app_streams_p50 > 0 ? Round2(every_app_main_p50 / every_app_streams_p50) : 0.0},

@@ -218,7 +218,7 @@ Status Compactor::RunPass(int64_t now_ms, const std::function<bool(uint64_t)>& k
   const int64_t cutoff = SaturatingSub(now_ms, options_.settle_ms);
   // A deep pass starts at time 0 (no stored record is older: the chunk
   // validator's bounds start in 2000).
-  pass.deep = options_.deep_interval_ms > 0 &&
+  pass.deep = options_.deep_interval_ms > 0 && !options_.allow_non_atomic &&
               (!last_deep_ms_ || SaturatingSub(now_ms, *last_deep_ms_) >= options_.deep_interval_ms);
   const int64_t lo = pass.deep ? 0 : SaturatingSub(now_ms, options_.lookback_ms);
 
@@ -266,7 +266,10 @@ Status Compactor::RunPass(int64_t now_ms, const std::function<bool(uint64_t)>& k
     });
   }
   if (clock_closed_.size() > (1u << 20)) clock_closed_.clear();
-  if (pass.deep && !stop_pass && pass.runs_left == 0 && pass.unsafe_parts == 0) last_deep_ms_ = now_ms;
+  // A deep pass stopped, or with runs older than the lookback left for want
+  // of budget, is followed by another; parts waiting for their commit (which
+  // may never come: a recreated topic) wait for the next one on schedule.
+  if (pass.deep && !stop_pass && pass.runs_left_past_lookback == 0) last_deep_ms_ = now_ms;
   ++passes_;
   if (pass.runs_left > 0 && pass.lag_ms > 0) pass.lag_ms = std::max<int64_t>(0, now_ms - pass.lag_ms);
   return Status::Ok();
@@ -288,6 +291,7 @@ Status Compactor::PassOverHostApp(HostId host, AppId app, int64_t lo, int64_t cu
     if (run.parts.size() >= 2) {
       if (stop || pass.bytes_read >= options_.max_pass_bytes) {
         ++pass.runs_left;
+        if (run.last < SaturatingSub(now_ms, options_.lookback_ms)) ++pass.runs_left_past_lookback;
         // lag_ms holds the oldest last-record time left until Pass() turns it into an age.
         pass.lag_ms = pass.lag_ms == 0 ? run.last : std::min(pass.lag_ms, run.last);
       } else {

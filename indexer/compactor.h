@@ -170,9 +170,13 @@ struct CompactorOptions {
   // lookback_ms: chunks written with older times (old files shipped, a
   // consumer catching up after more than lookback) merge too, a deep
   // interval after their write at most. Such a deep pass reads every host
-  // index row of the store. One that stops before its end (budget, stop,
-  // lease, error) or leaves parts waiting for their Kafka commit leaves the
-  // next pass deep too. 0: never. Default 1 h.
+  // index row of the store. One that stops before its end (stop, error) or
+  // leaves runs older than the lookback unmerged for want of budget
+  // (max_pass_bytes) makes the next pass deep too. 0: never. Default 1 h.
+  // Never with allow_non_atomic (HBase): a merge there restarts its rows'
+  // TTL, so merging chunks written up to a TTL ago would keep their records
+  // up to twice the retention, and their parts would be removed only by the
+  // next pass over their time.
   int64_t deep_interval_ms = 3600'000;
   // Uncompressed bytes of parts one pass merges at most; the rest waits.
   uint64_t max_pass_bytes = 256ull << 20;
@@ -271,6 +275,7 @@ struct CompactionPass {
   bool stopped = false;
   bool deep = false;           // it looked back to every stream's oldest record (deep_interval_ms)
   uint64_t runs_left = 0;      // closed runs the pass had no budget for
+  uint64_t runs_left_past_lookback = 0;  // of which ending before now - lookback (a deep pass's)
   uint64_t runs_growing = 0;   // runs the clock closed that wait: grown since the last pass, or merged within settle
   int64_t lag_ms = 0;          // now - the last record of the oldest run left (0: none)
   int64_t cpu_ns = 0;          // this thread's CPU time during the pass

@@ -108,8 +108,7 @@ struct IndexerConfig {
 
 // The compactor (indexer/compactor.h): merges a stream's small settled
 // chunks. Runs on rocksdb with durability async or sync (with skip_wal
-// RocksDB flushes tables one by one), and on HBase with `hbase` (below). Off
-// by default until what it still lacks is built (README, "Compaction").
+// RocksDB flushes tables one by one), and on HBase with `hbase` (below).
 struct CompactionConfig {
   // On by default (issue 16): a store of small chunks is several times the
   // size of a compacted one, and only merged chunks carry token filters.
