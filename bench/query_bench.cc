@@ -664,7 +664,13 @@ json BenchQuery(const BenchOptions& o) {
           {"compacted_without_token_filters", compacted_without},
           {"main_table_scans", main_scans},
           {"historical_range_padding", padding},
-          {"histogram", {{"as_ingested", volume_as_ingested}, {"compacted", volume_compacted}}},
+          {"histogram",
+           {{"as_ingested", volume_as_ingested},
+            {"compacted", volume_compacted},
+            {"ratio_p50_compacted_to_as_ingested",
+             volume_as_ingested["p50_ms"].get<double>() > 0
+                 ? Round2(volume_compacted["p50_ms"].get<double>() / volume_as_ingested["p50_ms"].get<double>())
+                 : 0.0}}},
           {"compacted_main_table_scans", compacted_main_scans},
           {"speedup_rare_token_every_app_compacted_main_table_to_streams_with_filters",
            every_app_streams_p50 > 0 ? Round2(every_app_main_p50 / every_app_streams_p50) : 0.0},

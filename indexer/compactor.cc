@@ -221,6 +221,12 @@ Status Compactor::RunPass(int64_t now_ms, const std::function<bool(uint64_t)>& k
   pass.deep = options_.deep_interval_ms > 0 && !options_.allow_non_atomic &&
               (!last_deep_ms_ || SaturatingSub(now_ms, *last_deep_ms_) >= options_.deep_interval_ms);
   const int64_t lo = pass.deep ? 0 : SaturatingSub(now_ms, options_.lookback_ms);
+  // The next deep pass is due an interval after this one, also when a store
+  // error ends it (so that an error met in old data is not met at every
+  // pass); one stopped, or that left old runs for want of budget, is
+  // followed by another (below).
+  const std::optional<int64_t> previous_deep_ms = last_deep_ms_;
+  if (pass.deep) last_deep_ms_ = now_ms;
 
   // Streams with records in [lo, cutoff), by (host, app): one host index range each.
   std::set<std::pair<HostId, AppId>> ranges;
@@ -266,10 +272,9 @@ Status Compactor::RunPass(int64_t now_ms, const std::function<bool(uint64_t)>& k
     });
   }
   if (clock_closed_.size() > (1u << 20)) clock_closed_.clear();
-  // A deep pass stopped, or with runs older than the lookback left for want
-  // of budget, is followed by another; parts waiting for their commit (which
-  // may never come: a recreated topic) wait for the next one on schedule.
-  if (pass.deep && !stop_pass && pass.runs_left_past_lookback == 0) last_deep_ms_ = now_ms;
+  // Parts waiting for their commit (which may never come: a recreated
+  // topic) wait for the next deep pass on schedule.
+  if (pass.deep && (stop_pass || pass.runs_left_past_lookback > 0)) last_deep_ms_ = previous_deep_ms;
   ++passes_;
   if (pass.runs_left > 0 && pass.lag_ms > 0) pass.lag_ms = std::max<int64_t>(0, now_ms - pass.lag_ms);
   return Status::Ok();

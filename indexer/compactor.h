@@ -170,9 +170,10 @@ struct CompactorOptions {
   // lookback_ms: chunks written with older times (old files shipped, a
   // consumer catching up after more than lookback) merge too, a deep
   // interval after their write at most. Such a deep pass reads every host
-  // index row of the store. One that stops before its end (stop, error) or
-  // leaves runs older than the lookback unmerged for want of budget
-  // (max_pass_bytes) makes the next pass deep too. 0: never. Default 1 h.
+  // index row of the store. One stopped before its end (RequestStop, the
+  // lease) or that leaves runs older than the lookback unmerged for want of
+  // budget (max_pass_bytes) makes the next pass deep too; one a store error
+  // ended does not (the next is due an interval later). 0: never. Default 1 h.
   // Never with allow_non_atomic (HBase): a merge there restarts its rows'
   // TTL, so merging chunks written up to a TTL ago would keep their records
   // up to twice the retention, and their parts would be removed only by the

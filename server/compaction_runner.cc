@@ -49,7 +49,9 @@ CompactionRunner::CompactionRunner(prometheus::Registry& registry, Compactor& co
   passes_ = Counter(registry, "logdex_compaction_passes_total", "Compaction passes run");
   deep_passes_ = Counter(registry, "logdex_compaction_deep_passes_total",
                          "Passes that looked back to every stream's oldest record, not compaction.lookback (the "
-                         "first, then one every compaction.deep_interval): chunks written with older times merge too");
+                         "first, then one every compaction.deep_interval, and the next after one stopped or left "
+                         "runs older than the lookback for want of budget; RocksDB only): chunks written with older "
+                         "times merge too");
   failures_ = Counter(registry, "logdex_compaction_failures_total",
                       "Compaction passes a store error stopped (what was merged stays merged; the next pass retries)");
   corrupt_ = Counter(registry, "logdex_compaction_corrupt_parts_total",

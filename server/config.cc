@@ -76,6 +76,9 @@ void Validate(const ServeConfig& c, const Problem& problem) {
                                   std::pair{"compaction.deep_interval", c.compaction.deep_interval_ms}}) {
       if (ms > kWeek) problem(key, "at most 7d");
     }
+    if (c.compaction.deep_interval_ms < c.compaction.interval_ms) {
+      problem("compaction.deep_interval", "must be at least compaction.interval (a deep pass reads every index row)");
+    }
     if (c.compaction.target_bytes < (64u << 10) || c.compaction.target_bytes > c.indexer.max_uncompressed_bytes) {
       problem("compaction.target_bytes",
               "must be at least 64KiB and at most indexer.max_uncompressed (a merged chunk must still be readable)");

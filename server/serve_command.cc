@@ -488,11 +488,18 @@ int Serve(const ServeFlags& flags) {
   }
   prometheus::BuildGauge()
       .Name("logdex_compaction_active")
-      .Help("1 when this member's compactor runs; 0 when compaction is off (compaction.enabled: false), or cannot run "
-            "on this store (durability skip_wal; HBase without compaction.hbase): see serve's start lines")
+      .Help("1 when this member's compactor runs; 0 when compaction is off (compaction.enabled: false, the default) "
+            "or cannot run (logdex_compaction_unavailable)")
       .Register(registry)
       .Add({})
       .Set(compacting ? 1 : 0);
+  prometheus::BuildGauge()
+      .Name("logdex_compaction_unavailable")
+      .Help("1 when compaction.enabled is set but cannot run on this store (durability skip_wal; HBase without "
+            "compaction.hbase): small chunks stay as ingest stored them; see serve's warn line at start")
+      .Register(registry)
+      .Add({})
+      .Set(config.compaction.enabled && !compacting ? 1 : 0);
   // A member that raises the store's longest span (a longer
   // compaction.max_span) waits until the others pad their queries by it
   // (they read it again every kLongestSpanRereadMs) before it merges.

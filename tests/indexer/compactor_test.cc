@@ -730,6 +730,45 @@ TEST(Compactor, ChunksOlderThanTheLookbackMergeInTheDeepPasses) {
   ExpectSameAnswers(engine, queries, before);
 }
 
+// A deep pass that its budget left short of old runs is followed by
+// another at once, until none is left; then the next is due an interval
+// later. A compactor of a store without atomic writes (HBase) makes none.
+TEST(Compactor, ADeepPassLeftShortByItsBudgetIsFollowedByAnotherAndHBaseHasNone) {
+  Fixture f(26, kRecords / 4);
+  CompactorOptions o = f.Options();
+  o.max_pass_bytes = 16 << 10;  // a few of the workload's runs per pass
+  const int64_t now = f.Settled(o) + 2 * o.lookback_ms;  // every record is older than the lookback
+  {
+    CompactorOptions hbase = o;
+    hbase.allow_non_atomic = true;
+    auto compactor = Compactor::Create(*f.store, hbase);
+    ASSERT_TRUE(compactor.ok());
+    auto pass = (*compactor)->Pass(now);
+    ASSERT_TRUE(pass.ok());
+    EXPECT_FALSE(pass->deep);
+    EXPECT_EQ(pass->merges, 0u);
+  }
+  auto compactor = Compactor::Create(*f.store, o);
+  ASSERT_TRUE(compactor.ok());
+  int64_t at = now;
+  auto pass = (*compactor)->Pass(at);
+  ASSERT_TRUE(pass.ok());
+  EXPECT_TRUE(pass->deep);
+  EXPECT_GT(pass->runs_left_past_lookback, 0u);
+  int passes = 1;
+  while (pass->runs_left > 0 && passes < 1000) {
+    pass = (*compactor)->Pass(++at);
+    ASSERT_TRUE(pass.ok());
+    EXPECT_TRUE(pass->deep) << "pass " << passes << ": old runs were left";
+    ++passes;
+  }
+  EXPECT_GT(passes, 2);
+  EXPECT_EQ(pass->runs_left, 0u);
+  auto next = (*compactor)->Pass(++at);
+  ASSERT_TRUE(next.ok());
+  EXPECT_FALSE(next->deep);
+}
+
 TEST(Compactor, NothingYoungerThanTheSettleTimeOrInAnOpenRunIsMerged) {
   Fixture f(17, kRecords / 4);
   CompactorOptions o = f.Options();

@@ -48,6 +48,11 @@ TEST(Config, TheDocumentedExampleIsValidAndMeansWhatItSays) {
       << compacting.error().message;
   auto skip_wal = ParseConfig(small + "store: {durability: skip_wal, flush_interval: 2s}\n", "s.yaml");
   EXPECT_TRUE(skip_wal.ok()) << skip_wal.error().message;
+  auto often = ParseConfig("compaction:\n  enabled: true\n  interval: 1m\n  deep_interval: 30s\n", "d.yaml");
+  ASSERT_FALSE(often.ok());
+  EXPECT_NE(often.error().message.find("d.yaml:4: compaction.deep_interval: must be at least compaction.interval"),
+            std::string::npos)
+      << often.error().message;
 }
 
 TEST(Config, ErrorsNameTheLineAndTheKey) {

@@ -627,6 +627,7 @@ TEST_F(ServeProcess, TheHBaseBackendIndexesAndAnswersThroughTheThrift2Gateway) {
   // Compaction waits for compaction.hbase on HBase: said by a warn line
   // and the gauge.
   EXPECT_EQ(MetricOf(port, "logdex_compaction_active"), 0);
+  EXPECT_EQ(MetricOf(port, "logdex_compaction_unavailable"), 1);
   EXPECT_NE(serve.Log().find("compaction: off: on HBase it needs compaction.hbase: true"), std::string::npos)
       << serve.Log();
   serve.Signal(SIGTERM);
@@ -1184,18 +1185,18 @@ void ServeProcess::SigkillScenario(bool skip_wal) {
   for (int64_t i = 1; i <= total; ++i) ASSERT_TRUE(producer.Queue(topic, static_cast<int32_t>(i % 8), Chunk(i, "app", 2)));
   ASSERT_TRUE(producer.Flush());
 
-  if (skip_wal) {
-    // A flush (then a commit) every 512 KiB of messages or 2 s: a few during
-    // ingest. Compaction asked for, which skip_wal cannot have.
-    store_yaml_ = "store:\n  durability: skip_wal\n  flush_bytes: 512KiB\n  flush_interval: 2s\n"
-                  "compaction: {enabled: true}\n";
-  }
   {
-    // The reference runs the same configuration, uninterrupted.
     Process ref(ServeArgs("ref", {"--brokers", b, "--group", "ref"}), Log("ref"));
     ASSERT_TRUE(WaitFor([&] { return Committed(b, "ref", topic, 8) == total; }, 120'000)) << ref.Log();
     ref.Signal(SIGTERM);
     ASSERT_EQ(ref.Wait(), 0) << ref.Log();
+  }
+  if (skip_wal) {
+    // A flush (then a commit) every 512 KiB of messages or 2 s: a few during
+    // ingest. Compaction asked for, which skip_wal cannot have (it writes
+    // nothing then: the tables still equal the reference's).
+    store_yaml_ = "store:\n  durability: skip_wal\n  flush_bytes: 512KiB\n  flush_interval: 2s\n"
+                  "compaction: {enabled: true}\n";
   }
   int64_t at_kill = 0;
   double indexed_at_kill = 0;
@@ -1211,12 +1212,15 @@ void ServeProcess::SigkillScenario(bool skip_wal) {
       Process victim(args, Log(name + "-1"));
       if (attempt == 0) {
         // Compaction is off by default; asked for with skip_wal, it cannot
-        // run: a warn line says so (issue 16: a degraded mode is said), and
-        // the gauge is 0 either way. Checked before the kill's wait, which
-        // must follow the metrics closely.
-        EXPECT_EQ(MetricOf(ListeningPort(victim), "logdex_compaction_active"), 0) << victim.Log();
+        // run: a warn line and a gauge say so (issue 16: a degraded mode is
+        // said). Checked before the kill's wait, which must follow the
+        // metrics closely.
+        const int port = ListeningPort(victim);
+        EXPECT_EQ(MetricOf(port, "logdex_compaction_active"), 0) << victim.Log();
+        EXPECT_EQ(MetricOf(port, "logdex_compaction_unavailable"), skip_wal ? 1 : 0) << victim.Log();
         EXPECT_EQ(victim.Log().find("compaction: off: durability skip_wal") != std::string::npos, skip_wal)
             << victim.Log();
+        EXPECT_EQ(victim.Log().find("compaction: off:") != std::string::npos, skip_wal) << victim.Log();
       }
       ASSERT_TRUE(WaitFor([&] {
         if ((at_kill = Committed(b, name, topic, 8)) <= total / 10) return false;
@@ -1624,6 +1628,7 @@ TEST_F(ServeProcess, CompactionMergesSmallChunksAndQueriesReturnTheSameRecords) 
                << MetricOf(port, passes) << ", indexed records " << MetricOf(port, "logdex_indexer_records_total")
                << " of " << total << " (-1: not exported, compaction is off)\n" << serve.Log();
   EXPECT_EQ(MetricOf(port, "logdex_compaction_active"), 1);
+  EXPECT_EQ(MetricOf(port, "logdex_compaction_unavailable"), 0);
   // Every chunk's offset is committed: no part waits for a replay-safe offset.
   ASSERT_TRUE(WaitFor([&] { return testing::Committed(bootstrap, "logdex", topic, 8) == chunks; }, 120'000))
       << "committed " << testing::Committed(bootstrap, "logdex", topic, 8) << " of " << chunks;
@@ -1650,8 +1655,9 @@ TEST_F(ServeProcess, CompactionMergesSmallChunksAndQueriesReturnTheSameRecords) 
   EXPECT_EQ(MetricOf(port, "logdex_compaction_failures_total"), 0);
   EXPECT_EQ(MetricOf(port, "logdex_compaction_corrupt_parts_total"), 0);
   EXPECT_EQ(MetricOf(port, "logdex_indexer_chunks_total"), chunks);
-  // The first passes looked back to every stream's oldest record, until one
-  // left no work (deep_interval, 1 h); the passes since, lookback only.
+  // The first pass looked back to every stream's oldest record (and the next
+  // ones, until one reached its end with no run older than the lookback
+  // left); the passes since, lookback only (deep_interval, 1 h).
   EXPECT_GE(MetricOf(port, "logdex_compaction_deep_passes_total"), 1);
   EXPECT_LT(MetricOf(port, "logdex_compaction_deep_passes_total"), MetricOf(port, passes));
   // Each merge deleted its parts and wrote one chunk: the store holds far
