@@ -349,7 +349,9 @@ class Compactor {
   };
   std::unordered_map<uint64_t, ClockClosed> clock_closed_;
   uint64_t passes_ = 0;
-  std::optional<int64_t> last_deep_ms_;  // now_ms of the latest deep pass that reached its end
+  // now_ms of the latest deep pass, unless it was stopped or left runs older
+  // than the lookback for want of budget (then the next pass is deep too).
+  std::optional<int64_t> last_deep_ms_;
   // This compactor's merges whose parts' removal waits (removal_delay_ms):
   // when each merged chunk was written (on the passes' now_ms, and on
   // options_.clock's monotonic time) and its parts

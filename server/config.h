@@ -115,7 +115,7 @@ struct CompactionConfig {
   // crosses a bucket edge: 17.8x slower on a compacted day (bench query's
   // `histogram`) until merged chunks carry their counts per minute. Where it
   // is on but cannot run (durability skip_wal; HBase without
-  // compaction.hbase) serve warns and logdex_compaction_active is 0.
+  // compaction.hbase) serve warns and logdex_compaction_unavailable is 1.
   bool enabled = false;
   int64_t settle_ms = 10 * 60'000;           // chunks younger than this are left alone
   int64_t max_span_ms = 3 * 3600'000;        // longest span of a merged chunk (queries look this far past a range)
