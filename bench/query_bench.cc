@@ -74,6 +74,13 @@ struct Shape {
   int64_t expect = -1;  // records it must return; -1: not checked
 };
 
+// The p50 and p95 (of 5 runs: the slowest) of wall times `ms` into `out`.
+void PutLatencies(json& out, std::vector<double> ms) {
+  std::sort(ms.begin(), ms.end());
+  out["p50_ms"] = Round2(ms[ms.size() / 2]);
+  out["p95_ms"] = Round2(ms[std::min(ms.size() - 1, static_cast<size_t>(0.95 * static_cast<double>(ms.size())))]);
+}
+
 json Measure(const QueryEngine& engine, const Shape& s, int runs) {
   std::vector<double> ms;
   json last;
@@ -117,14 +124,12 @@ json Measure(const QueryEngine& engine, const Shape& s, int runs) {
       last["false_positive_rate"] = negatives ? Round2(100.0 * static_cast<double>(false_positives) / static_cast<double>(negatives)) / 100 : 0.0;
     }
   }
-  std::sort(ms.begin(), ms.end());
   last["query"] = s.name;
-  last["p50_ms"] = Round2(ms[ms.size() / 2]);
-  last["p95_ms"] = Round2(ms[std::min(ms.size() - 1, static_cast<size_t>(0.95 * static_cast<double>(ms.size())))]);
+  PutLatencies(last, std::move(ms));
   return last;
 }
 
-// p50 wall ms of `runs` Volume() calls, with the last run's stats.
+// p50 and p95 wall ms of `runs` Volume() calls, with the last run's stats.
 json MeasureVolume(const QueryEngine& engine, const std::string& name, const VolumeQuery& v, int runs) {
   std::vector<double> ms;
   json last;
@@ -137,9 +142,8 @@ json MeasureVolume(const QueryEngine& engine, const std::string& name, const Vol
             {"rows_scanned", a->stats.rows_scanned}, {"chunks_read", a->stats.chunks_read},
             {"bytes_decompressed", a->stats.bytes_decompressed}};
   }
-  std::sort(ms.begin(), ms.end());
   last["query"] = name;
-  last["p50_ms"] = Round2(ms[ms.size() / 2]);
+  PutLatencies(last, std::move(ms));
   return last;
 }
 
@@ -488,8 +492,9 @@ json BenchQuery(const BenchOptions& o) {
   // What compaction, when on, costs a query of a historical range:
   // queries pad their index ranges past `to` by the longest span the store
   // may hold, 3 h instead of ingest's 60 s once a compactor ran, also over
-  // chunks it has not merged yet (younger than a closed run, or old and written since the last deep pass).
-  // Two ranges 12 h back, as ingested with each pad, then compacted.
+  // chunks it has not merged yet (a stream's open run; old chunks written
+  // since the last deep pass). Two ranges 12 h back, as ingested with each
+  // pad, then compacted.
   std::vector<Shape> historical;
   {
     Query minute = base("app0");
@@ -518,7 +523,8 @@ json BenchQuery(const BenchOptions& o) {
   const QueryEngine padded(*store, padded_qo);
   json historical_60s = json::array(), historical_3h = json::array();
   for (const Shape& s : historical) {
-    for (auto [e, out] : {std::pair<const QueryEngine*, json*>{&engine, &historical_60s}, std::pair<const QueryEngine*, json*>{&padded, &historical_3h}}) {
+    using Run = std::pair<const QueryEngine*, json*>;
+    for (auto [e, out] : {Run{&engine, &historical_60s}, Run{&padded, &historical_3h}}) {
       out->push_back(Measure(*e, s, runs));
       std::fprintf(stderr, "bench query (as ingested, padded by %s): %s\n", e == &engine ? "60 s" : "3 h",
                    out->back().dump().c_str());
@@ -594,7 +600,8 @@ json BenchQuery(const BenchOptions& o) {
   QueryOptions volume_qo = merged_qo;
   volume_qo.index_count_span_ms = qo.max_chunk_span_ms;  // as serve sets it
   const QueryEngine compacted_volume(*store, volume_qo);
-  const json volume_compacted = MeasureVolume(compacted_volume, "histogram of an app, 24 h, 60 buckets", histogram, runs);
+  const json volume_compacted =
+      MeasureVolume(compacted_volume, "histogram of an app, 24 h, 60 buckets", histogram, runs);
   std::fprintf(stderr, "bench query (compacted): %s\n", volume_compacted.dump().c_str());
   if (volume_compacted.contains("error")) return {{"benchmark", "query"}, {"error", volume_compacted.dump()}};
   if (volume_compacted["records"] != volume_as_ingested["records"]) {

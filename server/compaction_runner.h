@@ -56,8 +56,8 @@ class CompactionRunner {
   const int64_t interval_ms_;
   const uint64_t max_rate_bytes_;
   prometheus::Counter *token_filters_, *token_filter_bytes_, *token_filters_skipped_;
-  prometheus::Counter *merges_, *parts_, *records_, *bytes_in_, *bytes_out_, *cpu_, *passes_, *deep_passes_, *failures_, *corrupt_,
-      *plain_merges_;
+  prometheus::Counter *merges_, *parts_, *records_, *bytes_in_, *bytes_out_, *cpu_, *passes_, *deep_passes_,
+      *failures_, *corrupt_, *plain_merges_;
   prometheus::Gauge *waiting_, *runs_left_, *growing_, *lag_;
   // Stores without atomic writes (HBase): removals and the lease.
   prometheus::Counter *removed_, *takeovers_, *lease_lost_;

@@ -67,7 +67,8 @@ void Validate(const ServeConfig& c, const Problem& problem) {
   // Checked where compaction runs (serve_command.cc): its settings must not
   // fail a config where it cannot run (skip_wal; HBase without
   // compaction.hbase).
-  const bool compacts = c.compaction.enabled && (hbase ? c.compaction.hbase : c.store.durability != Durability::kSkipWal);
+  const bool compacts =
+      c.compaction.enabled && (hbase ? c.compaction.hbase : c.store.durability != Durability::kSkipWal);
   if (compacts) {
     constexpr int64_t kWeek = 7ll * 24 * 3600 * 1000;
     for (const auto& [key, ms] : {std::pair{"compaction.settle", c.compaction.settle_ms},
