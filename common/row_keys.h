@@ -27,6 +27,8 @@ inline constexpr std::string_view kOutboxTable = "alert_outbox";
 inline constexpr std::string_view kMergedTable = "merged";
 // A stored chunk's token filter (common/token_bloom.h), keyed by its main key.
 inline constexpr std::string_view kTokenTable = "tok";
+// A merged chunk's record counts per minute (indexer/minute_counts.h), keyed by its main key.
+inline constexpr std::string_view kMinuteCountsTable = "cnt";
 // "idx_<level>", e.g. idx_error.
 std::string LevelIndexTable(Severity s);
 

@@ -427,6 +427,8 @@ json VolumeToJson(const VolumeAnswer& a, const Query& q) {
   }
   json stats = StatsToJson(a.stats);
   stats["corrupt_chunks"] = a.stats.corrupt_chunks;
+  stats["minute_counts_read"] = a.stats.minute_counts_read;
+  stats["unreadable_minute_counts"] = a.stats.unreadable_minute_counts;
   return {{"from", q.from_ms},
           {"to", q.to_ms},
           {"step_ms", a.step_ms},
@@ -596,6 +598,13 @@ class HttpServer::Impl {
                                   "or a payload that passed ingest's header check but is not valid snappy)")
                             .Register(registry)
                             .Add({})),
+        unreadable_minute_counts_(
+            prometheus::BuildCounter()
+                .Name("logdex_query_unreadable_minute_counts_total")
+                .Help("Merged chunks a volume count read because their record counts per minute (table cnt) were "
+                      "missing or did not decode: counted exactly, at a chunk read's cost")
+                .Register(registry)
+                .Add({})),
         queries_rejected_(prometheus::BuildCounter()
                               .Name("logdex_http_queries_rejected_total")
                               .Help("Queries answered 503 busy because http.max_concurrent_queries queries were "
@@ -1027,6 +1036,7 @@ class HttpServer::Impl {
       corrupt_chunks_.Increment(static_cast<double>(answer->stats.corrupt_chunks));
       spdlog::warn("http: volume query skipped {} stored chunks that do not decode", answer->stats.corrupt_chunks);
     }
+    CountUnreadableMinuteCounts(answer->stats.unreadable_minute_counts);
     SetJson(res, 200, VolumeToJson(*answer, vq.filter));
   }
 
@@ -1130,8 +1140,22 @@ class HttpServer::Impl {
     if (!slot.held()) return Busy(res);
     Result<LokiReply> reply = loki_.Handle(endpoint, req.params);
     if (!reply.ok()) return EngineError(req, res, reply.error(), QueryStats{});
+    if (reply->corrupt_chunks > 0) {
+      corrupt_chunks_.Increment(static_cast<double>(reply->corrupt_chunks));
+      spdlog::warn("http: loki query skipped {} stored chunks that do not decode", reply->corrupt_chunks);
+    }
+    CountUnreadableMinuteCounts(reply->unreadable_minute_counts);
     res.status = reply->status;
     res.set_content(std::move(reply->body), reply->content_type);
+  }
+
+  // A degraded mode: merged chunks read because their `cnt` rows were
+  // missing or did not decode (indexer/minute_counts.h).
+  void CountUnreadableMinuteCounts(uint64_t n) const {
+    if (n == 0) return;
+    unreadable_minute_counts_.Increment(static_cast<double>(n));
+    spdlog::warn("http: volume count read {} merged chunks whose record counts per minute are missing or unreadable",
+                 n);
   }
 
   static void SetText(httplib::Response& res, int status, const std::string& text) {
@@ -1295,6 +1319,7 @@ class HttpServer::Impl {
   prometheus::Family<prometheus::Counter>& requests_;
   prometheus::Histogram& query_seconds_;
   prometheus::Counter& corrupt_chunks_;
+  prometheus::Counter& unreadable_minute_counts_;
   prometheus::Counter& queries_rejected_;
   prometheus::Family<prometheus::Counter>& refused_;
   prometheus::Family<prometheus::Counter>& budget_exhausted_;

@@ -653,6 +653,8 @@ class Handler {
       vq.step_ms = grid;
       auto answer = engine_.Volume(vq);
       if (!answer.ok()) return answer.error();
+      met_.corrupt_chunks += answer->stats.corrupt_chunks;
+      met_.unreadable_minute_counts += answer->stats.unreadable_minute_counts;
       if (answer->buckets.empty()) continue;
       const int64_t b0 = answer->buckets.front().start_ms;
       const size_t n = answer->buckets.size();
@@ -778,6 +780,8 @@ class Handler {
       vq.step_ms = std::max<int64_t>(1, to - range->start_ms);
       auto answer = engine_.Volume(vq);
       if (!answer.ok()) return answer.error();
+      met_.corrupt_chunks += answer->stats.corrupt_chunks;
+      met_.unreadable_minute_counts += answer->stats.unreadable_minute_counts;
       entries += answer->totals.total;
       chunks += answer->stats.chunks_returned;
     }
@@ -792,6 +796,9 @@ class Handler {
   const Clock& clock_;
   const std::string& version_;
   const Params& p_;
+
+ public:
+  LokiReply met_;  // its counts only (LokiReply::corrupt_chunks, unreadable_minute_counts)
 };
 
 }  // namespace
@@ -874,8 +881,13 @@ std::string LokiApi::TailMessage(const LokiTail& tail, const std::vector<ResultR
 }
 
 Result<LokiReply> LokiApi::Handle(std::string_view endpoint, const Params& params) const {
-  Result<LokiReply> reply = Handler(engine_, clock_, version_, params).Run(endpoint);
-  if (reply.ok()) return reply;
+  Handler handler(engine_, clock_, version_, params);
+  Result<LokiReply> reply = handler.Run(endpoint);
+  if (reply.ok()) {
+    reply->corrupt_chunks = handler.met_.corrupt_chunks;
+    reply->unreadable_minute_counts = handler.met_.unreadable_minute_counts;
+    return reply;
+  }
   const Error& e = reply.error();
   if (e.code == Errc::kInvalidArgument) return Text(400, e.message);
   if (e.code == Errc::kResourceExhausted) return Text(422, e.message);

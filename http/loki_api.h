@@ -94,6 +94,11 @@ struct LokiReply {
   int status = 200;
   std::string content_type = "application/json";
   std::string body;
+  // What the engine's volume counts met, for the server's metrics
+  // (QueryStats): stored chunks that did not decode, and minute counts
+  // missing or unreadable (their chunks were read instead).
+  uint64_t corrupt_chunks = 0;
+  uint64_t unreadable_minute_counts = 0;
 };
 
 // A live tail request, parsed.

@@ -15,6 +15,7 @@
 #include "common/severity.h"
 #include "indexer/compaction_lease.h"
 #include "indexer/merge_ledger.h"
+#include "indexer/minute_counts.h"
 
 namespace logdex {
 namespace {
@@ -33,6 +34,7 @@ struct Compactor::Part {
   int64_t last_ts = 0;
   uint32_t records = 0;
   bool has_token_filter = false;  // its index rows say so (IndexValue)
+  bool has_minute_counts = false;  // likewise
   proto::MainRow row;
   int64_t written_ms = 0;  // when its main row was written (0: the store does not say)
   // Its records, read in place (ViewRecords) from `row` or from `payload`,
@@ -327,6 +329,7 @@ Status Compactor::PassOverHostApp(HostId host, AppId app, int64_t lo, int64_t cu
     part.last_ts = key->ts_ms;
     part.records = value->record_count;
     part.has_token_filter = value->has_token_filter;
+    part.has_minute_counts = value->has_minute_counts;
     run.records += value->record_count;
     run.first = std::min(run.first, value->main_key.first_ts_ms);
     run.last = std::max(run.last, key->ts_ms);
@@ -618,7 +621,8 @@ Status Compactor::RemoveListedParts(const std::vector<std::pair<HostIndexKey, In
       views = RecordViews();
     }
     part.mutable_chunk()->set_last_ts_ms(key.ts_ms);
-    Indexer::StageRemoval(part.chunk(), value.main_key, views, removal, value.has_token_filter, &tag_rows);
+    Indexer::StageRemoval(part.chunk(), value.main_key, views, removal, value.has_token_filter, &tag_rows,
+                          value.has_minute_counts);
     ++staged;
     if (removal.size() + tag_rows.size() >= kRemovalRows) {
       if (Status s = land(); !s.ok()) return s;
@@ -681,10 +685,13 @@ Status Compactor::WriteMerge(std::vector<Part*>& parts, CompactionPass& pass) {
   ChunkWriter writer(po.summarize_tags);
   std::vector<std::string_view> messages;  // the token filter's input
   messages.reserve(order.size());
+  std::vector<int64_t> times;  // the minute counts' (oldest first, as `order`)
+  times.reserve(order.size());
   for (const Entry& e : order) {
     const RecordView& r = e.p->views.records[e.index];
     writer.AddSerialized(r.ts_ms, r.severity, r.wire, e.p->views.TagsOf(r));
     messages.push_back(r.message);
+    times.push_back(r.ts_ms);
   }
   const uint64_t merged_record_bytes = writer.payload_bytes();
   std::string bytes;
@@ -739,8 +746,9 @@ Status Compactor::WriteMerge(std::vector<Part*>& parts, CompactionPass& pass) {
       part_ids.insert(part_ids.end(), p->row.parts().begin(), p->row.parts().end());
     }
   }
+  const std::string minute_counts = EncodeMinuteCounts(times);
   if (Status s = indexer_.StageMerged(merged, bytes, id, messages, record_tags, parts.front()->row.source(), batch,
-                                      part_ids);
+                                      part_ids, minute_counts);
       !s.ok()) {
     indexer_.Settle(false);
     return s;
@@ -776,7 +784,7 @@ Status Compactor::WriteMerge(std::vector<Part*>& parts, CompactionPass& pass) {
       waiting.parts.emplace_back(p->key.severity, p->key.first_ts_ms, p->key.chunk);
     } else {
       Indexer::StageRemoval(p->row.chunk(), p->key, p->views, removes, p->has_token_filter,
-                            atomic ? nullptr : &tag_rows);
+                            atomic ? nullptr : &tag_rows, p->has_minute_counts);
     }
     bytes_in += p->row.chunk().ByteSizeLong();
     uncompressed += p->row.chunk().uncompressed_size();

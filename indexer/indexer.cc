@@ -10,6 +10,7 @@
 #include "common/token_bloom.h"
 #include "common/varint.h"
 #include "indexer/merge_ledger.h"
+#include "indexer/minute_counts.h"
 #include "indexer/tables.h"
 
 namespace logdex {
@@ -48,7 +49,8 @@ std::string MainRowHead(size_t chunk_size, const proto::ChunkSource& source, std
 
 
 IndexValue ValueOf(const StreamChunk& c) {
-  return IndexValue{c.main_key, c.chunk->record_count(), c.has_token_filter, !c.parts.empty()};
+  return IndexValue{c.main_key, c.chunk->record_count(), c.has_token_filter, !c.parts.empty(),
+                    !c.minute_counts.empty()};
 }
 
 class MainRowObserver final : public ChunkObserver {
@@ -324,7 +326,8 @@ std::string IndexValue::Encode() const {
   char count[4] = {static_cast<char>(record_count >> 24), static_cast<char>(record_count >> 16),
                    static_cast<char>(record_count >> 8), static_cast<char>(record_count)};
   v.append(count, 4);
-  const char flags = static_cast<char>((has_token_filter ? 1 : 0) | (lists_parts ? 2 : 0));
+  const char flags =
+      static_cast<char>((has_token_filter ? 1 : 0) | (lists_parts ? 2 : 0) | (has_minute_counts ? 4 : 0));
   if (flags != 0) v.push_back(flags);
   return v;
 }
@@ -336,7 +339,7 @@ std::optional<IndexValue> IndexValue::Decode(std::string_view value) {
   const auto* p = reinterpret_cast<const uint8_t*>(value.data() + MainKey::kSize);
   const uint8_t flags = value.size() > MainKey::kSize + 4 ? p[4] : 0;
   return IndexValue{*key, (uint32_t{p[0]} << 24) | (uint32_t{p[1]} << 16) | (uint32_t{p[2]} << 8) | p[3],
-                    (flags & 1) != 0, (flags & 2) != 0};
+                    (flags & 1) != 0, (flags & 2) != 0, (flags & 4) != 0};
 }
 
 std::pair<uint64_t, uint64_t> StoredChunkPair(const proto::LogChunk& chunk, const proto::ChunkSource& source) {
@@ -390,7 +393,7 @@ Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view byt
                               WriteBatch& batch, bool index_only, bool bytes_outlive_batch, bool merged,
                               int64_t received_ms, std::span<const std::string_view> merged_messages,
                               std::span<const TagView> record_tags, uint64_t record_tags_past_cap,
-                              std::span<const uint64_t> parts) {
+                              std::span<const uint64_t> parts, std::string_view minute_counts) {
   StreamChunk c;
   c.chunk = &chunk;
   c.chunk_bytes = bytes;
@@ -466,6 +469,10 @@ Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view byt
       ++counters_.token_filters_skipped;
     }
     counters_.token_filter_cpu_ns += static_cast<uint64_t>(ThreadCpuNs() - start_ns);
+  }
+  if (merged && !minute_counts.empty()) {
+    batch.Put(kMinuteCountsTable, c.main_key.Encode(), std::string(minute_counts));
+    c.minute_counts = minute_counts;
   }
   ++counters_.stored_chunks;
   for (size_t i = index_only ? 1 : 0; i < observers_.size(); ++i) {
@@ -602,15 +609,22 @@ Result<bool> Indexer::WasMerged(HostId host, AppId app, Severity severity, int64
 
 Status Indexer::StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,
                             std::span<const std::string_view> messages, std::span<const TagView> record_tags,
-                            const proto::ChunkSource& source, WriteBatch& batch, std::span<const uint64_t> parts) {
-  return StageMerged(merged, bytes, id, nullptr, messages, record_tags, source, batch, parts);
+                            const proto::ChunkSource& source, WriteBatch& batch, std::span<const uint64_t> parts,
+                            std::string_view minute_counts) {
+  return StageMerged(merged, bytes, id, nullptr, messages, record_tags, source, batch, parts, minute_counts);
 }
 
 Status Indexer::StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,
                             const proto::RecordBatch& records, const proto::ChunkSource& source, WriteBatch& batch) {
   std::vector<std::string_view> messages;
-  for (const proto::LogRecord& r : records.records()) messages.push_back(r.message());
-  return StageMerged(merged, bytes, id, &records, messages, {}, source, batch, {});
+  std::vector<int64_t> times;
+  for (const proto::LogRecord& r : records.records()) {
+    messages.push_back(r.message());
+    times.push_back(r.ts_ms());
+  }
+  std::sort(times.begin(), times.end());
+  const std::string minute_counts = EncodeMinuteCounts(times);
+  return StageMerged(merged, bytes, id, &records, messages, {}, source, batch, {}, minute_counts);
 }
 
 // Without a tag summary, a merged chunk is indexed by its records' tags
@@ -618,7 +632,7 @@ Status Indexer::StageMerged(const proto::LogChunk& merged, std::string_view byte
 Status Indexer::StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,
                             const proto::RecordBatch* records, std::span<const std::string_view> messages,
                             std::span<const TagView> record_tags, const proto::ChunkSource& source,
-                            WriteBatch& batch, std::span<const uint64_t> parts) {
+                            WriteBatch& batch, std::span<const uint64_t> parts, std::string_view minute_counts) {
   if (!SeverityFromCode(merged.severity()) || merged.severity() == kMixedSeverity) {
     return Status(Errc::kInvalidArgument, "a merged chunk holds one severity");
   }
@@ -626,7 +640,7 @@ Status Indexer::StageMerged(const proto::LogChunk& merged, std::string_view byte
   counters_.records += merged.record_count();
   return ObserveStream(merged, bytes, source, id, records, batch, /*index_only=*/false,
                        /*bytes_outlive_batch=*/false, /*merged=*/true, /*received_ms=*/0, messages, record_tags,
-                       /*record_tags_past_cap=*/0, parts);
+                       /*record_tags_past_cap=*/0, parts, minute_counts);
 }
 
 void Indexer::StageRemoval(const proto::LogChunk& part, const MainKey& key, const proto::RecordBatch& records,
@@ -643,12 +657,14 @@ void Indexer::StageRemoval(const proto::LogChunk& part, const MainKey& key, cons
 }
 
 void Indexer::StageRemoval(const proto::LogChunk& part, const MainKey& key, const RecordViews& records,
-                           WriteBatch& batch, bool has_token_filter, WriteBatch* tag_rows) {
+                           WriteBatch& batch, bool has_token_filter, WriteBatch* tag_rows,
+                           bool has_minute_counts) {
   const int64_t last = part.last_ts_ms();
   batch.WriteLast(kMainTable);
   batch.Delete(kMainTable, key.Encode());
   WriteBatch& tag_batch = tag_rows ? *tag_rows : batch;
   if (has_token_filter) tag_batch.Delete(kTokenTable, key.Encode());  // a merged part's
+  if (has_minute_counts) tag_batch.Delete(kMinuteCountsTable, key.Encode());  // likewise
   batch.Delete(LevelIndexTable(key.severity), LevelIndexKey{key.app, last, key.host, key.chunk}.Encode());
   batch.Delete(kHostIndexTable, HostIndexKey{key.host, key.app, last, key.severity, key.chunk}.Encode());
   std::vector<TagId> tags;

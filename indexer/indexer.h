@@ -114,6 +114,9 @@ struct StreamChunk {
   std::vector<std::pair<std::string_view, std::string_view>> tags;
   // A token filter of the chunk is staged in `tok` (merged chunks).
   bool has_token_filter = false;
+  // Its record counts per minute (indexer/minute_counts.h), staged in `cnt`
+  // (merged chunks); empty otherwise.
+  std::string_view minute_counts;
   // A merged chunk's parts, listed in its main row (MainRow.parts: pairs of
   // first record time and chunk id) when the compactor lists them; empty otherwise.
   std::span<const uint64_t> parts;
@@ -171,12 +174,15 @@ class ChunkObserver {
 // filter in `tok` (a query reads `tok` only for those); bit 1, its main row
 // lists the parts it merged (MainRow.parts: Volume() reads such a chunk
 // rather than count it from this row, so that parts found beside it are
-// not counted twice). 38 or 39 bytes. Readers ignore the bits they do not know.
+// not counted twice); bit 2, its record counts per minute are in `cnt`
+// (indexer/minute_counts.h: Volume() counts it from them rather than read
+// it). 38 or 39 bytes. Readers ignore the bits they do not know.
 struct IndexValue {
   MainKey main_key;
   uint32_t record_count = 0;
   bool has_token_filter = false;
   bool lists_parts = false;
+  bool has_minute_counts = false;
   std::string Encode() const;
   static std::optional<IndexValue> Decode(std::string_view value);
 };
@@ -258,10 +264,12 @@ class Indexer {
   // summary or, when it has none, `record_tags`: its records' tags as
   // AppendIndexedTags gives them (repeats allowed). Observers see no records.
   // `parts`, when given, are listed in its main row (MainRow.parts: pairs
-  // of first record time and chunk id).
+  // of first record time and chunk id). `minute_counts`, when given
+  // (EncodeMinuteCounts of its records' times), go to `cnt`.
   Status StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,
                      std::span<const std::string_view> messages, std::span<const TagView> record_tags,
-                     const proto::ChunkSource& source, WriteBatch& batch, std::span<const uint64_t> parts = {});
+                     const proto::ChunkSource& source, WriteBatch& batch, std::span<const uint64_t> parts = {},
+                     std::string_view minute_counts = {});
   // The same, of records built (tests): a chunk without a tag summary is
   // indexed by its records' tags, and observers see the records.
   Status StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,
@@ -279,8 +287,10 @@ class Indexer {
   // before its severity and host rows, which say whether it has a token
   // filter), so that a removal stopped anywhere leaves the rows that find
   // the rest of it.
+  // Its `cnt` row likewise (`has_minute_counts`), with the token filter's.
   static void StageRemoval(const proto::LogChunk& part, const MainKey& key, const RecordViews& records,
-                           WriteBatch& batch, bool has_token_filter = true, WriteBatch* tag_rows = nullptr);
+                           WriteBatch& batch, bool has_token_filter = true, WriteBatch* tag_rows = nullptr,
+                           bool has_minute_counts = true);
   // The same, of records built (tests).
   static void StageRemoval(const proto::LogChunk& part, const MainKey& key, const proto::RecordBatch& records,
                            WriteBatch& batch);
@@ -309,11 +319,11 @@ class Indexer {
                        bool bytes_outlive_batch = false, bool merged = false, int64_t received_ms = 0,
                        std::span<const std::string_view> merged_messages = {},
                        std::span<const TagView> record_tags = {}, uint64_t record_tags_past_cap = 0,
-                       std::span<const uint64_t> parts = {});
+                       std::span<const uint64_t> parts = {}, std::string_view minute_counts = {});
   Status StageMerged(const proto::LogChunk& merged, std::string_view bytes, ChunkId id,
                      const proto::RecordBatch* records, std::span<const std::string_view> messages,
                      std::span<const TagView> record_tags, const proto::ChunkSource& source, WriteBatch& batch,
-                     std::span<const uint64_t> parts);
+                     std::span<const uint64_t> parts, std::string_view minute_counts);
   // Whether some observer wants the records of a chunk of `severity`.
   bool ObserversWantRecords(Severity severity) const;
 

@@ -16,6 +16,7 @@
 #include "common/row_keys.h"
 #include "common/token_bloom.h"
 #include "indexer/indexer.h"
+#include "indexer/minute_counts.h"
 #include "indexer/store_epoch.h"
 
 namespace logdex {
@@ -703,7 +704,8 @@ class Execution {
       Next n = heap.top();
       heap.pop();
       const Candidate& c = n.c;
-      if (KeyMatches(c) && !(c.value.has_token_filter && !token_probe_.empty()) && !(volume_ && CountedFromIndex(c))) {
+      if (KeyMatches(c) && !(c.value.has_token_filter && !token_probe_.empty()) &&
+          !(volume_ && (CountedFromIndex(c) || (index_counts_ && c.value.has_minute_counts)))) {
         std::string k = c.value.main_key.Encode();
         if (!read_ahead_.count(k) && seen.insert(k).second) keys.push_back(std::move(k));
       }
@@ -812,12 +814,53 @@ class Execution {
   }
 
   // Applies the parts list of the chunk at `key` (a main row), if its
-  // records read (else its parts, if still stored, hold them).
-  void SupersedeFrom(const MainKey& key, std::string_view main_value) {
+  // records read (else its parts, if still stored, hold them), or without
+  // reading them (`counted`: its records were counted whatever they hold).
+  void SupersedeFrom(const MainKey& key, std::string_view main_value, bool counted = false) {
     proto::MainRow row;
     if (!row.ParseFromArray(main_value.data(), static_cast<int>(main_value.size())) || row.parts_size() == 0) return;
-    if (!ViewRecords(ChunkRef::Of(row.chunk()), options_.decode, scratch_, views_).ok()) return;
+    if (!counted && !ViewRecords(ChunkRef::Of(row.chunk()), options_.decode, scratch_, views_).ok()) return;
     Supersede(key, row.parts());
+  }
+
+  // Volume from the index: counts a merged chunk by its `cnt` row, each
+  // minute's records at the minute's last millisecond within the chunk (at
+  // most 59,999 ms after their own time, never earlier; so exactly, in
+  // buckets a whole number of minutes wide); false when the row is missing
+  // or unreadable (counted): the caller reads the chunk instead.
+  Result<bool> CountByMinute(const Candidate& c, Source& src) {
+    auto value = store_.Get(kMinuteCountsTable, c.value.main_key.Encode());
+    if (!value.ok()) return value.error();
+    ++stats_.minute_counts_read;
+    const int64_t first_ts = c.value.main_key.first_ts_ms;
+    auto minutes = value->has_value()
+                       ? DecodeMinuteCounts(**value, c.value.record_count, first_ts, c.last_ts)
+                       : std::nullopt;
+    if (!minutes) {
+      ++stats_.unreadable_minute_counts;
+      return false;
+    }
+    if (c.value.lists_parts) {  // its parts, found beside it, must not count (query.h)
+      auto row = MainRow(c, &src);
+      if (!row.ok()) return row.error();
+      if (!row->has_value()) {
+        ++stats_.index_rows_without_main;
+        return true;  // as a chunk read would: counted nowhere
+      }
+      SupersedeFrom(c.value.main_key, **row, /*counted=*/true);
+    }
+    bool counted = false;
+    for (const MinuteCount& m : *minutes) {
+      const int64_t t = std::min(m.start_ms + (kCountMinuteMs - 1), c.last_ts);
+      if (t < q_.from_ms || t >= q_.to_ms) continue;
+      const int64_t bucket_start = origin_ + (t - origin_) / step_ * step_;
+      const bool inexact = std::max(m.start_ms, first_ts) < std::max(bucket_start, q_.from_ms);
+      CountOf(c.value.main_key, t, c.severity, m.records, inexact ? m.records : 0);
+      if (inexact) volume_->inexact_records += m.records;
+      counted = true;
+    }
+    stats_.chunks_returned += counted;
+    return true;
   }
 
   // Volume: every index row of the planned sources, counted by the
@@ -854,6 +897,11 @@ class Execution {
           ++stats_.chunks_returned;
           if (inexact) volume_->inexact_records += c->value.record_count;
           continue;
+        }
+        if (index_counts_ && c->value.has_minute_counts) {
+          auto counted = CountByMinute(*c, src);
+          if (!counted.ok()) return Status(counted.error());
+          if (*counted) continue;
         }
         auto skip = RuledOutByTokens(*c);
         if (!skip.ok()) return Status(skip.error());

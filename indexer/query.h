@@ -76,7 +76,15 @@
 //       its records in [from, to) that passes the filters (a tag filter per
 //       record, exactly) counted in its own bucket (chunks_read and
 //       bytes_decompressed count them); the index ranges then reach
-//       max_chunk_span_ms past `to`, for such chunks. While long chunks are
+//       max_chunk_span_ms past `to`, for such chunks. A merged chunk with
+//       a `cnt` row (IndexValue::has_minute_counts) is counted from it
+//       instead, unread: each minute's records at the minute's last
+//       millisecond within the chunk, when that lies in [from, to) (exact
+//       in buckets a whole number of minutes wide; else a record at most
+//       59,999 ms late, never early; inexact_records counts those whose
+//       minute starts before their bucket or `from`); a tag filter then
+//       counts every record of the chunk. A `cnt` row missing or unreadable
+//       makes the chunk read (QueryStats::unreadable_minute_counts). While long chunks are
 //       read (index_count_span_ms below the padding: a store that was
 //       compacted), a chunk whose main row lists the parts it merged
 //       (IndexValue::lists_parts) is read too, whatever its span; else it
@@ -231,6 +239,11 @@ struct QueryStats {
   uint64_t corrupt_chunks = 0;       // stored chunks that failed to decode: skipped
   uint64_t token_filters_read = 0;   // `tok` rows read (chunks with a token filter, text filters given)
   uint64_t chunks_skipped_by_tokens = 0;  // of those, chunks their filter ruled out: not read
+  // Volume() from the index: `cnt` rows read (merged chunks counted by
+  // minute, unread), and of those missing or unreadable: their chunks were
+  // read instead (indexer/minute_counts.h).
+  uint64_t minute_counts_read = 0;
+  uint64_t unreadable_minute_counts = 0;
   // Parts found beside the merged chunk that lists them (MainRow.parts: on
   // HBase, between a merge's writes): skipped, or their records dropped.
   uint64_t superseded_parts = 0;

@@ -55,6 +55,12 @@ Status CreateTables(TableStore& store, const TableLayout& layout) {
   tokens.ordered_prefix = 10;  // as the main table's
   tables.push_back({std::string(kTokenTable), tokens});
 
+  // Record counts per minute of merged chunks, read by Volume() for those
+  // that cross a bucket edge (indexer/minute_counts.h): small varints.
+  TableOptions minute_counts = index;
+  minute_counts.ordered_prefix = 10;  // as the main table's
+  tables.push_back({std::string(kMinuteCountsTable), minute_counts});
+
   TableOptions outbox;  // pending notifications: small, hot, kept until delivered
   outbox.bloom_filter = true;
   tables.push_back({std::string(kOutboxTable), outbox});

@@ -1689,6 +1689,9 @@ TEST_P(IndexerQuery, PartsFoundBesideTheMergedChunkListingThemAreSkipped) {
         whole.from_ms = vq.filter.from_ms;
         whole.to_ms = vq.filter.to_ms;
         EXPECT_EQ(all->totals.total, BruteForce(w, whole).size()) << what << " volume from the index";
+        // Merged chunks counted by minute (their lists read from their main rows), none decompressed.
+        EXPECT_EQ(all->stats.chunks_read, 0u) << what;
+        EXPECT_GT(all->stats.minute_counts_read, 0u) << what;
       }
     }
   }

@@ -21,6 +21,7 @@
 #include <sstream>
 
 #include "common/time_parse.h"
+#include "indexer/compactor.h"
 #include "tests/failing_store.h"
 #include "tests/server/http_answer.h"
 #include "tests/server/served_store.h"
@@ -521,6 +522,81 @@ std::string ScrapeAfterTraffic(ServedStore& served) {
   EXPECT_EQ(m.status, 200);
   EXPECT_EQ(m.content_type, "text/plain; version=0.0.4; charset=utf-8");
   return m.body;
+}
+
+// Volume over a compacted store: merged chunks are counted from their
+// record counts per minute (`cnt`), none read. One whose `cnt` row is
+// damaged is read instead (same answer), and the degraded mode is counted
+// in the answer's stats and in logdex_query_unreadable_minute_counts_total,
+// from /api/v1/volume and from Loki's count_over_time alike.
+TEST(HttpServerCompacted, VolumeCountsMergedChunksByMinuteAndCountsUnreadableCounts) {
+  testing::WorkloadSpec spec = ServedStore::SmallSpec();
+  spec.max_records_per_chunk = 6;  // small chunks: what compaction merges
+  ServedStore served(spec);
+  CompactorOptions co;
+  co.max_span_ms = 3'600'000;
+  co.target_records = 500;
+  auto compactor = Compactor::Create(served.store(), co);
+  ASSERT_TRUE(compactor.ok()) << compactor.error().ToString();
+  auto pass = (*compactor)->Pass(kEnd + co.settle_ms + co.max_span_ms + 1);
+  ASSERT_TRUE(pass.ok()) << pass.error().ToString();
+  ASSERT_GT(pass->merges, 0u);
+  QueryOptions qo;
+  qo.decode.clock = &served.clock();
+  qo.max_chunk_span_ms = co.max_span_ms;  // the padding: merged chunks span up to an hour
+  qo.index_count_span_ms = 60'000;       // as serve sets it
+  QueryEngine engine(served.store(), qo);
+  served.ServeEngine(engine);
+  auto c = served.Client();
+  const httplib::Params volume{{"app", "app1"}, {"from", std::to_string(kStart)}, {"to", std::to_string(kEnd)},
+                               {"step", "5m"}};
+  Answer a = Get(*c, "/api/v1/volume", volume);
+  ASSERT_EQ(a.status, 200) << a.body;
+  EXPECT_GT(a.j["stats"]["minute_counts_read"].get<uint64_t>(), 0u) << a.body;
+  EXPECT_EQ(a.j["stats"]["unreadable_minute_counts"], 0) << a.body;
+  EXPECT_EQ(a.j["stats"]["chunks_read"], 0) << a.body;
+  uint64_t all = 0;
+  for (const auto& r : served.workload().records) all += r.app == "app1" && r.ts >= kStart && r.ts < kEnd;
+  EXPECT_EQ(a.j["totals"]["total"], all);
+
+  // Damage one `cnt` row of app1 whose chunk crosses a 5-minute edge.
+  std::string damaged;
+  for (Severity s : kAllSeverities) {
+    ASSERT_TRUE(served.store()
+                    .Scan(ScanSpec{std::string(LevelIndexTable(s)), "", "", false, 0},
+                          [&](auto k, auto v) {
+                            auto key = LevelIndexKey::Decode(k);
+                            auto value = IndexValue::Decode(v);
+                            if (key && value && value->has_minute_counts && value->main_key.app == AppIdOf("app1") &&
+                                value->main_key.first_ts_ms / 300'000 != key->ts_ms / 300'000) {
+                              damaged = value->main_key.Encode();
+                            }
+                            return damaged.empty();
+                          })
+                    .ok());
+    if (!damaged.empty()) break;
+  }
+  ASSERT_FALSE(damaged.empty());
+  WriteBatch damage;
+  damage.Put(kMinuteCountsTable, damaged, std::string("\x07 not a count", 14));
+  ASSERT_TRUE(served.store().Write(damage).ok());
+  Answer b = Get(*c, "/api/v1/volume", volume);
+  ASSERT_EQ(b.status, 200) << b.body;
+  EXPECT_EQ(b.j["stats"]["unreadable_minute_counts"], 1) << b.body;
+  EXPECT_EQ(b.j["stats"]["chunks_read"], 1) << b.body;
+  EXPECT_EQ(b.j["buckets"], a.j["buckets"]) << "the chunk read counts as its minutes did";
+  auto metric = [&] {
+    Answer m = Get(*c, "/metrics");
+    std::smatch got;
+    const std::regex line(R"(\nlogdex_query_unreadable_minute_counts_total ([0-9]+)\n)");
+    return std::regex_search(m.body, got, line) ? std::stoi(got[1]) : -1;
+  };
+  EXPECT_EQ(metric(), 1);
+  Answer loki = Get(*c, "/loki/api/v1/query_range",
+                    {{"query", "count_over_time({app=\"app1\"}[5m])"}, {"start", std::to_string(kStart * 1'000'000)},
+                     {"end", std::to_string(kEnd * 1'000'000)}, {"step", "300"}});
+  ASSERT_EQ(loki.status, 200) << loki.body;
+  EXPECT_EQ(metric(), 2) << "Grafana's count_over_time reads it too";
 }
 
 TEST_F(HttpServerTest, MetricsServeTheRegistryAndTheServersOwnCounters) {
