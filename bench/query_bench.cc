@@ -566,7 +566,7 @@ json BenchQuery(const BenchOptions& o) {
   const double compact_cpu = bench::CpuSeconds() - compact_cpu0;
   LOGDEX_CHECK(store->Flush().ok());
   std::vector<std::string> tables = IndexTableNames();
-  for (std::string_view t : {kMainTable, kMergedTable, kTokenTable}) tables.emplace_back(t);
+  for (std::string_view t : {kMainTable, kMergedTable, kTokenTable, kMinuteCountsTable}) tables.emplace_back(t);
   for (const std::string& t : tables) LOGDEX_CHECK(store->CompactTable(t).ok());
   const uint64_t sst_compacted = store->disk_usage()->sst;
   QueryOptions merged_qo = qo;

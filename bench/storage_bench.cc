@@ -154,6 +154,7 @@ json RunOne(const BenchOptions& o, const Workload& w, proto::Codec codec, proto:
   tables.push_back(std::string(kMainTable));
   tables.push_back(std::string(kMergedTable));  // the compactor's ledger (empty before it runs)
   tables.push_back(std::string(kTokenTable));   // merged chunks' token filters (likewise)
+  tables.push_back(std::string(kMinuteCountsTable));  // their record counts per minute (likewise)
   uint64_t all_rows = 0, main_rows = 0;
   for (const std::string& t : tables) {
     LOGDEX_CHECK(store->CompactTable(t).ok());
