@@ -117,7 +117,7 @@ Phase RawStore(const BenchOptions& o, const std::vector<std::string>& chunks, in
 // every 8 MiB of messages (serve's default is 256 MiB or 5 s; the smaller
 // step keeps several flush-and-commit cycles inside this short run).
 // `verify` is serve's indexer.verify (default full). `ledger_check`: as
-// serve runs with compaction on: every chunk older than the
+// serve runs with compaction on (the default): every chunk older than the
 // settle (10 min; all of this bench's, an hour old) is looked up in the
 // merge ledger, a range of the stream's rows, under the merge gate.
 struct Variant {
@@ -308,7 +308,7 @@ json BenchConsume(const BenchOptions& o, const std::vector<std::string>& lines) 
                    "byte written); end to end excludes the group join and counts from the first batch made durable; "
                    "end to end runs indexer.verify full (the default: every chunk decompressed and checked), "
                    "verify_header the light check for trusted producers; ledger_check as serve ingests with compaction "
-                   "on chunks older than its settle: each looked up in the merge ledger"}};
+                   "on (the default) chunks older than its settle: each looked up in the merge ledger"}};
 
   // The same messages through a real broker, when one is named: end to end and
   // raw consumption, the broker's CPU counted with this process's.

@@ -489,7 +489,7 @@ json BenchQuery(const BenchOptions& o) {
   };
   json main_scans = json::array();
   if (!main_table_scans(qo, "as ingested", main_scans)) return {{"benchmark", "query"}, {"error", main_scans.back()}};
-  // What compaction, when on, costs a query of a historical range:
+  // What compaction (on by default) costs a query of a historical range:
   // queries pad their index ranges past `to` by the longest span the store
   // may hold, 3 h instead of ingest's 60 s once a compactor ran, also over
   // chunks it has not merged yet (a stream's open run; old chunks written

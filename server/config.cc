@@ -64,9 +64,9 @@ void Validate(const ServeConfig& c, const Problem& problem) {
                                               " ms) + 10s: a merge's parts stay for the queries begun before it");
     }
   }
-  // Checked where compaction runs (serve_command.cc): its settings must not
-  // fail a config where it cannot run (skip_wal; HBase without
-  // compaction.hbase).
+  // Checked where compaction runs (serve_command.cc): on by default, its
+  // settings must not fail a config where it cannot run (skip_wal; HBase
+  // without compaction.hbase).
   const bool compacts =
       c.compaction.enabled && (hbase ? c.compaction.hbase : c.store.durability != Durability::kSkipWal);
   if (compacts) {
@@ -82,7 +82,8 @@ void Validate(const ServeConfig& c, const Problem& problem) {
     }
     if (c.compaction.target_bytes < (64u << 10) || c.compaction.target_bytes > c.indexer.max_uncompressed_bytes) {
       problem("compaction.target_bytes",
-              "must be at least 64KiB and at most indexer.max_uncompressed (a merged chunk must still be readable)");
+              "must be at least 64KiB and at most indexer.max_uncompressed (a merged chunk must still be readable; "
+              "compaction is on by default: lower this, or set compaction.enabled: false)");
     }
     if (c.compaction.max_rate_bytes < (1u << 20)) problem("compaction.max_rate", "must be at least 1MiB");
     if (c.compaction.max_pass_bytes < (1u << 20)) problem("compaction.max_pass_bytes", "must be at least 1MiB");

@@ -110,13 +110,12 @@ struct IndexerConfig {
 // chunks. Runs on rocksdb with durability async or sync (with skip_wal
 // RocksDB flushes tables one by one), and on HBase with `hbase` (below).
 struct CompactionConfig {
-  // Off by default: merged chunks span up to max_span, and the volume
-  // histogram (the UI's, Grafana's count_over_time) reads every one that
-  // crosses a bucket edge: 17.8x slower on a compacted day (bench query's
-  // `histogram`) until merged chunks carry their counts per minute. Where it
-  // is on but cannot run (durability skip_wal; HBase without
+  // On by default (issue 16): a store of small chunks is several times the
+  // size of a compacted one, and only merged chunks carry token filters;
+  // merged chunks' counts per minute (`cnt`) keep the volume histogram from
+  // reading them. Where it cannot run (durability skip_wal; HBase without
   // compaction.hbase) serve warns and logdex_compaction_unavailable is 1.
-  bool enabled = false;
+  bool enabled = true;
   int64_t settle_ms = 10 * 60'000;           // chunks younger than this are left alone
   int64_t max_span_ms = 3 * 3600'000;        // longest span of a merged chunk (queries look this far past a range)
   uint32_t target_records = 8192;            // records of a merged chunk, at most

@@ -473,8 +473,9 @@ int Serve(const ServeFlags& flags) {
       config.compaction.enabled &&
       ((*store)->atomic_writes() ? config.store.durability != Durability::kSkipWal
                                  : config.compaction.hbase && shared_store && (*store)->conditional_writes());
-  // Compaction turned on where it cannot run leaves every chunk as ingest
-  // wrote it (more bytes, no token filters): said at start and by the gauge.
+  // Compaction is on by default; where it cannot run, the store keeps
+  // every chunk as ingest wrote it (more bytes, no token filters): said at
+  // start and by the gauge.
   if (config.compaction.enabled && !compacting) {
     if (!(*store)->atomic_writes()) {
       spdlog::warn("compaction: off: on HBase it needs compaction.hbase: true (set it once every member runs this "
@@ -484,7 +485,7 @@ int Serve(const ServeFlags& flags) {
                    "or sync); small chunks stay as ingest stored them");
     }
   } else if (!config.compaction.enabled) {
-    spdlog::info("compaction: off (compaction.enabled: false, the default)");
+    spdlog::info("compaction: off (compaction.enabled: false)");
   }
   prometheus::BuildGauge()
       .Name("logdex_compaction_active")

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """The peer benchmark's driver (bench/peers/run.sh calls it; see bench/README.md, "Peers").
 
-Two workloads (workload.py), the same data and queries for every system: logdex (every setting
-default, and with compaction on; through a real Kafka broker, or serve's embedded mock cluster),
+Two workloads (workload.py), the same data and queries for every system: logdex (compaction
+off, and compaction on with a 30 s settle; through a real Kafka broker, or serve's embedded mock cluster),
 VictoriaLogs and ClickHouse. Prints one JSON object (stdout, first), then a markdown table per
 workload. Every server it starts runs in its own process group under a scratch directory and is
 stopped (SIGTERM, then SIGKILL) on every way out; `ship --follow` and the broker too (the broker
@@ -268,13 +268,14 @@ class KafkaBroker:
 
 class Logdex:
     """logdex serve (RocksDB) fed by logdex ship through Kafka: a real broker when one is given,
-    else serve's embedded mock cluster. `compaction` turns on the compactor (off by default)."""
+    else serve's embedded mock cluster. `compaction`: the compactor on with a 30 s settle, else off (chunks stay
+    as ingest stored them; on by default since 2026-12-07, with a 10 min settle)."""
 
     def __init__(self, binary, work, lines, partitions, compaction=False, broker=None, topic="logdex.chunks"):
         self.bin, self.work, self.lines, self.partitions = binary, work, lines, partitions
         self.compaction, self.broker, self.topic = compaction, broker, topic
         self.count_broker = True
-        self.name = "logdex, compaction on" if compaction else "logdex (defaults)"
+        self.name = "logdex, compaction on" if compaction else "logdex, compaction off"
         self.store = os.path.join(work, "store")
         self.kafka_note = (f"Apache Kafka {broker.version} (one KRaft node on this machine, topic {topic} with "
                            f"{partitions} partitions; its CPU is counted in logdex's)" if broker else
@@ -287,7 +288,8 @@ class Logdex:
             ("compaction.enabled true, compaction.settle 30s (default 10m), compaction.interval 5s (default 1m), "
              "compaction.lookback 2d (default 1d, the replay spans 24 h); other compaction settings default: "
              "merged chunks zstd-3 with token filters" if compaction else
-             "every setting default: compaction off, so chunks stay as ingest stored them and have no token filter"),
+             "compaction.enabled false (the default is true), so chunks stay as ingest stored them and have no token "
+             "filter; every other setting default"),
             "ship --format json --stream-from-line (each line's app/host pick its stream)",
             "queries: /api/v1/query with app/host/severity, `word` for the needle and the word, `regex`; "
             "without app or host `scan=true` (a main-table scan); counts: /api/v1/volume?exact=true",
@@ -307,6 +309,8 @@ class Logdex:
                 f.write(f"consumer:\n  group_id: peers.{self.topic}\n  topics: [{self.topic}]\n")
             if self.compaction:
                 f.write("compaction:\n  enabled: true\n  settle: 30s\n  interval: 5s\n  lookback: 2d\n")
+            else:
+                f.write("compaction:\n  enabled: false\n")
         return path
 
     def start(self, ready=True):

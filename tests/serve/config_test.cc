@@ -16,7 +16,7 @@ TEST(Config, DefaultsNeedNoFile) {
   EXPECT_EQ(c->store.durability, Durability::kAsync);
   EXPECT_EQ(c->store.ttl_seconds, 7 * 24 * 3600);
   EXPECT_EQ(c->indexer.tags.max_values_per_hour, 10'000u);
-  EXPECT_FALSE(c->compaction.enabled) << "off by default (README: the histogram's cost)";
+  EXPECT_TRUE(c->compaction.enabled) << "on by default (issue 16)";
 }
 
 TEST(Config, TheDocumentedExampleIsValidAndMeansWhatItSays) {
@@ -29,7 +29,7 @@ TEST(Config, TheDocumentedExampleIsValidAndMeansWhatItSays) {
   EXPECT_EQ(c->indexer.max_chunk_span_ms, 60'000);
   EXPECT_EQ(c->query.max_range_ms, 31ll * 86'400'000);
   EXPECT_TRUE(c->compaction.columns);
-  EXPECT_FALSE(c->compaction.enabled) << "the example says what the default is";
+  EXPECT_TRUE(c->compaction.enabled) << "the example says what the default is";
   auto plain = ParseConfig("compaction: {columns: false}\n", "p.yaml");
   ASSERT_TRUE(plain.ok()) << plain.error().message;
   EXPECT_FALSE(plain->compaction.columns);
@@ -37,9 +37,9 @@ TEST(Config, TheDocumentedExampleIsValidAndMeansWhatItSays) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("b.yaml:1: compaction.columns:"), std::string::npos) << bad.error().message;
   EXPECT_EQ(c->compaction.deep_interval_ms, 3'600'000);
-  // Compaction's settings are checked only where it runs, so a config where
-  // it cannot (skip_wal) is not refused for them.
-  const std::string small = "indexer: {max_uncompressed: 1MiB}\ncompaction: {enabled: true}\n";
+  // Compaction is on by default: its settings are checked only where it
+  // runs, so a config where it cannot (skip_wal) is not refused for them.
+  const std::string small = "indexer: {max_uncompressed: 1MiB}\n";
   auto compacting = ParseConfig(small, "c.yaml");
   ASSERT_FALSE(compacting.ok());
   EXPECT_NE(compacting.error().message.find("compaction.target_bytes: must be at least 64KiB and at most "

@@ -601,8 +601,7 @@ TEST_F(ServeProcess, TheHBaseBackendIndexesAndAnswersThroughTheThrift2Gateway) {
   StartHBase(&hbase);
   if (IsSkipped() || HasFatalFailure()) return;
   const std::string config = dir_.path() + "/hbase.yaml";
-  // Compaction asked for, without the HBase opt-in (compaction.hbase).
-  std::ofstream(config) << hbase->StoreYaml("logdex_test") << "compaction: {enabled: true}\n";
+  std::ofstream(config) << hbase->StoreYaml("logdex_test");
   int port = 0;
   std::string bootstrap;
   auto serve_process = StartEmbedded(&port, &bootstrap, {"--config", config});
@@ -624,8 +623,8 @@ TEST_F(ServeProcess, TheHBaseBackendIndexesAndAnswersThroughTheThrift2Gateway) {
   ASSERT_TRUE(host && host->status == 200);
   EXPECT_EQ(nlohmann::json::parse(host->body)["records"].size(), 12u) << "seqs 3, 10, 17 with 4 records each";
   EXPECT_EQ(MetricOf(port, "logdex_store_ttl_kept_tables"), 0);
-  // Compaction waits for compaction.hbase on HBase: said by a warn line
-  // and the gauge.
+  // Compaction, on by default, waits for compaction.hbase on HBase: said
+  // by a warn line and the gauge.
   EXPECT_EQ(MetricOf(port, "logdex_compaction_active"), 0);
   EXPECT_EQ(MetricOf(port, "logdex_compaction_unavailable"), 1);
   EXPECT_NE(serve.Log().find("compaction: off: on HBase it needs compaction.hbase: true"), std::string::npos)
@@ -635,12 +634,12 @@ TEST_F(ServeProcess, TheHBaseBackendIndexesAndAnswersThroughTheThrift2Gateway) {
 
   // A member started with a shorter store.ttl (a host left behind by a
   // rolling change) leaves the tables' TTL as it is, warns, and counts them:
-  // logs, idx_<level> × 6, idx_host, idx_tag, merged and tok.
+  // logs, idx_<level> × 6, idx_host, idx_tag, merged, tok and cnt.
   const std::string shorter = dir_.path() + "/hbase-1d.yaml";
   std::ofstream(shorter) << hbase->StoreYaml("logdex_test") << "  ttl: 1d\n";
   auto again = StartEmbedded(&port, &bootstrap, {"--config", shorter});
   ASSERT_FALSE(bootstrap.empty()) << again->Log();
-  EXPECT_EQ(MetricOf(port, "logdex_store_ttl_kept_tables"), 11) << again->Log();
+  EXPECT_EQ(MetricOf(port, "logdex_store_ttl_kept_tables"), 12) << again->Log();
   EXPECT_NE(again->Log().find("keeps its TTL of 7.00 d"), std::string::npos) << again->Log();
   if (HBaseTestServer* gateway = hbase->fixture()) {
     EXPECT_EQ(gateway->Table("logdex_test:logs")->ttl_seconds, 7 * 86'400);
@@ -1186,18 +1185,18 @@ void ServeProcess::SigkillScenario(bool skip_wal) {
   ASSERT_TRUE(producer.Flush());
 
   {
+    // The reference runs uninterrupted with a WAL. With skip_wal, compaction
+    // cannot run (nor write its meta rows): the reference turns it off.
+    if (skip_wal) store_yaml_ = "compaction: {enabled: false}\n";
     Process ref(ServeArgs("ref", {"--brokers", b, "--group", "ref"}), Log("ref"));
     ASSERT_TRUE(WaitFor([&] { return Committed(b, "ref", topic, 8) == total; }, 120'000)) << ref.Log();
     ref.Signal(SIGTERM);
     ASSERT_EQ(ref.Wait(), 0) << ref.Log();
   }
-  if (skip_wal) {
-    // A flush (then a commit) every 512 KiB of messages or 2 s: a few during
-    // ingest. Compaction asked for, which skip_wal cannot have (it writes
-    // nothing then: the tables still equal the reference's).
-    store_yaml_ = "store:\n  durability: skip_wal\n  flush_bytes: 512KiB\n  flush_interval: 2s\n"
-                  "compaction: {enabled: true}\n";
-  }
+  // A flush (then a commit) every 512 KiB of messages or 2 s: a few during
+  // ingest. Compaction on by default, which skip_wal cannot have (it writes
+  // nothing then: the tables still equal the reference's).
+  if (skip_wal) store_yaml_ = "store:\n  durability: skip_wal\n  flush_bytes: 512KiB\n  flush_interval: 2s\n";
   int64_t at_kill = 0;
   double indexed_at_kill = 0;
   // With skip_wal, a flush may land between the last look at the metrics
@@ -1211,12 +1210,11 @@ void ServeProcess::SigkillScenario(bool skip_wal) {
       const auto args = ServeArgs(name, {"--brokers", b, "--group", name});
       Process victim(args, Log(name + "-1"));
       if (attempt == 0) {
-        // Compaction is off by default; asked for with skip_wal, it cannot
-        // run: a warn line and a gauge say so (issue 16: a degraded mode is
-        // said). Checked before the kill's wait, which must follow the
-        // metrics closely.
+        // Compaction is on by default; skip_wal cannot have it: a warn line
+        // and a gauge say so (issue 16: a degraded mode is said). Checked
+        // before the kill's wait, which must follow the metrics closely.
         const int port = ListeningPort(victim);
-        EXPECT_EQ(MetricOf(port, "logdex_compaction_active"), 0) << victim.Log();
+        EXPECT_EQ(MetricOf(port, "logdex_compaction_active"), skip_wal ? 0 : 1) << victim.Log();
         EXPECT_EQ(MetricOf(port, "logdex_compaction_unavailable"), skip_wal ? 1 : 0) << victim.Log();
         EXPECT_EQ(victim.Log().find("compaction: off: durability skip_wal") != std::string::npos, skip_wal)
             << victim.Log();
@@ -1587,9 +1585,9 @@ void ExpectSameLines(const std::vector<std::string>& got, const std::vector<std:
 // (300 chunks of 1-5 records, 1-3 h old: settled, their runs closed, their
 // offsets committed) into a few, and the query API then answers exactly the
 // records sent: each once, newest first, page after page. (With
-// compaction.enabled false, the default, the wait for merges times out.)
+// compaction.enabled false, the wait for merges times out.)
 TEST_F(ServeProcess, CompactionMergesSmallChunksAndQueriesReturnTheSameRecords) {
-  // On (off by default); settled after 1 s, runs of less than 10 min, a pass every 200 ms.
+  // On (the default); settled after 1 s, runs of less than 10 min, a pass every 200 ms.
   store_yaml_ = "compaction: {enabled: true, settle: 1s, max_span: 10m, interval: 200ms, lookback: 2d}\n";
   int port = 0;
   std::string bootstrap;
