@@ -602,7 +602,7 @@ class HttpServer::Impl {
             prometheus::BuildCounter()
                 .Name("logdex_query_unreadable_minute_counts_total")
                 .Help("Merged chunks a volume count read because their record counts per minute (table cnt) were "
-                      "missing or did not decode: counted exactly, at a chunk read's cost")
+                      "missing or did not decode: counted by reading them, at a chunk read's cost")
                 .Register(registry)
                 .Add({})),
         queries_rejected_(prometheus::BuildCounter()

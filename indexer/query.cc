@@ -705,7 +705,7 @@ class Execution {
       heap.pop();
       const Candidate& c = n.c;
       if (KeyMatches(c) && !(c.value.has_token_filter && !token_probe_.empty()) &&
-          !(volume_ && (CountedFromIndex(c) || (index_counts_ && c.value.has_minute_counts)))) {
+          !(volume_ && (CountedFromIndex(c) || (CountsByMinute(c) && !c.value.lists_parts)))) {
         std::string k = c.value.main_key.Encode();
         if (!read_ahead_.count(k) && seen.insert(k).second) keys.push_back(std::move(k));
       }
@@ -823,6 +823,14 @@ class Execution {
     Supersede(key, row.parts());
   }
 
+  // Volume from the index: whether a merged chunk that is not counted from
+  // its index row is counted from its `cnt` row (CountByMinute) rather than
+  // read. Not under a tag filter: a merged chunk read counts the records
+  // that carry the tag, its minutes would count them all.
+  bool CountsByMinute(const Candidate& c) const {
+    return index_counts_ && c.value.has_minute_counts && q_.tags.empty();
+  }
+
   // Volume from the index: counts a merged chunk by its `cnt` row, each
   // minute's records at the minute's last millisecond within the chunk (at
   // most 59,999 ms after their own time, never earlier; so exactly, in
@@ -886,7 +894,7 @@ class Execution {
           // parts must not be: its list is read.
           auto row = MainRow(*c, &src);
           if (!row.ok()) return Status(row.error());
-          if (row->has_value()) SupersedeFrom(c->value.main_key, **row);
+          if (row->has_value()) SupersedeFrom(c->value.main_key, **row, /*counted=*/true);
         }
         if (CountedFromIndex(*c)) {
           if (c->last_ts < q_.from_ms || c->last_ts >= q_.to_ms) continue;  // past `to`: a later range's
@@ -898,7 +906,7 @@ class Execution {
           if (inexact) volume_->inexact_records += c->value.record_count;
           continue;
         }
-        if (index_counts_ && c->value.has_minute_counts) {
+        if (CountsByMinute(*c)) {
           auto counted = CountByMinute(*c, src);
           if (!counted.ok()) return Status(counted.error());
           if (*counted) continue;

@@ -78,17 +78,20 @@
 //       bytes_decompressed count them); the index ranges then reach
 //       max_chunk_span_ms past `to`, for such chunks. A merged chunk with
 //       a `cnt` row (IndexValue::has_minute_counts) is counted from it
-//       instead, unread: each minute's records at the minute's last
-//       millisecond within the chunk, when that lies in [from, to) (exact
-//       in buckets a whole number of minutes wide; else a record at most
-//       59,999 ms late, never early; inexact_records counts those whose
-//       minute starts before their bucket or `from`); a tag filter then
-//       counts every record of the chunk. A `cnt` row missing or unreadable
-//       makes the chunk read (QueryStats::unreadable_minute_counts). While long chunks are
+//       instead, unread, but under a tag filter: each minute's records at
+//       the minute's last millisecond within the chunk, when that lies in
+//       [from, to) (so a minute straddling `from` counts whole and one
+//       straddling `to` in the next range, as a chunk does; exact in buckets
+//       a whole number of minutes wide between minute-aligned from and to;
+//       else a record at most 59,999 ms late, never early; inexact_records
+//       counts those whose minute starts before their bucket or `from`). A
+//       `cnt` row missing or unreadable makes the chunk read
+//       (QueryStats::unreadable_minute_counts). While long chunks are
 //       read (index_count_span_ms below the padding: a store that was
 //       compacted), a chunk whose main row lists the parts it merged
-//       (IndexValue::lists_parts) is read too, whatever its span; else it
-//       is counted from its index row and its list alone is read. So its
+//       (IndexValue::lists_parts) is counted as above whatever its span
+//       (from `cnt`, or read), and its list read from its main row; else
+//       it is counted from its index row and its list alone is read. So its
 //       parts, found beside it between a merge's writes, are not counted
 //       twice (see below);
 //     * like Run(), tags the tag index capped are not seen, and on HBase an

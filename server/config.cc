@@ -52,7 +52,8 @@ void Validate(const ServeConfig& c, const Problem& problem) {
       problem("compaction.interval", "must be at most a third of compaction.lease_period (passes renew the lease)");
     }
     // The pacing wait after a merge (target_bytes at max_rate) renews nothing.
-    if (x.max_rate_bytes > 0 && static_cast<double>(x.target_bytes) / x.max_rate_bytes * 1000 * 3 > x.lease_period_ms) {
+    if (x.max_rate_bytes > 0 &&
+        static_cast<double>(MergedChunkBytes(c)) / x.max_rate_bytes * 1000 * 3 > x.lease_period_ms) {
       problem("compaction.lease_period", "must be more than 3 × compaction.target_bytes / compaction.max_rate (a "
                                          "merge's pacing wait must leave the lease renewed in time)");
     }
@@ -80,10 +81,11 @@ void Validate(const ServeConfig& c, const Problem& problem) {
     if (c.compaction.deep_interval_ms < c.compaction.interval_ms) {
       problem("compaction.deep_interval", "must be at least compaction.interval (a deep pass reads every index row)");
     }
-    if (c.compaction.target_bytes < (64u << 10) || c.compaction.target_bytes > c.indexer.max_uncompressed_bytes) {
-      problem("compaction.target_bytes",
-              "must be at least 64KiB and at most indexer.max_uncompressed (a merged chunk must still be readable; "
-              "compaction is on by default: lower this, or set compaction.enabled: false)");
+    // Above indexer.max_uncompressed it is capped there (MergedChunkBytes).
+    if (c.compaction.target_bytes < (64u << 10)) problem("compaction.target_bytes", "must be at least 64KiB");
+    if (c.indexer.max_uncompressed_bytes < (64u << 10)) {
+      problem("indexer.max_uncompressed", "must be at least 64KiB while compaction runs (merged chunks are up to "
+                                          "compaction.target_bytes; or set compaction.enabled: false)");
     }
     if (c.compaction.max_rate_bytes < (1u << 20)) problem("compaction.max_rate", "must be at least 1MiB");
     if (c.compaction.max_pass_bytes < (1u << 20)) problem("compaction.max_pass_bytes", "must be at least 1MiB");

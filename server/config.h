@@ -24,6 +24,7 @@
 // check-config call it after the environment (and flags) are applied.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -119,7 +120,11 @@ struct CompactionConfig {
   int64_t settle_ms = 10 * 60'000;           // chunks younger than this are left alone
   int64_t max_span_ms = 3 * 3600'000;        // longest span of a merged chunk (queries look this far past a range)
   uint32_t target_records = 8192;            // records of a merged chunk, at most
-  uint64_t target_bytes = 4ull << 20;        // its uncompressed bytes, at most
+  // Its uncompressed bytes, at most; capped at indexer.max_uncompressed
+  // (MergedChunkBytes), so that a merged chunk still reads and a config
+  // that lowered max_uncompressed before compaction was on by default
+  // still starts.
+  uint64_t target_bytes = 4ull << 20;
   int64_t lookback_ms = 24 * 3600'000;       // how far back a pass looks
   int64_t deep_interval_ms = 3600'000;       // a pass to each stream's oldest record this often
   int64_t interval_ms = 60'000;              // between passes
@@ -189,6 +194,12 @@ Status ApplyEnvOverrides(ServeConfig& config, char** env);
 // routing_key_env) and validates the alerting section; problems name the
 // file's line. Run once the environment is final.
 Status ResolveAlertingSecrets(ServeConfig& config);
+
+// A merged chunk's uncompressed bytes, at most: compaction.target_bytes,
+// capped at indexer.max_uncompressed.
+inline uint64_t MergedChunkBytes(const ServeConfig& c) {
+  return std::min(c.compaction.target_bytes, c.indexer.max_uncompressed_bytes);
+}
 
 // True for "localhost", 127.0.0.0/8, ::1 and ::ffff:127.0.0.0/104.
 bool IsLoopbackHost(std::string_view host);

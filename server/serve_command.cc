@@ -354,7 +354,7 @@ Result<std::unique_ptr<Compactor>> MakeCompactor(const ServeConfig& config, Tabl
   co.settle_ms = config.compaction.settle_ms;
   co.max_span_ms = config.compaction.max_span_ms;
   co.target_records = config.compaction.target_records;
-  co.target_bytes = config.compaction.target_bytes;
+  co.target_bytes = MergedChunkBytes(config);
   co.lookback_ms = config.compaction.lookback_ms;
   co.deep_interval_ms = config.compaction.deep_interval_ms;
   co.max_pass_bytes = config.compaction.max_pass_bytes;
@@ -489,7 +489,7 @@ int Serve(const ServeFlags& flags) {
   }
   prometheus::BuildGauge()
       .Name("logdex_compaction_active")
-      .Help("1 when this member's compactor runs; 0 when compaction is off (compaction.enabled: false, the default) "
+      .Help("1 when this member's compactor runs; 0 when compaction is off (compaction.enabled: false) "
             "or cannot run (logdex_compaction_unavailable)")
       .Register(registry)
       .Add({})
@@ -629,7 +629,7 @@ int Serve(const ServeFlags& flags) {
     compaction = std::make_unique<CompactionRunner>(registry, *compactor, clock, config.compaction.interval_ms,
                                                     config.compaction.max_rate_bytes);
     spdlog::info("compaction: on: chunks settled for {} s merge up to {} records or {} bytes, spans up to {} s",
-                 config.compaction.settle_ms / 1000, config.compaction.target_records, config.compaction.target_bytes,
+                 config.compaction.settle_ms / 1000, config.compaction.target_records, MergedChunkBytes(config),
                  config.compaction.max_span_ms / 1000);
   }
 

@@ -1383,9 +1383,10 @@ TEST(Compactor, IdenticalRecordsAcrossAMergeAreEachReturnedOnce) {
   }
 }
 
-// Volume from the index counts ingest's chunks by their index rows and reads
-// merged ones: ranges still tile (every record once), and the histogram is
-// no coarser after compaction than before (merged chunks span up to an hour).
+// Volume from the index counts ingest's chunks by their index rows and
+// merged ones by their minutes (`cnt`): ranges still tile (every record
+// once), and the histogram is no coarser after compaction than before
+// (merged chunks span up to an hour).
 TEST(Compactor, VolumeFromTheIndexStillTilesAndIsNoCoarserAfterCompaction) {
   Fixture f(19, kRecords / 2);
   QueryOptions qo = f.EngineOptions();
@@ -1447,9 +1448,10 @@ TEST(Compactor, VolumeCountsMergedChunksByMinuteWithoutReadingThem) {
   QueryOptions qo = f.EngineOptions();
   qo.index_count_span_ms = 60'000;  // the workload's chunks span at most 30 s
   QueryEngine engine(*f.store, qo);
-  auto volume = [&](bool exact) {
+  auto volume = [&](bool exact, std::string tag = "") {
     VolumeQuery vq;
     vq.filter.app = "app2";
+    if (!tag.empty()) vq.filter.tags.emplace_back("k", tag);
     vq.filter.from_ms = f.w.start_ms - 3'600'001;
     vq.filter.to_ms = f.w.end_ms + 3'600'000;
     vq.step_ms = 300'000;
@@ -1500,6 +1502,16 @@ TEST(Compactor, VolumeCountsMergedChunksByMinuteWithoutReadingThem) {
   }
   EXPECT_LE(counted.inexact_records, unmerged);
   EXPECT_LT(unmerged, all / 4) << "the test would show little";
+
+  // Under a tag filter a merged chunk is read: its minutes would count the
+  // records without the tag too.
+  const VolumeAnswer tagged = volume(false, "v1"), tagged_exact = volume(true, "v1");
+  EXPECT_EQ(tagged.stats.minute_counts_read, 0u);
+  EXPECT_GT(tagged.stats.chunks_read, 0u);
+  EXPECT_GT(tagged_exact.totals.total, 0u);
+  // Only chunks left as ingested count their records without the tag.
+  EXPECT_GE(tagged.totals.total, tagged_exact.totals.total);
+  EXPECT_LE(tagged.totals.total - tagged_exact.totals.total, unmerged);
 
   // One `cnt` row of app2 missing, another damaged: both chunks are read.
   ASSERT_GE(keys.size(), 2u);

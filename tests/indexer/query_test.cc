@@ -1601,8 +1601,8 @@ TEST_P(IndexerQuery, QueriesPadByALongerSpanAnotherMemberRecordedOnceAMinuteHasP
 // merges at that point). With the parts listed in its main row
 // (CompactorOptions::list_parts), every query shape, page after page, the
 // main-table scan and Volume (reading records, or from the index, which
-// reads a chunk that lists parts) answer what a brute force over the
-// records answers: no record twice.
+// counts a chunk that lists parts from its `cnt` row and reads its list)
+// answer what a brute force over the records answers: no record twice.
 TEST_P(IndexerQuery, PartsFoundBesideTheMergedChunkListingThemAreSkipped) {
   WorkloadSpec spec;
   spec.apps = 3;

@@ -37,16 +37,26 @@ TEST(Config, TheDocumentedExampleIsValidAndMeansWhatItSays) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("b.yaml:1: compaction.columns:"), std::string::npos) << bad.error().message;
   EXPECT_EQ(c->compaction.deep_interval_ms, 3'600'000);
-  // Compaction is on by default: its settings are checked only where it
-  // runs, so a config where it cannot (skip_wal) is not refused for them.
+  // Compaction is on by default: a config that lowered
+  // indexer.max_uncompressed below target_bytes (4 MiB) before then still
+  // starts, merged chunks capped at it; its settings are checked only where
+  // it runs, so a config where it cannot (skip_wal) is not refused for them.
   const std::string small = "indexer: {max_uncompressed: 1MiB}\n";
-  auto compacting = ParseConfig(small, "c.yaml");
+  auto capped = ParseConfig(small, "c.yaml");
+  ASSERT_TRUE(capped.ok()) << capped.error().message;
+  EXPECT_EQ(MergedChunkBytes(*capped), 1u << 20);
+  EXPECT_EQ(MergedChunkBytes(*c), 4u << 20);
+  const std::string tiny = "indexer: {max_uncompressed: 32KiB}\ncompaction: {target_bytes: 32KiB}\n";
+  auto compacting = ParseConfig(tiny, "c.yaml");
   ASSERT_FALSE(compacting.ok());
-  EXPECT_NE(compacting.error().message.find("compaction.target_bytes: must be at least 64KiB and at most "
-                                            "indexer.max_uncompressed"),
+  EXPECT_NE(compacting.error().message.find("c.yaml:1: indexer.max_uncompressed: must be at least 64KiB while "
+                                            "compaction runs"),
             std::string::npos)
       << compacting.error().message;
-  auto skip_wal = ParseConfig(small + "store: {durability: skip_wal, flush_interval: 2s}\n", "s.yaml");
+  EXPECT_NE(compacting.error().message.find("c.yaml:2: compaction.target_bytes: must be at least 64KiB"),
+            std::string::npos)
+      << compacting.error().message;
+  auto skip_wal = ParseConfig(tiny + "store: {durability: skip_wal, flush_interval: 2s}\n", "s.yaml");
   EXPECT_TRUE(skip_wal.ok()) << skip_wal.error().message;
   auto often = ParseConfig("compaction:\n  enabled: true\n  interval: 1m\n  deep_interval: 30s\n", "d.yaml");
   ASSERT_FALSE(often.ok());
