@@ -578,6 +578,7 @@ class Handler {
         }
         auto answer = engine_.Run(q);
         if (!answer.ok()) return answer.error();
+        met_.corrupt_chunks += answer->stats.corrupt_chunks;
         out.bytes += answer->stats.bytes_decompressed;
         out.chunks += answer->stats.chunks_read;
         rows += answer->stats.rows_scanned;
@@ -883,14 +884,18 @@ std::string LokiApi::TailMessage(const LokiTail& tail, const std::vector<ResultR
 Result<LokiReply> LokiApi::Handle(std::string_view endpoint, const Params& params) const {
   Handler handler(engine_, clock_, version_, params);
   Result<LokiReply> reply = handler.Run(endpoint);
-  if (reply.ok()) {
-    reply->corrupt_chunks = handler.met_.corrupt_chunks;
-    reply->unreadable_minute_counts = handler.met_.unreadable_minute_counts;
-    return reply;
+  if (!reply.ok()) {
+    const Error e = reply.error();  // a copy: `reply` is assigned below
+    if (e.code == Errc::kInvalidArgument) {
+      reply = Text(400, e.message);
+    } else if (e.code == Errc::kResourceExhausted) {
+      reply = Text(422, e.message);  // what earlier queries of the request met still counts
+    } else {
+      return reply;
+    }
   }
-  const Error& e = reply.error();
-  if (e.code == Errc::kInvalidArgument) return Text(400, e.message);
-  if (e.code == Errc::kResourceExhausted) return Text(422, e.message);
+  reply->corrupt_chunks = handler.met_.corrupt_chunks;
+  reply->unreadable_minute_counts = handler.met_.unreadable_minute_counts;
   return reply;
 }
 

@@ -172,9 +172,10 @@ class ChunkObserver {
 // The value of every index row: the main row key, the chunk's record count
 // and, when a flag is set, a flags byte: bit 0, the chunk has a token
 // filter in `tok` (a query reads `tok` only for those); bit 1, its main row
-// lists the parts it merged (MainRow.parts: Volume() reads that list, and
-// counts such a chunk from `cnt` or by reading it rather than from this
-// row, so that parts found beside it are not counted twice); bit 2, its record counts per minute are in `cnt`
+// lists the parts it merged (MainRow.parts: Volume() reads that list, so
+// that parts found beside it are not counted twice, and where long chunks
+// are read counts such a chunk from `cnt` or by reading it rather than
+// from this row); bit 2, its record counts per minute are in `cnt`
 // (indexer/minute_counts.h: Volume() counts it from them rather than read
 // it). 38 or 39 bytes. Readers ignore the bits they do not know.
 struct IndexValue {

@@ -78,7 +78,7 @@
 //       bytes_decompressed count them); the index ranges then reach
 //       max_chunk_span_ms past `to`, for such chunks. A merged chunk with
 //       a `cnt` row (IndexValue::has_minute_counts) is counted from it
-//       instead, unread, but under a tag filter: each minute's records at
+//       instead, unread (under a tag filter it is read): each minute's records at
 //       the minute's last millisecond within the chunk, when that lies in
 //       [from, to) (so a minute straddling `from` counts whole and one
 //       straddling `to` in the next range, as a chunk does; exact in buckets
@@ -111,7 +111,9 @@
 // chunk's header spans its parts' headers, so only a part that ends with
 // it can come first in the newest-end-first merge, and only one that
 // starts with it in the main-table scan. A merged chunk that does not
-// decode skips no part. QueryStats::superseded_parts counts them.
+// decode skips no part where it is read (its parts, if stored, hold its
+// records); Volume() from the index, which counts it without reading it,
+// applies its list whatever. QueryStats::superseded_parts counts them.
 //
 // Buckets are `step_ms` wide and aligned to multiples of step_ms since the
 // epoch: the first starts at or before `from`, the last ends at or after

@@ -54,8 +54,9 @@ void Validate(const ServeConfig& c, const Problem& problem) {
     // The pacing wait after a merge (target_bytes at max_rate) renews nothing.
     if (x.max_rate_bytes > 0 &&
         static_cast<double>(MergedChunkBytes(c)) / x.max_rate_bytes * 1000 * 3 > x.lease_period_ms) {
-      problem("compaction.lease_period", "must be more than 3 × compaction.target_bytes / compaction.max_rate (a "
-                                         "merge's pacing wait must leave the lease renewed in time)");
+      problem("compaction.lease_period", "must be more than 3 × compaction.target_bytes / compaction.max_rate (the "
+                                         "target capped at indexer.max_uncompressed: a merge's pacing wait must "
+                                         "leave the lease renewed in time)");
     }
     constexpr int64_t kWeek = 7ll * 24 * 3600 * 1000;
     if (x.lease_period_ms > kWeek) problem("compaction.lease_period", "at most 7d");

@@ -394,6 +394,13 @@ TEST(Config, CompactionOnHBaseIsOptInWithALeaseAndARemovalDelayThatFitTheClientA
                                        "compaction.target_bytes / compaction.max_rate"),
             std::string::npos)
       << paced.error().message;
+  // The pacing counts the target as capped at indexer.max_uncompressed.
+  auto capped = ParseConfig(
+      "store: {backend: hbase, hbase: {host: hb, rpc_timeout: 1s}}\n"
+      "indexer: {max_uncompressed: 1MiB}\n"
+      "compaction: {enabled: yes, hbase: yes, lease_period: 10s, interval: 1s, target_bytes: 4MiB, max_rate: 1MiB}\n",
+      "q.yaml");
+  EXPECT_TRUE(capped.ok()) << capped.error().message;
   auto long_ = ParseConfig(
       "store: {backend: hbase, hbase: {host: hb}}\n"
       "compaction: {enabled: yes, hbase: yes, lease_period: 8d, removal_delay: 8d}\n",

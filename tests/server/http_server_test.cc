@@ -559,7 +559,8 @@ TEST(HttpServerCompacted, VolumeCountsMergedChunksByMinuteAndCountsUnreadableCou
   for (const auto& r : served.workload().records) all += r.app == "app1" && r.ts >= kStart && r.ts < kEnd;
   EXPECT_EQ(a.j["totals"]["total"], all);
 
-  // Damage one `cnt` row of app1 whose chunk crosses a 5-minute edge.
+  // Damage the `cnt` row of one of app1's chunks counted by minute: at
+  // least 60 s long (index_count_span_ms) and across a 5-minute edge.
   std::string damaged;
   for (Severity s : kAllSeverities) {
     ASSERT_TRUE(served.store()
@@ -568,6 +569,7 @@ TEST(HttpServerCompacted, VolumeCountsMergedChunksByMinuteAndCountsUnreadableCou
                             auto key = LevelIndexKey::Decode(k);
                             auto value = IndexValue::Decode(v);
                             if (key && value && value->has_minute_counts && value->main_key.app == AppIdOf("app1") &&
+                                key->ts_ms - value->main_key.first_ts_ms >= 60'000 &&
                                 value->main_key.first_ts_ms / 300'000 != key->ts_ms / 300'000) {
                               damaged = value->main_key.Encode();
                             }
