@@ -833,8 +833,9 @@ class Execution {
 
   // Volume from the index: counts a merged chunk by its `cnt` row, each
   // minute's records at the minute's last millisecond within the chunk (at
-  // most 59,999 ms after their own time, never earlier; so exactly, in
-  // buckets a whole number of minutes wide); false when the row is missing
+  // most 59,999 ms after their own time, never earlier; so exactly in
+  // buckets a whole number of minutes wide between minute-aligned `from`
+  // and `to`); false when the row is missing
   // or unreadable (counted): the caller reads the chunk instead.
   Result<bool> CountByMinute(const Candidate& c, Source& src) {
     auto value = store_.Get(kMinuteCountsTable, c.value.main_key.Encode());
