@@ -997,10 +997,7 @@ class HttpServer::Impl {
     QueryStats stats;
     Result<QueryAnswer> answer = engine_.Run(pq.query, &stats);
     if (!answer.ok()) return EngineError(req, res, answer.error(), stats);
-    if (answer->stats.corrupt_chunks > 0) {
-      corrupt_chunks_.Increment(static_cast<double>(answer->stats.corrupt_chunks));
-      spdlog::warn("http: query skipped {} stored chunks that do not decode", answer->stats.corrupt_chunks);
-    }
+    CountCorruptChunks("query", answer->stats.corrupt_chunks);
     if (!answer->stopped_early.empty()) {
       budget_exhausted_.Add({{"budget", answer->stopped_early}}).Increment();
       spdlog::debug("http: a query page stopped early at its {} budget, with a cursor to continue",
@@ -1032,10 +1029,7 @@ class HttpServer::Impl {
     QueryStats stats;
     Result<VolumeAnswer> answer = engine_.Volume(vq, &stats);
     if (!answer.ok()) return EngineError(req, res, answer.error(), stats);
-    if (answer->stats.corrupt_chunks > 0) {
-      corrupt_chunks_.Increment(static_cast<double>(answer->stats.corrupt_chunks));
-      spdlog::warn("http: volume query skipped {} stored chunks that do not decode", answer->stats.corrupt_chunks);
-    }
+    CountCorruptChunks("volume query", answer->stats.corrupt_chunks);
     CountUnreadableMinuteCounts(answer->stats.unreadable_minute_counts);
     SetJson(res, 200, VolumeToJson(*answer, vq.filter));
   }
@@ -1140,13 +1134,18 @@ class HttpServer::Impl {
     if (!slot.held()) return Busy(res);
     Result<LokiReply> reply = loki_.Handle(endpoint, req.params);
     if (!reply.ok()) return EngineError(req, res, reply.error(), QueryStats{});
-    if (reply->corrupt_chunks > 0) {
-      corrupt_chunks_.Increment(static_cast<double>(reply->corrupt_chunks));
-      spdlog::warn("http: loki query skipped {} stored chunks that do not decode", reply->corrupt_chunks);
-    }
+    CountCorruptChunks("loki query", reply->corrupt_chunks);
     CountUnreadableMinuteCounts(reply->unreadable_minute_counts);
     res.status = reply->status;
     res.set_content(std::move(reply->body), reply->content_type);
+  }
+
+  // A degraded mode: stored chunks a query (`what`) skipped because they do
+  // not decode.
+  void CountCorruptChunks(std::string_view what, uint64_t n) const {
+    if (n == 0) return;
+    corrupt_chunks_.Increment(static_cast<double>(n));
+    spdlog::warn("http: {} skipped {} stored chunks that do not decode", what, n);
   }
 
   // A degraded mode: merged chunks read because their `cnt` rows were
