@@ -14,6 +14,7 @@
 #include <climits>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -401,7 +402,10 @@ class HBaseTableStore::Impl {
     return Status::Ok();
   }
 
-  Status CreateTable(std::string_view name, const TableOptions& o) {
+  // `*kept_ttl_s`, when given: the table's TTL in seconds once created or
+  // modified (0: forever), as `TableOptions::ttl_seconds` says it.
+  Status CreateTable(std::string_view name, const TableOptions& o, int64_t* kept_ttl_s = nullptr) {
+    auto seconds = [](int32_t ttl) { return ttl >= kForeverSeconds ? int64_t{0} : int64_t{ttl}; };
     if (name.empty() || name.find(':') != std::string_view::npos) {
       return Status(Errc::kInvalidArgument, "invalid table name '" + std::string(name) + "'");
     }
@@ -456,8 +460,8 @@ class HBaseTableStore::Impl {
           }
           if (!s.ok()) return s;
         }
+        if (kept_ttl_s) *kept_ttl_s = seconds(want.timeToLive);
         if (longer && options_.on_longer_ttl) {
-          auto seconds = [](int32_t ttl) { return ttl >= kForeverSeconds ? int64_t{0} : int64_t{ttl}; };
           options_.on_longer_ttl(name, seconds(have_ttl), seconds(family.timeToLive), options_.lower_ttl);
         }
         Remember(name);
@@ -481,6 +485,9 @@ class HBaseTableStore::Impl {
       }
       return s;
     }
+    // Or created meanwhile by another member (TableExistsException), with
+    // its own options: taken as the ones asked.
+    if (kept_ttl_s) *kept_ttl_s = seconds(family.timeToLive);
     Remember(name);
     return Status::Ok();
   }
@@ -977,34 +984,80 @@ Status HBaseTableStore::CreateTable(std::string_view name, const TableOptions& o
 // Each creation is a master procedure the gateway waits for (about 0.35 s
 // on HBase 2.6, one after another): up to pool_size at once, on as many
 // pooled connections.
+//
+// Tables asked for one TTL keep one TTL: without lower_ttl, a table this
+// call creates takes the longest TTL kept by the tables that exist and are
+// asked for the same TTL. A table a newer build adds (`cnt` beside the index
+// tables) would otherwise expire its rows before the rows they describe when
+// an earlier configuration left the others a longer TTL; so the existing
+// tables go first, then the new ones, each told like a kept TTL.
 Status HBaseTableStore::CreateTables(const std::vector<NamedTable>& tables) {
   if (Status s = impl_->EnsureNamespace(); !s.ok()) return s;
-  const size_t workers = std::min<size_t>(tables.size(), static_cast<size_t>(std::max(1, impl_->options_.pool_size)));
-  std::vector<Status> results(tables.size());
-  std::atomic<size_t> next{0};
-  auto create = [&] {
-    for (size_t i; (i = next.fetch_add(1)) < tables.size();) {
-      try {  // nothing may escape a helper thread (std::terminate)
-        results[i] = impl_->CreateTable(tables[i].name, tables[i].options);
-      } catch (const std::exception& e) {
-        results[i] = Status(Errc::kInternal, "create table " + tables[i].name + ": " + e.what());
-      } catch (...) {
-        results[i] = Status(Errc::kInternal, "create table " + tables[i].name + ": an unknown exception");
+  // Runs run(i) for each i of `which`, up to pool_size at once; the first failure.
+  auto on_pool = [&](const std::vector<size_t>& which, const std::function<Status(size_t)>& run) {
+    const size_t n = which.size();
+    const size_t workers = std::min<size_t>(n, static_cast<size_t>(std::max(1, impl_->options_.pool_size)));
+    std::vector<Status> results(n);
+    std::atomic<size_t> next{0};
+    auto work = [&] {
+      for (size_t k; (k = next.fetch_add(1)) < n;) {
+        const size_t i = which[k];
+        try {  // nothing may escape a helper thread (std::terminate)
+          results[k] = run(i);
+        } catch (const std::exception& e) {
+          results[k] = Status(Errc::kInternal, "create table " + tables[i].name + ": " + e.what());
+        } catch (...) {
+          results[k] = Status(Errc::kInternal, "create table " + tables[i].name + ": an unknown exception");
+        }
+      }
+    };
+    std::vector<std::thread> helpers;
+    try {
+      for (size_t w = 1; w < workers; ++w) helpers.emplace_back(work);
+    } catch (const std::system_error&) {
+      // No more threads to be had: the ones started and this one share the rest.
+    }
+    work();
+    for (std::thread& t : helpers) t.join();
+    for (Status& s : results) {
+      if (!s.ok()) return s;
+    }
+    return Status::Ok();
+  };
+  std::vector<int64_t> kept(tables.size(), -1);  // -1: not created yet
+  std::vector<size_t> all(tables.size());
+  for (size_t i = 0; i < tables.size(); ++i) all[i] = i;
+  if (Status s = on_pool(all,
+                         [&](size_t i) {
+                           auto exists = impl_->Exists(tables[i].name);
+                           if (!exists.ok()) return Status(exists.error());
+                           return *exists ? impl_->CreateTable(tables[i].name, tables[i].options, &kept[i])
+                                          : Status::Ok();
+                         });
+      !s.ok()) {
+    return s;
+  }
+  std::vector<size_t> missing;
+  for (size_t i = 0; i < tables.size(); ++i) {
+    if (kept[i] < 0) missing.push_back(i);
+  }
+  auto longer = [](int64_t a, int64_t b) { return a == 0 ? b != 0 : b != 0 && a > b; };  // 0: forever
+  return on_pool(missing, [&](size_t m) {
+    const NamedTable& t = tables[m];
+    TableOptions o = t.options;
+    if (!impl_->options_.lower_ttl) {
+      for (size_t i = 0; i < tables.size(); ++i) {
+        if (kept[i] >= 0 && tables[i].options.ttl_seconds == t.options.ttl_seconds && longer(kept[i], o.ttl_seconds)) {
+          o.ttl_seconds = kept[i];
+        }
       }
     }
-  };
-  std::vector<std::thread> helpers;
-  try {
-    for (size_t w = 1; w < workers; ++w) helpers.emplace_back(create);
-  } catch (const std::system_error&) {
-    // No more threads to be had: the ones started and this one share the rest.
-  }
-  create();
-  for (std::thread& t : helpers) t.join();
-  for (Status& s : results) {
-    if (!s.ok()) return s;
-  }
-  return Status::Ok();
+    Status s = impl_->CreateTable(t.name, o);
+    if (s.ok() && o.ttl_seconds != t.options.ttl_seconds && impl_->options_.on_longer_ttl) {
+      impl_->options_.on_longer_ttl(t.name, o.ttl_seconds, t.options.ttl_seconds, false);
+    }
+    return s;
+  });
 }
 
 bool HBaseTableStore::HasTable(std::string_view name) const {

@@ -115,7 +115,9 @@ struct HBaseOptions {
   bool lower_ttl = false;
   // Called once CreateTable of an existing table whose TTL was longer than
   // asked has succeeded: its name, that TTL and the one asked, in seconds
-  // (0: forever), and whether it was lowered (lower_ttl) or kept. May be
+  // (0: forever), and whether it was lowered (lower_ttl) or kept; also for a
+  // table CreateTables created with the longer TTL its peers kept (see
+  // HBaseTableStore::CreateTables), lowered false. May be
   // null; called from CreateTables' threads at once: must be thread-safe.
   std::function<void(std::string_view table, int64_t longer_s, int64_t asked_s, bool lowered)> on_longer_ttl;
 
@@ -142,7 +144,9 @@ class HBaseTableStore final : public TableStore {
   ~HBaseTableStore() override;
 
   Status CreateTable(std::string_view name, const TableOptions& options) override;
-  // Up to pool_size tables at once.
+  // Up to pool_size tables at once: those that exist first, then the others,
+  // which without lower_ttl take the longest TTL the existing ones asked for
+  // the same TTL kept.
   Status CreateTables(const std::vector<NamedTable>& tables) override;
   // True when the table exists (cached once seen); false also when the
   // gateway cannot be asked.

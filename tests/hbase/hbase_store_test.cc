@@ -228,6 +228,51 @@ TEST_F(HBaseStore, AnExistingTableKeepsALongerTtlUnlessLoweringIsAllowed) {
   EXPECT_EQ(kept.back(), Told("logs", 30 * 24 * 3600, 3600, true)) << "lowering is told too";
 }
 
+// A table a newer build adds (the `cnt` table beside the index tables) takes
+// the TTL its peers kept: asked for the TTL they are asked for, it would
+// expire its rows before the rows they describe. Only tables asked for the
+// same TTL count; with store.hbase.lower_ttl it is created as asked.
+TEST_F(HBaseStore, ATableCreatedBesideTablesThatKeptALongerTtlTakesTheirs) {
+  using Told = std::tuple<std::string, int64_t, int64_t, bool>;
+  std::vector<Told> kept;
+  std::mutex mu;  // CreateTables calls it from several threads
+  HBaseOptions o = ServedHBaseStore::DefaultClientOptions();
+  o.on_longer_ttl = [&](std::string_view table, int64_t longer_s, int64_t asked_s, bool lowered) {
+    std::lock_guard lock(mu);
+    kept.emplace_back(table, longer_s, asked_s, lowered);
+  };
+  Open(o);
+  auto ttl = [&](const std::string& t) { return store_->server().Table("logdex:" + t)->ttl_seconds; };
+  TableOptions week, day, forever;
+  week.ttl_seconds = 7 * 24 * 3600;
+  day.ttl_seconds = 24 * 3600;
+  ASSERT_TRUE(store_->CreateTables({{"idx_info", week}, {"idx_host", week}, {"meta", forever}}).ok());
+
+  // A day asked now (store.ttl lowered without lower_ttl), and two new tables.
+  ASSERT_TRUE(store_->CreateTables({{"idx_info", day}, {"idx_host", day}, {"meta", forever}, {"cnt", day},
+                                    {"outbox", forever}})
+                  .ok());
+  EXPECT_EQ(ttl("idx_info"), 7 * 24 * 3600);
+  EXPECT_EQ(ttl("cnt"), 7 * 24 * 3600) << "the TTL the tables asked for a day kept";
+  EXPECT_EQ(ttl("outbox"), 2147483647) << "asked forever";
+  std::sort(kept.begin(), kept.end());
+  EXPECT_EQ(kept, (std::vector<Told>{{"cnt", 7 * 24 * 3600, 24 * 3600, false},
+                                     {"idx_host", 7 * 24 * 3600, 24 * 3600, false},
+                                     {"idx_info", 7 * 24 * 3600, 24 * 3600, false}}));
+
+  // Alone, a new table has nothing to follow.
+  ASSERT_TRUE(store_->CreateTables({{"tok", day}}).ok());
+  EXPECT_EQ(ttl("tok"), 24 * 3600);
+
+  o.lower_ttl = true;
+  Open(o);
+  kept.clear();
+  ASSERT_TRUE(store_->CreateTables({{"idx_info", day}, {"merged", day}}).ok());
+  EXPECT_EQ(ttl("idx_info"), 24 * 3600);
+  EXPECT_EQ(ttl("merged"), 24 * 3600) << "store.hbase.lower_ttl: as asked";
+  EXPECT_EQ(kept, (std::vector<Told>{{"idx_info", 7 * 24 * 3600, 24 * 3600, true}}));
+}
+
 // store.hbase.compression replaces the codec of the tables that ask for one
 // (HBase on Hadoop 2 without its native library refuses SNAPPY); a table
 // stored uncompressed by design stays so.
