@@ -422,6 +422,7 @@ Status Indexer::ObserveStream(const proto::LogChunk& chunk, std::string_view byt
       ++counters_.store_read_failures;
       return Status(was.error());
     }
+    ++counters_.merged_checks;
     if (*was) {
       ++counters_.merged_resends;
       return Status::Ok();

@@ -211,6 +211,8 @@ struct IndexerCounters {
   uint64_t tags_over_record_cap = 0;  // past a record's first kMaxIndexedTagsPerRecord
   uint64_t store_read_failures = 0;   // stagings failed by a store read (retried)
   uint64_t past_retention_records = 0;  // records of chunks wholly older than retention_ms
+  // Chunks older than merged_check_ms checked against the ledger (a read each).
+  uint64_t merged_checks = 0;
   uint64_t merged_resends = 0;  // stored chunks not written again: merged already (merged_check_ms)
   // Reads, for that check, of ledger rows whose key or value no format allows
   // (a row counts at each read): the chunk is checked against the others, and

@@ -40,6 +40,9 @@ IngestMetrics::IngestMetrics(prometheus::Registry& r, const Clock& clock)
       past_retention_(Counter(r, "logdex_ingest_past_retention_records_total",
                               "Records stored although older than the store's retention (store.ttl): no query "
                               "reaches them")),
+      merged_checks_(Counter(r, "logdex_indexer_merged_checks_total",
+                             "Chunks older than compaction.settle checked against the compactor's ledger before "
+                             "they are stored (a store read each; a re-send of a merged part is not stored)")),
       merged_resends_(Counter(r, "logdex_indexer_merged_resends_total",
                               "Stored chunks not written again because the compactor had merged them already "
                               "(a re-send: ship's journal or backlog, a producer's retry)")),
@@ -51,6 +54,7 @@ IngestMetrics::IngestMetrics(prometheus::Registry& r, const Clock& clock)
 
 void IngestMetrics::Update(const IndexerCounters& i, const ShipLineDecoder::Counters& l, Indexer* past_retention) {
   Grow(past_retention_, i.past_retention_records, last_indexer_.past_retention_records);
+  Grow(merged_checks_, i.merged_checks, last_indexer_.merged_checks);
   Grow(merged_resends_, i.merged_resends, last_indexer_.merged_resends);
   Grow(unreadable_ledger_reads_, i.unreadable_ledger_reads, last_indexer_.unreadable_ledger_reads);
   Grow(restamped_, l.restamped_records, last_lines_.restamped_records);

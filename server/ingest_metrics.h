@@ -39,6 +39,7 @@ class IngestMetrics {
   prometheus::Counter& untimed_;
   prometheus::Counter& restamped_;
   prometheus::Counter& past_retention_;
+  prometheus::Counter& merged_checks_;
   prometheus::Counter& merged_resends_;
   prometheus::Counter& unreadable_ledger_reads_;
   const Clock& clock_;
