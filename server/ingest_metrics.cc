@@ -41,8 +41,9 @@ IngestMetrics::IngestMetrics(prometheus::Registry& r, const Clock& clock)
                               "Records stored although older than the store's retention (store.ttl): no query "
                               "reaches them")),
       merged_checks_(Counter(r, "logdex_indexer_merged_checks_total",
-                             "Chunks older than compaction.settle checked against the compactor's ledger before "
-                             "they are stored (a store read each; a re-send of a merged part is not stored)")),
+                             "Chunks older than the shortest compaction.settle the store used checked against the "
+                             "compactor's ledger before they are stored (a store read each; a re-send of a merged "
+                             "part is not stored)")),
       merged_resends_(Counter(r, "logdex_indexer_merged_resends_total",
                               "Stored chunks not written again because the compactor had merged them already "
                               "(a re-send: ship's journal or backlog, a producer's retry)")),

@@ -122,7 +122,8 @@ Result<std::unique_ptr<TableStore>> OpenStore(const StoreConfig& c, const std::s
         return;
       }
       ++*kept_ttls;
-      spdlog::warn("store: HBase table {} keeps its TTL of {} (set by another member or an earlier configuration); "
+      spdlog::warn("store: HBase table {} keeps its TTL of {} (set by another member or an earlier configuration, or, "
+                   "for a table this start created, the TTL the tables beside it kept); "
                    "this member asks {}, and its queries and alerting see what the table keeps. To lower the "
                    "table's TTL, which deletes data, start one member with store.hbase.lower_ttl: true",
                    table, days(longer_s), days(asked_s));

@@ -404,7 +404,12 @@ class HBaseTableStore::Impl {
 
   // `*kept_ttl_s`, when given: the table's TTL in seconds once created or
   // modified (0: forever), as `TableOptions::ttl_seconds` says it.
-  Status CreateTable(std::string_view name, const TableOptions& o, int64_t* kept_ttl_s = nullptr) {
+  // `peers_ttl_s`: a longer TTL than `o` asks (0: forever) that the table
+  // takes instead (CreateTables: the one its peers kept); told through
+  // on_longer_ttl against the TTL `o` asks, once, whoever created the table.
+  // `raced`: called again after another writer created the table first.
+  Status CreateTable(std::string_view name, const TableOptions& o, int64_t* kept_ttl_s = nullptr,
+                     std::optional<int64_t> peers_ttl_s = std::nullopt, bool raced = false) {
     auto seconds = [](int32_t ttl) { return ttl >= kForeverSeconds ? int64_t{0} : int64_t{ttl}; };
     if (name.empty() || name.find(':') != std::string_view::npos) {
       return Status(Errc::kInvalidArgument, "invalid table name '" + std::string(name) + "'");
@@ -422,7 +427,16 @@ class HBaseTableStore::Impl {
     const h2::TTableName tname = ThriftName(name);
     TableOptions wanted = o;
     if (wanted.compression != Compression::kNone && options_.compression) wanted.compression = *options_.compression;
+    const int32_t asked_ttl = FamilyFor(wanted).timeToLive;
+    if (peers_ttl_s) wanted.ttl_seconds = *peers_ttl_s;
     const h2::TColumnFamilyDescriptor family = FamilyFor(wanted);
+    // Tells on_longer_ttl when the table ends with a longer TTL than asked,
+    // or was lowered to it.
+    auto tell = [&](int32_t ttl, bool lowered) {
+      if (ttl > asked_ttl && options_.on_longer_ttl) {
+        options_.on_longer_ttl(name, seconds(ttl), seconds(asked_ttl), lowered);
+      }
+    };
     bool exists = false;
     if (Status s = Rpc("table exists " + HBaseName(name), [&](auto& c) { exists = c.tableExists(tname); }); !s.ok()) {
       return s;
@@ -461,9 +475,7 @@ class HBaseTableStore::Impl {
           if (!s.ok()) return s;
         }
         if (kept_ttl_s) *kept_ttl_s = seconds(want.timeToLive);
-        if (longer && options_.on_longer_ttl) {
-          options_.on_longer_ttl(name, seconds(have_ttl), seconds(family.timeToLive), options_.lower_ttl);
-        }
+        tell(longer && options_.lower_ttl ? have_ttl : want.timeToLive, longer && options_.lower_ttl);
         Remember(name);
         return Status::Ok();
       }
@@ -485,9 +497,11 @@ class HBaseTableStore::Impl {
       }
       return s;
     }
-    // Or created meanwhile by another member (TableExistsException), with
-    // its own options: taken as the ones asked.
+    // Created meanwhile by another writer (TableExistsException): with its
+    // options, which are read (and raised) as an existing table's are.
+    if (!s.ok() && !raced) return CreateTable(name, o, kept_ttl_s, peers_ttl_s, /*raced=*/true);
     if (kept_ttl_s) *kept_ttl_s = seconds(family.timeToLive);
+    if (s.ok()) tell(family.timeToLive, false);
     Remember(name);
     return Status::Ok();
   }
@@ -990,7 +1004,11 @@ Status HBaseTableStore::CreateTable(std::string_view name, const TableOptions& o
 // asked for the same TTL. A table a newer build adds (`cnt` beside the index
 // tables) would otherwise expire its rows before the rows they describe when
 // an earlier configuration left the others a longer TTL; so the existing
-// tables go first, then the new ones, each told like a kept TTL.
+// tables go first, then the new ones, each told like a kept TTL. Tables
+// asked for equal TTLs in one call are peers (serve asks store.ttl of the
+// data tables, and alerting its two TTLs in a call of its own). The first
+// failure is returned; a failure among the existing tables leaves the new
+// ones uncreated.
 Status HBaseTableStore::CreateTables(const std::vector<NamedTable>& tables) {
   if (Status s = impl_->EnsureNamespace(); !s.ok()) return s;
   // Runs run(i) for each i of `which`, up to pool_size at once; the first failure.
@@ -1005,9 +1023,9 @@ Status HBaseTableStore::CreateTables(const std::vector<NamedTable>& tables) {
         try {  // nothing may escape a helper thread (std::terminate)
           results[k] = run(i);
         } catch (const std::exception& e) {
-          results[k] = Status(Errc::kInternal, "create table " + tables[i].name + ": " + e.what());
+          results[k] = Status(Errc::kInternal, "create or check table " + tables[i].name + ": " + e.what());
         } catch (...) {
-          results[k] = Status(Errc::kInternal, "create table " + tables[i].name + ": an unknown exception");
+          results[k] = Status(Errc::kInternal, "create or check table " + tables[i].name + ": an unknown exception");
         }
       }
     };
@@ -1044,19 +1062,16 @@ Status HBaseTableStore::CreateTables(const std::vector<NamedTable>& tables) {
   auto longer = [](int64_t a, int64_t b) { return a == 0 ? b != 0 : b != 0 && a > b; };  // 0: forever
   return on_pool(missing, [&](size_t m) {
     const NamedTable& t = tables[m];
-    TableOptions o = t.options;
+    std::optional<int64_t> peers;
     if (!impl_->options_.lower_ttl) {
       for (size_t i = 0; i < tables.size(); ++i) {
-        if (kept[i] >= 0 && tables[i].options.ttl_seconds == t.options.ttl_seconds && longer(kept[i], o.ttl_seconds)) {
-          o.ttl_seconds = kept[i];
+        if (kept[i] >= 0 && tables[i].options.ttl_seconds == t.options.ttl_seconds &&
+            longer(kept[i], peers.value_or(t.options.ttl_seconds))) {
+          peers = kept[i];
         }
       }
     }
-    Status s = impl_->CreateTable(t.name, o);
-    if (s.ok() && o.ttl_seconds != t.options.ttl_seconds && impl_->options_.on_longer_ttl) {
-      impl_->options_.on_longer_ttl(t.name, o.ttl_seconds, t.options.ttl_seconds, false);
-    }
-    return s;
+    return impl_->CreateTable(t.name, t.options, nullptr, peers);
   });
 }
 

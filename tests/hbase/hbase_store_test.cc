@@ -52,6 +52,20 @@ class HBaseStore : public ::testing::Test {
  protected:
   void SetUp() override { Open(); }
 
+  // What on_longer_ttl told: table, the longer TTL, the one asked, lowered.
+  using Told = std::tuple<std::string, int64_t, int64_t, bool>;
+  // Options whose on_longer_ttl appends to told_ (CreateTables calls it
+  // from several threads at once).
+  HBaseOptions TellingTtls() {
+    HBaseOptions o = ServedHBaseStore::DefaultClientOptions();
+    o.on_longer_ttl = [this](std::string_view table, int64_t longer_s, int64_t asked_s, bool lowered) {
+      std::lock_guard lock(told_mu_);
+      told_.emplace_back(table, longer_s, asked_s, lowered);
+    };
+    return o;
+  }
+  int64_t TtlOf(const std::string& table) { return store_->server().Table("logdex:" + table)->ttl_seconds; }
+
   void Open(HBaseOptions client = ServedHBaseStore::DefaultClientOptions()) {
     store_.reset();
     auto s = ServedHBaseStore::Open(dir_.path() + "/gw", &clock_, client);
@@ -77,6 +91,8 @@ class HBaseStore : public ::testing::Test {
 
   TempDir dir_;
   ManualClock clock_{1'800'000'000'000};
+  std::mutex told_mu_;
+  std::vector<Told> told_;  // declared before store_, destroyed after it (its callbacks write here)
   std::unique_ptr<ServedHBaseStore> store_;
 };
 
@@ -172,16 +188,10 @@ TEST_F(HBaseStore, CreateTableMapsOptionsToTheColumnFamilyAndPreSplitsTheMainTab
 // at HBase's next major compaction), unless store.hbase.lower_ttl, which
 // says so too. A longer TTL and the other settings are applied.
 TEST_F(HBaseStore, AnExistingTableKeepsALongerTtlUnlessLoweringIsAllowed) {
-  using Told = std::tuple<std::string, int64_t, int64_t, bool>;
-  std::vector<Told> kept;
-  std::mutex mu;  // CreateTables calls it from several threads
-  HBaseOptions o = ServedHBaseStore::DefaultClientOptions();
-  o.on_longer_ttl = [&](std::string_view table, int64_t longer_s, int64_t asked_s, bool lowered) {
-    std::lock_guard lock(mu);
-    kept.emplace_back(table, longer_s, asked_s, lowered);
-  };
+  HBaseOptions o = TellingTtls();
   Open(o);
-  auto ttl = [&](const std::string& t) { return store_->server().Table("logdex:" + t)->ttl_seconds; };
+  std::vector<Told>& kept = told_;
+  auto ttl = [&](const std::string& t) { return TtlOf(t); };
   TableOptions week, hour, month;
   week.ttl_seconds = 7 * 24 * 3600;
   hour.ttl_seconds = 3600;
@@ -233,16 +243,10 @@ TEST_F(HBaseStore, AnExistingTableKeepsALongerTtlUnlessLoweringIsAllowed) {
 // expire its rows before the rows they describe. Only tables asked for the
 // same TTL count; with store.hbase.lower_ttl it is created as asked.
 TEST_F(HBaseStore, ATableCreatedBesideTablesThatKeptALongerTtlTakesTheirs) {
-  using Told = std::tuple<std::string, int64_t, int64_t, bool>;
-  std::vector<Told> kept;
-  std::mutex mu;  // CreateTables calls it from several threads
-  HBaseOptions o = ServedHBaseStore::DefaultClientOptions();
-  o.on_longer_ttl = [&](std::string_view table, int64_t longer_s, int64_t asked_s, bool lowered) {
-    std::lock_guard lock(mu);
-    kept.emplace_back(table, longer_s, asked_s, lowered);
-  };
+  HBaseOptions o = TellingTtls();
   Open(o);
-  auto ttl = [&](const std::string& t) { return store_->server().Table("logdex:" + t)->ttl_seconds; };
+  std::vector<Told>& kept = told_;
+  auto ttl = [&](const std::string& t) { return TtlOf(t); };
   TableOptions week, day, forever;
   week.ttl_seconds = 7 * 24 * 3600;
   day.ttl_seconds = 24 * 3600;
@@ -263,6 +267,15 @@ TEST_F(HBaseStore, ATableCreatedBesideTablesThatKeptALongerTtlTakesTheirs) {
   // Alone, a new table has nothing to follow.
   ASSERT_TRUE(store_->CreateTables({{"tok", day}}).ok());
   EXPECT_EQ(ttl("tok"), 24 * 3600);
+
+  // Peers kept forever (an earlier configuration asked for no TTL): forever
+  // is the longest.
+  ASSERT_TRUE(store_->CreateTables({{"idx_warn", forever}}).ok());
+  kept.clear();
+  ASSERT_TRUE(store_->CreateTables({{"idx_warn", day}, {"idx_error", day}}).ok());
+  EXPECT_EQ(ttl("idx_error"), 2147483647);
+  std::sort(kept.begin(), kept.end());
+  EXPECT_EQ(kept, (std::vector<Told>{{"idx_error", 0, 24 * 3600, false}, {"idx_warn", 0, 24 * 3600, false}}));
 
   o.lower_ttl = true;
   Open(o);
