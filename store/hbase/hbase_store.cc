@@ -498,7 +498,8 @@ class HBaseTableStore::Impl {
       return s;
     }
     // Created meanwhile by another writer (TableExistsException): with its
-    // options, which are read (and raised) as an existing table's are.
+    // options, which are read and changed as an existing table's are. Once:
+    // refused again (the table exists and does not), it is taken as made.
     if (!s.ok() && !raced) return CreateTable(name, o, kept_ttl_s, peers_ttl_s, /*raced=*/true);
     if (kept_ttl_s) *kept_ttl_s = seconds(family.timeToLive);
     if (s.ok()) tell(family.timeToLive, false);

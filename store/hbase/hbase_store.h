@@ -113,12 +113,13 @@ struct HBaseOptions {
   // a shorter TTL deletes data for good at HBase's next major compaction.
   // A longer TTL is always applied. Default false.
   bool lower_ttl = false;
-  // Called once CreateTable of an existing table whose TTL was longer than
-  // asked has succeeded: its name, that TTL and the one asked, in seconds
-  // (0: forever), and whether it was lowered (lower_ttl) or kept; also for a
-  // table CreateTables created with the longer TTL its peers kept (see
-  // HBaseTableStore::CreateTables), lowered false. May be
-  // null; called from CreateTables' threads at once: must be thread-safe.
+  // Called once per table, when CreateTable (or CreateTables) has left a
+  // table with a longer TTL than asked, or lowered one (lower_ttl): its
+  // name, that longer TTL and the one asked, in seconds (0: forever), and
+  // whether it was lowered. The longer TTL is the table's own (it existed,
+  // or another writer created it first) or its peers' (a table CreateTables
+  // created; see there). May be null; called from CreateTables' threads at
+  // once: must be thread-safe.
   std::function<void(std::string_view table, int64_t longer_s, int64_t asked_s, bool lowered)> on_longer_ttl;
 
   // The codec of every table logdex asks to compress (index, meta and merged:

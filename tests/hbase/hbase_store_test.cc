@@ -277,6 +277,18 @@ TEST_F(HBaseStore, ATableCreatedBesideTablesThatKeptALongerTtlTakesTheirs) {
   std::sort(kept.begin(), kept.end());
   EXPECT_EQ(kept, (std::vector<Told>{{"idx_error", 0, 24 * 3600, false}, {"idx_warn", 0, 24 * 3600, false}}));
 
+  // Another member creates a new table between the rounds (its create is
+  // refused with TableExistsException): read as an existing table, told once.
+  store_->server().FailNextCalls("createTable", 1, /*can_retry=*/false,
+                                 "org.apache.hadoop.hbase.TableExistsException: logdex:idx_debug");
+  kept.clear();
+  ASSERT_TRUE(store_->CreateTables({{"idx_info", day}, {"idx_debug", day}}).ok());
+  ASSERT_TRUE(store_->server().Table("logdex:idx_debug").has_value());
+  EXPECT_EQ(ttl("idx_debug"), 7 * 24 * 3600);
+  std::sort(kept.begin(), kept.end());
+  EXPECT_EQ(kept, (std::vector<Told>{{"idx_debug", 7 * 24 * 3600, 24 * 3600, false},
+                                     {"idx_info", 7 * 24 * 3600, 24 * 3600, false}}));
+
   o.lower_ttl = true;
   Open(o);
   kept.clear();

@@ -1288,8 +1288,8 @@ TEST(Compactor, AMergeWaitsForABatchThatCheckedTheLedgerToSettle) {
   // so each stored chunk (a chunk split by the indexer's span is stored, and
   // checked, in pieces) was checked against the ledger.
   for (const proto::LogChunk& c : decoded) ASSERT_LT(c.last_ts_ms(), f.resend_clock.NowMs() - co.settle_ms);
-  ASSERT_EQ(again.counters().merged_checks, again.counters().stored_chunks) << "each stored chunk checked the ledger";
   ASSERT_EQ(again.counters().merged_resends, 0u);
+  ASSERT_EQ(again.counters().merged_checks, again.counters().stored_chunks) << "each stored chunk checked the ledger";
   // Probed from another thread: this one holds the gate shared.
   auto gate_free = [&] {
     return std::async(std::launch::async, [&] {
