@@ -15,6 +15,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <optional>
 #include <random>
@@ -1061,16 +1062,19 @@ Status HBaseTableStore::CreateTables(const std::vector<NamedTable>& tables) {
     if (kept[i] < 0) missing.push_back(i);
   }
   auto longer = [](int64_t a, int64_t b) { return a == 0 ? b != 0 : b != 0 && a > b; };  // 0: forever
+  // Per TTL asked, the longest one the existing tables asked for it kept.
+  std::map<int64_t, int64_t> kept_by_asked;
+  for (size_t i = 0; i < tables.size() && !impl_->options_.lower_ttl; ++i) {
+    if (kept[i] < 0) continue;
+    auto [at, fresh] = kept_by_asked.emplace(tables[i].options.ttl_seconds, kept[i]);
+    if (!fresh && longer(kept[i], at->second)) at->second = kept[i];
+  }
   return on_pool(missing, [&](size_t m) {
     const NamedTable& t = tables[m];
     std::optional<int64_t> peers;
-    if (!impl_->options_.lower_ttl) {
-      for (size_t i = 0; i < tables.size(); ++i) {
-        if (kept[i] >= 0 && tables[i].options.ttl_seconds == t.options.ttl_seconds &&
-            longer(kept[i], peers.value_or(t.options.ttl_seconds))) {
-          peers = kept[i];
-        }
-      }
+    if (auto at = kept_by_asked.find(t.options.ttl_seconds);
+        at != kept_by_asked.end() && longer(at->second, t.options.ttl_seconds)) {
+      peers = at->second;
     }
     return impl_->CreateTable(t.name, t.options, nullptr, peers);
   });
