@@ -45,10 +45,44 @@ std::vector<uint64_t> ByTheByteRule(std::string_view message) {
   return want;
 }
 
+std::vector<uint64_t> ByTheBlockTokenizer(std::string_view message, Tokenizer tokenizer) {
+  std::vector<uint64_t> got;
+  IndexedTokenHashes(message, got, tokenizer);
+  return got;
+}
+
 std::vector<uint64_t> ByTheBlockTokenizer(std::string_view message) {
   std::vector<uint64_t> got;
   IndexedTokenHashes(message, got);
   return got;
+}
+
+// The tokenizers this CPU can run: the tests of the block tokenizer run
+// each (the AVX-512 one is used by builds when the CPU has it).
+std::vector<Tokenizer> Tokenizers() {
+  std::vector<Tokenizer> out = {Tokenizer::kPortable};
+  if (TokenizerAvailable(Tokenizer::kAvx512)) out.push_back(Tokenizer::kAvx512);
+  return out;
+}
+
+const char* Name(Tokenizer t) { return t == Tokenizer::kPortable ? "portable" : "AVX-512"; }
+
+// Messages of random bytes shaped to stress the block tokenizer: runs of
+// one class make long tokens and long gaps; any byte, 0 and >= 0x80
+// included, now and then; the first 300 rounds give every length below 200
+// to one of their messages.
+std::vector<std::string> RandomMessages(std::mt19937_64& rng, int round) {
+  const std::string alphabet = "aZ9_ -.:/=\x7f@[`{05 ";
+  std::vector<std::string> messages(1 + rng() % 4);
+  for (std::string& m : messages) {
+    const size_t length = round < 300 ? static_cast<size_t>(round % 200) : rng() % 400;
+    for (size_t i = 0; i < length; ++i) {
+      const uint64_t r = rng();
+      m += r % 7 == 0 ? static_cast<char>(r >> 8) : alphabet[(r >> 8) % alphabet.size()];
+      if (r % 5 == 0) m += std::string((r >> 16) % 40, (r >> 24) % 2 ? 'q' : ' ');
+    }
+  }
+  return messages;
 }
 
 // The false-positive rate of a version 3 filter of n distinct tokens in
@@ -75,40 +109,61 @@ TEST(TokenBloom, AMessagesTokensHashAsEachTokenAloneFoldedToAsciiLowerCase) {
   EXPECT_NE(TokenHash(""), TokenHash("a"));
 }
 
-// The tokenizer reads 64 bytes at a time (SSE2) and hashes from a padded
-// copy: tokens across block edges, at a message's end, of 16 and 17 bytes,
-// any byte, and messages of random lengths (the first 300 rounds: every
-// length below 200 for one of their messages) must give what the
-// byte-at-a-time rule (ForEachToken) and TokenHash give.
+// The tokenizer reads 64 bytes at a time (SSE2 or AVX-512) and hashes from
+// a padded copy: tokens across block edges, at a message's end, of 16 and
+// 17 bytes, any byte, and messages of random lengths must give what the
+// byte-at-a-time rule (ForEachToken) and TokenHash give, by each tokenizer.
 TEST(TokenBloom, TheBlockTokenizerAgreesWithTheByteRuleOnRandomMessages) {
-  std::mt19937_64 rng(17);
-  const std::string alphabet = "aZ9_ -.:/=\x7f@[`{05 ";
-  for (int round = 0; round < 3'000; ++round) {
-    std::vector<std::string> messages(1 + rng() % 4);
-    for (std::string& m : messages) {
-      const size_t length = round < 300 ? static_cast<size_t>(round % 200) : rng() % 400;
-      for (size_t i = 0; i < length; ++i) {
-        const uint64_t r = rng();
-        // Runs of one class make long tokens and long gaps; any byte, 0 and >= 0x80 included, now and then.
-        m += r % 7 == 0 ? static_cast<char>(r >> 8) : alphabet[(r >> 8) % alphabet.size()];
-        if (r % 5 == 0) m += std::string((r >> 16) % 40, (r >> 24) % 2 ? 'q' : ' ');
+  for (Tokenizer t : Tokenizers()) {
+    std::mt19937_64 rng(17);
+    for (int round = 0; round < 3'000; ++round) {
+      for (const std::string& m : RandomMessages(rng, round)) {
+        ASSERT_EQ(ByTheBlockTokenizer(m, t), ByTheByteRule(m)) << Name(t) << ", round " << round;
       }
     }
-    for (const std::string& m : messages) ASSERT_EQ(ByTheBlockTokenizer(m), ByTheByteRule(m)) << "round " << round;
+  }
+}
+
+// A builder's filter of random messages is byte for byte the filter of
+// their tokens' hashes by the byte rule: the build's own tokenizer (the
+// AVX-512 one on a CPU that has it) sets what the portable rule says.
+TEST(TokenBloom, ABuildersFilterOfRandomMessagesIsTheFilterOfTheirTokens) {
+  std::mt19937_64 rng(23);
+  TokenBloomBuilder builder;
+  for (int round = 0; round < 600; ++round) {
+    TokenBloomOptions o;
+    o.max_bytes = 6 + 8 * (1 + rng() % 64);
+    o.salt = static_cast<uint32_t>(rng());
+    std::vector<uint64_t> hashes;
+    builder.Start(o);
+    for (const std::string& m : RandomMessages(rng, round)) {
+      builder.AddMessage(m);
+      const std::vector<uint64_t> want = ByTheByteRule(m);
+      hashes.insert(hashes.end(), want.begin(), want.end());
+    }
+    ASSERT_EQ(builder.Finish(), BuildTokenBloom(hashes, o)) << "round " << round;
   }
 }
 
 // A run of 1-4 digits is not indexed, wherever it stands against the
 // 64-byte blocks; 5 digits, or digits inside a longer token, are.
 TEST(TokenBloom, ShortNumbersAreLeftOutWhereverTheyStand) {
-  for (size_t at = 0; at < 140; ++at) {
-    for (size_t digits = 1; digits <= 6; ++digits) {
-      const std::string number = std::string("123456").substr(0, digits);
-      const std::string m = std::string(at, ' ') + number + " z";
-      const std::vector<uint64_t> want = digits <= 4 ? Hashes({"z"}) : Hashes({number, "z"});
-      ASSERT_EQ(ByTheBlockTokenizer(m), want) << number << " at " << at;
-      const std::string inside = std::string(at, '-') + "v" + number + " " + number + "x";
-      ASSERT_EQ(ByTheBlockTokenizer(inside), Hashes({"v" + number, number + "x"})) << number << " at " << at;
+  for (Tokenizer t : Tokenizers()) {
+    for (size_t at = 0; at < 140; ++at) {
+      for (size_t digits = 1; digits <= 6; ++digits) {
+        const std::string number = std::string("123456").substr(0, digits);
+        const std::string m = std::string(at, ' ') + number + " z";
+        const std::vector<uint64_t> want = digits <= 4 ? Hashes({"z"}) : Hashes({number, "z"});
+        ASSERT_EQ(ByTheBlockTokenizer(m, t), want) << Name(t) << ": " << number << " at " << at;
+        const std::string inside = std::string(at, '-') + "v" + number + " " + number + "x";
+        ASSERT_EQ(ByTheBlockTokenizer(inside, t), Hashes({"v" + number, number + "x"}))
+            << Name(t) << ": " << number << " at " << at;
+        // At the message's end, and followed by a byte >= 0x80 (a token byte).
+        ASSERT_EQ(ByTheBlockTokenizer(std::string(at, ' ') + number, t), digits <= 4 ? Hashes({}) : Hashes({number}))
+            << Name(t) << ": " << number << " ending the message at " << at;
+        ASSERT_EQ(ByTheBlockTokenizer(std::string(at, ' ') + number + "\xc3\xa9", t), Hashes({number + "\xc3\xa9"}))
+            << Name(t) << ": " << number << " before UTF-8 at " << at;
+      }
     }
   }
   EXPECT_FALSE(IsIndexedToken("0"));
@@ -123,17 +178,19 @@ TEST(TokenBloom, ShortNumbersAreLeftOutWhereverTheyStand) {
 // common/tokens.h says, folded or not as TokenHash folds, a digit or not
 // (alone, a digit is a short number, left out).
 TEST(TokenBloom, EveryByteValueIsClassifiedAsTheTokenRuleSays) {
-  for (int c = 0; c < 256; ++c) {
-    for (size_t at : {0u, 1u, 15u, 16u, 31u, 47u, 62u, 63u, 64u, 100u}) {
-      std::string m(130, 'y');
-      m[at] = static_cast<char>(c);
-      m[at + 1] = 'Q';
-      m[at + 3] = ' ';
-      ASSERT_EQ(ByTheBlockTokenizer(m), ByTheByteRule(m)) << "byte " << c << " at " << at;
-      // The byte alone between spaces: a digit is then a short number, left out.
-      if (at > 0) m[at - 1] = ' ';
-      m[at + 1] = ' ';
-      ASSERT_EQ(ByTheBlockTokenizer(m), ByTheByteRule(m)) << "byte " << c << " alone at " << at;
+  for (Tokenizer t : Tokenizers()) {
+    for (int c = 0; c < 256; ++c) {
+      for (size_t at : {0u, 1u, 15u, 16u, 31u, 47u, 62u, 63u, 64u, 100u}) {
+        std::string m(130, 'y');
+        m[at] = static_cast<char>(c);
+        m[at + 1] = 'Q';
+        m[at + 3] = ' ';
+        ASSERT_EQ(ByTheBlockTokenizer(m, t), ByTheByteRule(m)) << Name(t) << ": byte " << c << " at " << at;
+        // The byte alone between spaces: a digit is then a short number, left out.
+        if (at > 0) m[at - 1] = ' ';
+        m[at + 1] = ' ';
+        ASSERT_EQ(ByTheBlockTokenizer(m, t), ByTheByteRule(m)) << Name(t) << ": byte " << c << " alone at " << at;
+      }
     }
   }
 }
