@@ -309,7 +309,9 @@ __attribute__((target("avx512bw,bmi,bmi2"))) void IndexedTokenHashesAvx512(std::
 
 bool HasAvx512() {
 #if defined(LOGDEX_TOKENIZER_AVX512)
-  static const bool has = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("bmi2");
+  // What its entry points are compiled for (target above), every part.
+  static const bool has = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("bmi") &&
+                          __builtin_cpu_supports("bmi2");
   return has;
 #else
   return false;
@@ -337,6 +339,10 @@ void IndexedTokenHashes(std::string_view message, std::vector<uint64_t>& out, To
   ForEachIndexedHash<FoldBlock64, FoldTail>(message, folded, masks, digits, [&](uint64_t h) { out.push_back(h); });
 }
 
+TokenBloomBuilder::TokenBloomBuilder() : avx512_(HasAvx512()) {}
+
+TokenBloomBuilder::TokenBloomBuilder(Tokenizer tokenizer) : avx512_(tokenizer == Tokenizer::kAvx512 && HasAvx512()) {}
+
 void TokenBloomBuilder::Start(const TokenBloomOptions& options) {
   options_ = options;
   salt_ = uint64_t{options.salt} << 32 | options.salt;
@@ -359,7 +365,7 @@ void TokenBloomBuilder::AddMessage(std::string_view message) {
   uint64_t* const words = words_.data();
   const uint64_t count = words_.size(), salt = salt_;
 #if defined(LOGDEX_TOKENIZER_AVX512)
-  if (HasAvx512()) {
+  if (avx512_) {
     AddMessageAvx512(message, words, count, salt, folded_, masks_, digits_);
     return;
   }

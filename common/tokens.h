@@ -1,8 +1,10 @@
 // The token rule of full-text search, defined once: the `word` and `phrase`
 // filters (indexer/text_filter.h) and the token filters of merged chunks
 // (common/token_bloom.h) use it. token_bloom.cc also writes this rule as
-// SSE2 compares (FoldBlock64), checked against this table for every byte
-// value by tests/indexer/token_bloom_test.cc: change both together.
+// SSE2 compares (FoldBlock64) and as AVX-512BW compares (FoldAvx512, used
+// on CPUs that have it), each checked against this table for every byte
+// value by tests/indexer/token_bloom_test.cc (the AVX-512 one on CPUs that
+// can run it): change them together.
 //
 // A token is a maximal run of token bytes: ASCII letters, digits and '_',
 // and every byte >= 0x80 (so a UTF-8 letter of any script stays inside its
@@ -10,7 +12,8 @@
 // Everything else separates tokens. Tokens are compared byte for byte: case
 // matters ("Error" is not "ERROR"), as in `contains`. The token filters
 // leave out runs of 1-4 ASCII digits (IsIndexedToken, token_bloom.h; the
-// SSE2 code also masks digits); the text filters match them as any token.
+// SSE2 and AVX-512 code also masks digits); the text filters match them as
+// any token.
 #pragma once
 
 #include <array>
