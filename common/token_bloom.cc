@@ -288,7 +288,7 @@ namespace {
 
 #if defined(LOGDEX_TOKENIZER_AVX512)
 // The AVX-512 tokenizer's entry points: compiled, with what they inline,
-// for AVX-512BW and BMI2 (shifts by a register's count in one micro-op).
+// for AVX-512BW, BMI1 and BMI2 (shifts by a register's count in one micro-op).
 __attribute__((target("avx512bw,bmi,bmi2"))) void AddMessageAvx512(std::string_view message, uint64_t* words,
                                                                  uint64_t count, uint64_t salt,
                                                                  std::vector<unsigned char>& folded,

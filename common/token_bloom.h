@@ -87,7 +87,7 @@ bool IsIndexedToken(std::string_view token);
 void IndexedTokenHashes(std::string_view message, std::vector<uint64_t>& out);
 
 // The tokenizers: the portable one (SSE2 on x86-64), and one for x86-64
-// CPUs with AVX-512BW and BMI2, which builds use when the CPU has them
+// CPUs with AVX-512BW, BMI1 and BMI2, which builds use when the CPU has them
 // (chosen at run time; about 15 % less CPU per line). Both give the same
 // hashes: tests run each one the CPU has.
 enum class Tokenizer { kPortable, kAvx512 };

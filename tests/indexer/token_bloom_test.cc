@@ -66,7 +66,7 @@ std::vector<Tokenizer> Tokenizers() {
   std::vector<Tokenizer> out = {Tokenizer::kPortable};
   if (TokenizerAvailable(Tokenizer::kAvx512)) out.push_back(Tokenizer::kAvx512);
   static const bool told = [&] {
-    std::printf("tokenizers tested on this CPU: portable%s\n", out.size() > 1 ? ", AVX-512" : " (no AVX-512BW/BMI2)");
+    std::printf("tokenizers tested on this CPU: portable%s\n", out.size() > 1 ? ", AVX-512" : " (not all of AVX-512BW, BMI1, BMI2)");
     return true;
   }();
   (void)told;
