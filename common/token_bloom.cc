@@ -168,20 +168,22 @@ __attribute__((target("avx512bw,bmi2"))) inline uint64_t FoldTailAvx512(const un
 }
 #endif
 
-// Calls f(hash) for each indexed token of `message` (IsIndexedToken), in
-// order, tokenizing 64 bytes at a time (by Fold) into the scratch buffers.
-// Always inlined, so that a caller compiled for a wider instruction set
-// (AddMessageAvx512) compiles all of it so.
-using FoldFunction = uint64_t (*)(const unsigned char*, unsigned char*, uint64_t&);
-using FoldTailFunction = uint64_t (*)(const unsigned char*, size_t, unsigned char*, uint64_t&);
-
-// The last, partial block (zeros are not token bytes and fold to zeros).
+// A message's last, partial block, copied out first (zeros are not token
+// bytes and fold to zeros).
 inline uint64_t FoldTail(const unsigned char* p, size_t size, unsigned char* out, uint64_t& digits) {
   unsigned char last[64] = {};
   std::memcpy(last, p, size);
   return FoldBlock64(last, out, digits);
 }
 
+using FoldFunction = uint64_t (*)(const unsigned char*, unsigned char*, uint64_t&);
+using FoldTailFunction = uint64_t (*)(const unsigned char*, size_t, unsigned char*, uint64_t&);
+
+// Calls f(hash) for each indexed token of `message` (IsIndexedToken), in
+// order, tokenizing 64 bytes at a time (whole blocks by Fold, the last
+// partial one by Tail) into the scratch buffers. Always inlined, so that a
+// caller compiled for a wider instruction set (AddMessageAvx512) compiles
+// all of it so.
 template <FoldFunction Fold, FoldTailFunction Tail, class F>
 inline __attribute__((always_inline)) void ForEachIndexedHash(std::string_view message,
                                                               std::vector<unsigned char>& folded,
