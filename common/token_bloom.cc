@@ -182,8 +182,8 @@ using FoldTailFunction = uint64_t (*)(const unsigned char*, size_t, unsigned cha
 // Calls f(hash) for each indexed token of `message` (IsIndexedToken), in
 // order, tokenizing 64 bytes at a time (whole blocks by Fold, the last
 // partial one by Tail) into the scratch buffers. Always inlined, so that a
-// caller compiled for a wider instruction set (AddMessageAvx512) compiles
-// all of it so.
+// caller compiled for a wider instruction set
+// (ForEachIndexedHashAvx512) compiles all of it so.
 template <FoldFunction Fold, FoldTailFunction Tail, class F>
 inline __attribute__((always_inline)) void ForEachIndexedHash(std::string_view message,
                                                               std::vector<unsigned char>& folded,
@@ -288,30 +288,9 @@ bool IsIndexedToken(std::string_view token) {
 
 namespace {
 
-#if defined(LOGDEX_TOKENIZER_AVX512)
-// The AVX-512 tokenizer's entry points: compiled, with what they inline,
-// for AVX-512BW, BMI1 and BMI2 (shifts by a register's count in one micro-op).
-__attribute__((target("avx512bw,bmi,bmi2"))) void AddMessageAvx512(std::string_view message, uint64_t* words,
-                                                                 uint64_t count, uint64_t salt,
-                                                                 std::vector<unsigned char>& folded,
-                                                                 std::vector<uint64_t>& masks,
-                                                                 std::vector<uint64_t>& digits) {
-  ForEachIndexedHash<FoldBlock64Avx512, FoldTailAvx512>(message, folded, masks, digits,
-                                        [&](uint64_t h) { SetToken(words, count, salt, h); });
-}
-
-__attribute__((target("avx512bw,bmi,bmi2"))) void IndexedTokenHashesAvx512(std::string_view message,
-                                                                         std::vector<unsigned char>& folded,
-                                                                         std::vector<uint64_t>& masks,
-                                                                         std::vector<uint64_t>& digits,
-                                                                         std::vector<uint64_t>& out) {
-  ForEachIndexedHash<FoldBlock64Avx512, FoldTailAvx512>(message, folded, masks, digits, [&](uint64_t h) { out.push_back(h); });
-}
-#endif
-
 bool HasAvx512() {
 #if defined(LOGDEX_TOKENIZER_AVX512)
-  // What its entry points are compiled for (target above), every part.
+  // What ForEachIndexedHashAvx512 is compiled for, every part.
   static const bool has = __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("bmi") &&
                           __builtin_cpu_supports("bmi2");
   return has;
@@ -320,28 +299,49 @@ bool HasAvx512() {
 #endif
 }
 
+#if defined(LOGDEX_TOKENIZER_AVX512)
+// The tokenizer compiled, with what it inlines (f included), for
+// AVX-512BW, BMI1 and BMI2 (shifts by a register's count in one micro-op).
+template <class F>
+__attribute__((target("avx512bw,bmi,bmi2"))) void ForEachIndexedHashAvx512(std::string_view message,
+                                                                         std::vector<unsigned char>& folded,
+                                                                         std::vector<uint64_t>& masks,
+                                                                         std::vector<uint64_t>& digits, F&& f) {
+  ForEachIndexedHash<FoldBlock64Avx512, FoldTailAvx512>(message, folded, masks, digits, f);
+}
+#endif
+
+// ForEachIndexedHash by the AVX-512 tokenizer when `avx512` (the caller
+// checked HasAvx512), else by the portable one.
+template <class F>
+void Tokenize(bool avx512, std::string_view message, std::vector<unsigned char>& folded,
+              std::vector<uint64_t>& masks, std::vector<uint64_t>& digits, F&& f) {
+#if defined(LOGDEX_TOKENIZER_AVX512)
+  if (avx512) {
+    ForEachIndexedHashAvx512(message, folded, masks, digits, f);
+    return;
+  }
+#endif
+  (void)avx512;
+  ForEachIndexedHash<FoldBlock64, FoldTail>(message, folded, masks, digits, f);
+}
+
 }  // namespace
 
 bool TokenizerAvailable(Tokenizer tokenizer) { return tokenizer == Tokenizer::kPortable || HasAvx512(); }
 
 void IndexedTokenHashes(std::string_view message, std::vector<uint64_t>& out) {
-  IndexedTokenHashes(message, out, HasAvx512() ? Tokenizer::kAvx512 : Tokenizer::kPortable);
+  IndexedTokenHashes(message, out, Tokenizer::kAvx512);
 }
 
 void IndexedTokenHashes(std::string_view message, std::vector<uint64_t>& out, Tokenizer tokenizer) {
   std::vector<unsigned char> folded;
   std::vector<uint64_t> masks, digits;
-#if defined(LOGDEX_TOKENIZER_AVX512)
-  if (tokenizer == Tokenizer::kAvx512 && HasAvx512()) {
-    IndexedTokenHashesAvx512(message, folded, masks, digits, out);
-    return;
-  }
-#endif
-  (void)tokenizer;
-  ForEachIndexedHash<FoldBlock64, FoldTail>(message, folded, masks, digits, [&](uint64_t h) { out.push_back(h); });
+  Tokenize(tokenizer == Tokenizer::kAvx512 && HasAvx512(), message, folded, masks, digits,
+           [&](uint64_t h) { out.push_back(h); });
 }
 
-TokenBloomBuilder::TokenBloomBuilder() : avx512_(HasAvx512()) {}
+TokenBloomBuilder::TokenBloomBuilder() : TokenBloomBuilder(Tokenizer::kAvx512) {}
 
 TokenBloomBuilder::TokenBloomBuilder(Tokenizer tokenizer) : avx512_(tokenizer == Tokenizer::kAvx512 && HasAvx512()) {}
 
@@ -366,13 +366,7 @@ void TokenBloomBuilder::AddMessage(std::string_view message) {
   if (words_.empty()) return;
   uint64_t* const words = words_.data();
   const uint64_t count = words_.size(), salt = salt_;
-#if defined(LOGDEX_TOKENIZER_AVX512)
-  if (avx512_) {
-    AddMessageAvx512(message, words, count, salt, folded_, masks_, digits_);
-    return;
-  }
-#endif
-  ForEachIndexedHash<FoldBlock64, FoldTail>(message, folded_, masks_, digits_, [&](uint64_t h) { SetToken(words, count, salt, h); });
+  Tokenize(avx512_, message, folded_, masks_, digits_, [&](uint64_t h) { SetToken(words, count, salt, h); });
 }
 
 std::optional<std::string> TokenBloomBuilder::Finish() {
