@@ -65,11 +65,11 @@ std::vector<uint64_t> ByTheBlockTokenizer(std::string_view message) {
 std::vector<Tokenizer> Tokenizers() {
   std::vector<Tokenizer> out = {Tokenizer::kPortable};
   if (TokenizerAvailable(Tokenizer::kAvx512)) out.push_back(Tokenizer::kAvx512);
-  static const bool told = [&] {
+  static bool told = false;
+  if (!told) {
     std::printf("tokenizers tested on this CPU: portable%s\n", out.size() > 1 ? ", AVX-512" : " (not all of AVX-512BW, BMI1, BMI2)");
-    return true;
-  }();
-  (void)told;
+    told = true;
+  }
   return out;
 }
 
