@@ -4,12 +4,16 @@
 
 #include <sys/resource.h>
 
+#include <algorithm>
+#include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <filesystem>
 #include <fstream>
 #include <memory>
 #include <random>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "common/clock.h"
@@ -44,7 +48,6 @@ inline std::vector<std::string> LoadLines(const std::string& dir) {
   return lines;
 }
 
-// Two decimals, for JSON figures.
 // A replay's severity mix: INFO 88 %, WARN 8 %, ERROR 3 %, DEBUG 1 %.
 inline Severity PickSeverity(std::mt19937_64& rng) {
   const uint64_t p = rng() % 100;
@@ -54,7 +57,35 @@ inline Severity PickSeverity(std::mt19937_64& rng) {
   return Severity::kDebug;
 }
 
+// Two decimals, for JSON figures.
 inline double Round2(double v) { return static_cast<double>(static_cast<int64_t>(v * 100 + 0.5)) / 100; }
+
+// A JSON log line (no newline) of 150-300 bytes, the shape structured
+// loggers write: time (UTC, milliseconds), level, a message, host, app and
+// fields of their own (a user, a request id, a duration, a status), the
+// variable parts drawn from r and r2.
+inline std::string JsonLogLine(int64_t ts_ms, std::string_view level, std::string_view app, std::string_view host,
+                               uint64_t r, uint64_t r2) {
+  static const char* const kPaths[] = {"/api/v1/orders", "/api/v1/users", "/healthz", "/api/v2/cart/items", "/login"};
+  char ts[32];
+  const time_t secs = static_cast<time_t>(ts_ms / 1000);
+  std::tm tm{};
+  gmtime_r(&secs, &tm);
+  std::strftime(ts, sizeof ts, "%Y-%m-%dT%H:%M:%S", &tm);
+  char line[512];
+  const int n = std::snprintf(
+      line, sizeof line,
+      "{\"ts\":\"%s.%03dZ\",\"level\":\"%.*s\",\"msg\":\"%s %s/%llu completed in %llu ms\",\"host\":\"%.*s\","
+      "\"app\":\"%.*s\",\"user_id\":\"u-%llu\",\"request_id\":\"%016llx\",\"duration_ms\":%llu.%llu,\"status\":%d%s}",
+      ts, static_cast<int>(ts_ms % 1000), static_cast<int>(level.size()), level.data(), r % 3 ? "GET" : "POST",
+      kPaths[(r >> 8) % 5], static_cast<unsigned long long>((r >> 12) % 100000),
+      static_cast<unsigned long long>((r >> 20) % 900), static_cast<int>(host.size()), host.data(),
+      static_cast<int>(app.size()), app.data(), static_cast<unsigned long long>((r >> 34) % 90000),
+      static_cast<unsigned long long>(r2), static_cast<unsigned long long>((r >> 40) % 900),
+      static_cast<unsigned long long>((r >> 50) % 10), r % 6 == 5 ? 500 : 200,
+      r % 4 == 0 ? ",\"tags\":[\"beta\",\"eu\"],\"retry\":false" : "");
+  return std::string(line, static_cast<size_t>(std::clamp(n, 0, static_cast<int>(sizeof line) - 1)));
+}
 
 // A new directory under `base` (or the system temp dir), removed with
 // everything in it at scope exit.

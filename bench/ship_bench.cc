@@ -99,12 +99,9 @@ uint64_t Replicate(const std::string& sample, const std::string& out, uint64_t t
   return lines;
 }
 
-// 2000 JSON log lines of 150-300 bytes, the shape structured loggers write:
-// time, level, message, host, app and a few fields of their own.
+// 2000 JSON log lines (bench::JsonLogLine) of one app, 37 ms apart.
 std::string JsonSample(int64_t now_ms) {
   static const char* const kLevels[] = {"info", "info", "info", "debug", "warn", "error"};
-  static const char* const kPaths[] = {"/api/v1/orders", "/api/v1/users", "/healthz", "/api/v2/cart/items",
-                                       "/login"};
   std::string out;
   uint64_t x = 0x9e3779b97f4a7c15ull;
   auto next = [&] {
@@ -114,25 +111,11 @@ std::string JsonSample(int64_t now_ms) {
     return x;
   };
   for (int i = 0; i < 2000; ++i) {
-    const int64_t ts = now_ms - 3'600'000 + i * 37;
-    char tsbuf[32];
-    const time_t secs = static_cast<time_t>(ts / 1000);
-    std::tm tm{};
-    gmtime_r(&secs, &tm);
-    std::strftime(tsbuf, sizeof tsbuf, "%Y-%m-%dT%H:%M:%S", &tm);
     const uint64_t r = next();
-    char line[512];
-    std::snprintf(line, sizeof line,
-                  "{\"ts\":\"%s.%03dZ\",\"level\":\"%s\",\"msg\":\"%s %s/%llu completed in %llu ms\","
-                  "\"host\":\"web-%llu\",\"app\":\"checkout\",\"user_id\":\"u-%llu\","
-                  "\"request_id\":\"%016llx\",\"duration_ms\":%llu.%llu,\"status\":%d%s}\n",
-                  tsbuf, static_cast<int>(ts % 1000), kLevels[r % 6], r % 3 ? "GET" : "POST", kPaths[(r >> 8) % 5],
-                  static_cast<unsigned long long>((r >> 12) % 100000), static_cast<unsigned long long>((r >> 20) % 900),
-                  static_cast<unsigned long long>((r >> 30) % 12), static_cast<unsigned long long>((r >> 34) % 90000),
-                  static_cast<unsigned long long>(next()), static_cast<unsigned long long>((r >> 40) % 900),
-                  static_cast<unsigned long long>((r >> 50) % 10), r % 6 == 5 ? 500 : 200,
-                  r % 4 == 0 ? ",\"tags\":[\"beta\",\"eu\"],\"retry\":false" : "");
-    out += line;
+    const uint64_t r2 = next();
+    out += bench::JsonLogLine(now_ms - 3'600'000 + i * 37, kLevels[r % 6], "checkout",
+                              "web-" + std::to_string((r >> 30) % 12), r, r2);
+    out += '\n';
   }
   return out;
 }
