@@ -341,6 +341,60 @@ json QueryOnHBase(const std::string& address, RocksDbStore& source, const std::v
 
 }  // namespace
 
+// Line i's time: the lines spread evenly over the 24 h from start_ms.
+int64_t LineTime(int64_t start_ms, uint64_t i, uint64_t lines) {
+  return start_ms + static_cast<int64_t>(i * (24ull * 3600 * 1000) / lines);
+}
+
+// The query workload (seeded): the raw file's bytes, each line and its
+// newline, and per line where it ends, its app, host and severity.
+struct QueryWorkload {
+  struct Line {
+    uint64_t end = 0;  // in raw, past its newline
+    uint8_t app = 0;
+    uint8_t host = 0;
+    Severity severity = Severity::kInfo;
+  };
+  std::string raw;
+  std::vector<Line> lines;
+  uint64_t app0_lines = 0;
+  uint64_t common_lines = 0;  // with kCommonToken
+};
+
+// Lines of the Loghub samples in turn over 24 h, in kApps apps and kHosts
+// hosts; kRareToken planted in kRare lines of app0, spread over the day;
+// kCommonToken in app0's lines of 1 % of the (host, minute) windows.
+QueryWorkload MakeQueryWorkload(const std::vector<std::string>& samples, uint64_t lines, int64_t start_ms) {
+  QueryWorkload w;
+  w.lines.reserve(lines);
+  std::mt19937_64 rng(20261202);
+  int rare = 0;
+  for (uint64_t i = 0; i < lines; ++i) {
+    const int64_t ts = LineTime(start_ms, i, lines);
+    int app = static_cast<int>(rng() % kApps);
+    const int host = static_cast<int>(rng() % kHosts);
+    const Severity severity = bench::PickSeverity(rng);
+    w.raw += samples[i % samples.size()];
+    // Line i is rare's k-th when it is the first line at or after k/10 of the day.
+    if (rare < kRare && i >= static_cast<uint64_t>(rare) * lines / kRare + lines / (2 * kRare)) {
+      app = 0;
+      w.raw += std::string(" id=") + kRareToken + " zeta";
+      ++rare;
+    }
+    if (app == 0) {
+      ++w.app0_lines;
+      const uint64_t window = Hash64(std::to_string(host) + "/" + std::to_string(ts / 60'000));
+      if (window % 100 == 1) {
+        w.raw += std::string(" ") + kCommonToken;
+        ++w.common_lines;
+      }
+    }
+    w.raw += '\n';
+    w.lines.push_back(QueryWorkload::Line{w.raw.size(), static_cast<uint8_t>(app), static_cast<uint8_t>(host), severity});
+  }
+  return w;
+}
+
 json BenchQuery(const BenchOptions& o) {
   const std::vector<std::string> samples = bench::LoadLines(o.data_dir);
   if (samples.empty()) return {{"benchmark", "query"}, {"error", "no loghub samples in " + o.data_dir}};
@@ -364,53 +418,45 @@ json BenchQuery(const BenchOptions& o) {
   co.codec = kDefaultCodec;
   ship::Chunker chunker(co, *sequences, sink, clock);
   const std::string raw_path = dir.str() + "/raw.log";
-  std::ofstream raw(raw_path, std::ios::binary);
 
-  // Ingest, and the raw file beside it.
-  std::mt19937_64 rng(20261202);
-  uint64_t raw_bytes = 0, common_lines = 0, app0_lines = 0;
-  int rare = 0;
-  std::string message;
+  // The workload first, in memory and in the raw file, so that ingest's
+  // CPU is ingest's own (until 2026-12-07 it held the lines' generation and
+  // the raw file's writes too).
+  std::fprintf(stderr, "bench query: generating %" PRIu64 " lines\n", lines);
+  QueryWorkload workload = MakeQueryWorkload(samples, lines, start_ms);
+  const uint64_t raw_bytes = workload.raw.size(), common_lines = workload.common_lines,
+                 app0_lines = workload.app0_lines;
+  {
+    std::ofstream raw(raw_path, std::ios::binary);
+    raw << workload.raw;
+    LOGDEX_CHECK(raw.good());
+  }
+
+  // Ingest: ship's chunker, the indexer, RocksDB, flushed.
+  std::vector<std::string> app_names, host_names;
+  for (int a = 0; a < kApps; ++a) app_names.push_back("app" + std::to_string(a));
+  for (int h = 0; h < kHosts; ++h) host_names.push_back("host" + std::to_string(h));
   const int64_t t0 = bench::NowNs();
   const double cpu0 = bench::CpuSeconds();
+  const std::string_view all_lines = workload.raw;
+  uint64_t begin = 0;
   for (uint64_t i = 0; i < lines; ++i) {
-    const int64_t ts = start_ms + static_cast<int64_t>(i * (24ull * 3600 * 1000) / lines);
-    int app = static_cast<int>(rng() % kApps);
-    const int host = static_cast<int>(rng() % kHosts);
-    const Severity severity = bench::PickSeverity(rng);
-    message = samples[i % samples.size()];
-    // Line i is rare's k-th when it is the first line at or after k/10 of the day.
-    const bool plant_rare = rare < kRare && i >= static_cast<uint64_t>(rare) * lines / kRare + lines / (2 * kRare);
-    if (plant_rare) {
-      app = 0;
-      message += std::string(" id=") + kRareToken + " zeta";
-      ++rare;
-    }
-    if (app == 0) {
-      ++app0_lines;
-      const uint64_t window = Hash64(std::to_string(host) + "/" + std::to_string(ts / 60'000));
-      if (window % 100 == 1) {
-        message += std::string(" ") + kCommonToken;
-        ++common_lines;
-      }
-    }
+    const QueryWorkload::Line& line = workload.lines[i];
     parse::RecordView r;
-    r.ts_ms = ts;
-    r.severity = severity;
-    r.message = message;
-    const std::string app_name = "app" + std::to_string(app), host_name = "host" + std::to_string(host);
-    r.app = app_name;
-    r.host = host_name;
+    r.ts_ms = LineTime(start_ms, i, lines);
+    r.severity = line.severity;
+    r.message = all_lines.substr(begin, line.end - 1 - begin);  // without its newline
+    begin = line.end;
+    r.app = app_names[line.app];
+    r.host = host_names[line.host];
     LOGDEX_CHECK(chunker.OnRecord(r).ok());
-    raw << message << '\n';
-    raw_bytes += message.size() + 1;
   }
   LOGDEX_CHECK(chunker.FlushAll().ok());
   LOGDEX_CHECK(sink.Drain().ok());
   LOGDEX_CHECK(store->Flush().ok());
-  raw.close();
   const double ingest_s = static_cast<double>(bench::NowNs() - t0) / 1e9;
   const double ingest_cpu = bench::CpuSeconds() - cpu0;
+  workload = {};  // about 150 bytes a line
   std::fprintf(stderr, "bench query: %" PRIu64 " lines (%" PRIu64 " raw bytes) stored in %.1f s; querying\n", lines,
                raw_bytes, ingest_s);
 
@@ -691,7 +737,10 @@ json BenchQuery(const BenchOptions& o) {
           {"hbase", hbase.is_null() ? json("not run (--hbase HOST:PORT)") : hbase},
           {"note", "QueryEngine in process over RocksDB (logdex's tables, flushed, block cache warm after the first "
                    "run); every page at limit 10,000 unless a first page; p95 of 5 runs is the slowest run; grep: "
-                   "LC_ALL=C grep -c on the raw file (the lines and newlines), best of 5, page cache warm"}};
+                   "LC_ALL=C grep -c on the raw file (the lines and newlines), best of 5, page cache warm; ingest CPU: the "
+                   "process's, from the first line chunked (ship's Chunker: records packed, zstd-1) to the store "
+                   "flushed (the indexer, RocksDB's threads), the lines generated in memory before; compaction's "
+                   "CPU is apart (compaction.cpu_s)"}};
 }
 
 }  // namespace logdex
