@@ -60,7 +60,7 @@ inline Severity PickSeverity(std::mt19937_64& rng) {
 // Two decimals, for JSON figures.
 inline double Round2(double v) { return static_cast<double>(static_cast<int64_t>(v * 100 + 0.5)) / 100; }
 
-// A JSON log line (no newline) of 150-300 bytes, the shape structured
+// A JSON log line (no newline) of about 200-250 bytes, the shape structured
 // loggers write: time (UTC, milliseconds), level, a message, host, app and
 // fields of their own (a user, a request id, a duration, a status), the
 // variable parts drawn from r and r2.

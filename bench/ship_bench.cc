@@ -2,7 +2,7 @@
 // on a Loghub sample replicated to >= 1 GiB (scale 1) in a scratch file, with
 // no Kafka. Baselines on the same bytes, same run: a `cat`-style read of the
 // file, and raw snappy compression of it in 64 KiB blocks. For JSON lines
-// (a generated sample of typical 150-300 byte log objects), also simdjson's
+// (a generated sample of typical log objects of about 200-250 bytes), also simdjson's
 // own DOM parse of every line of the same file (the limit a JSON parser on
 // simdjson could reach) and zstd at ship's level over the very payloads ship
 // compressed: their sum per line is the floor of ship's JSON path.
