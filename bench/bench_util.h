@@ -57,6 +57,11 @@ inline Severity PickSeverity(std::mt19937_64& rng) {
   return Severity::kDebug;
 }
 
+// Line i of `lines` spread evenly over the 24 h from start_ms (a replay's).
+inline int64_t DayLineTime(int64_t start_ms, uint64_t i, uint64_t lines) {
+  return start_ms + static_cast<int64_t>(i * (24ull * 3600 * 1000) / lines);
+}
+
 // Two decimals, for JSON figures.
 inline double Round2(double v) { return static_cast<double>(static_cast<int64_t>(v * 100 + 0.5)) / 100; }
 

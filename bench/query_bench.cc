@@ -339,11 +339,6 @@ json QueryOnHBase(const std::string& address, RocksDbStore& source, const std::v
                    "binary, scanner caching 256); first run cold on HBase's block cache"}};
 }
 
-// Line i's time: the lines spread evenly over the 24 h from start_ms.
-int64_t LineTime(int64_t start_ms, uint64_t i, uint64_t lines) {
-  return start_ms + static_cast<int64_t>(i * (24ull * 3600 * 1000) / lines);
-}
-
 // The query workload (seeded): the raw file's bytes, each line and its
 // newline, and per line where it ends, its app, host and severity.
 struct QueryWorkload {
@@ -375,7 +370,7 @@ QueryWorkload MakeQueryWorkload(const std::vector<std::string>& samples, uint64_
   std::mt19937_64 rng(20261202);
   int rare = 0;
   for (uint64_t i = 0; i < lines; ++i) {
-    const int64_t ts = LineTime(start_ms, i, lines);
+    const int64_t ts = bench::DayLineTime(start_ms, i, lines);
     int app = static_cast<int>(rng() % kApps);
     const int host = static_cast<int>(rng() % kHosts);
     const Severity severity = bench::PickSeverity(rng);
@@ -451,7 +446,7 @@ json BenchQuery(const BenchOptions& o) {
   for (uint64_t i = 0; i < lines; ++i) {
     const QueryWorkload::Line& line = workload.lines[i];
     parse::RecordView r;
-    r.ts_ms = LineTime(start_ms, i, lines);
+    r.ts_ms = bench::DayLineTime(start_ms, i, lines);
     r.severity = line.severity;
     r.message = all_lines.substr(begin, line.end - 1 - begin);  // without its newline
     begin = line.end;

@@ -76,6 +76,7 @@ struct Workload {
 // Ship's chunks in `codec`; the compactor writes `compacted_codec`.
 json RunOne(const BenchOptions& o, const Workload& w, proto::Codec codec, proto::Codec compacted_codec,
             const std::vector<std::string>& samples) {
+  LOGDEX_CHECK(compacted_codec == proto::CODEC_ZSTD || compacted_codec == proto::CODEC_ZSTD_COLUMNS);  // serve's choices
   bench::ScratchDir dir(o.dir, "storage");
   auto store = bench::OpenStoreWithTables(dir.str());
   IndexerOptions io;
@@ -126,9 +127,7 @@ json RunOne(const BenchOptions& o, const Workload& w, proto::Codec codec, proto:
   std::vector<ReplayLine> replay;
   std::string json_text;
   const int64_t replay_start_ms = end_ms - 24ll * 3600 * 1000;
-  auto replay_time = [&](uint64_t i) {
-    return replay_start_ms + static_cast<int64_t>(i * (24ull * 3600 * 1000) / w.lines);
-  };
+  auto replay_time = [&](uint64_t i) { return bench::DayLineTime(replay_start_ms, i, w.lines); };
   if (w.streams == 0) {
     for (int h = 0; h < 8; ++h) hosts.push_back("host" + std::to_string(h));
     replay.reserve(w.lines);
@@ -251,9 +250,8 @@ json RunOne(const BenchOptions& o, const Workload& w, proto::Codec codec, proto:
           {"lines_kind", w.json_lines ? "json" : "loghub"},
           {"max_chunk_span_s", w.max_chunk_span_ms / 1000},
           {"codec", codec == proto::CODEC_ZSTD ? "zstd-" + std::to_string(kDefaultZstdLevel) : "snappy"},
-          {"compacted_codec", compacted_codec == proto::CODEC_ZSTD_COLUMNS ? "zstd-" + std::to_string(cpo.zstd_level) + "-columns"
-                              : compacted_codec == proto::CODEC_ZSTD       ? "zstd-" + std::to_string(cpo.zstd_level)
-                                                                           : "snappy"},
+          {"compacted_codec", "zstd-" + std::to_string(cpo.zstd_level) +
+                                  (compacted_codec == proto::CODEC_ZSTD_COLUMNS ? "-columns" : "")},
           {"lines", lines},
           {"raw_bytes", raw_bytes},
           {"ship_chunks", sink.chunks()},
