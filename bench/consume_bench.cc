@@ -26,6 +26,7 @@
 #include "consumer/kafka_clients.h"
 #include "indexer/indexer.h"
 #include "indexer/tables.h"
+#include "ship/chunker.h"
 #include "store/rocksdb_store.h"
 
 namespace logdex {
@@ -211,6 +212,7 @@ void Produce(const std::string& bootstrap, const std::string& topic, int partiti
 }  // namespace
 
 json BenchConsume(const BenchOptions& o, const std::vector<std::string>& lines) {
+  const size_t kShipChunkBytes = ship::ChunkerOptions{}.max_chunk_bytes;
   const int partitions = 32;  // the mock keeps ~5 MiB per partition
   const std::string topic = "bench";
   auto kafka = EmbeddedKafka::Start(1);
@@ -219,8 +221,9 @@ json BenchConsume(const BenchOptions& o, const std::vector<std::string>& lines) 
   LOGDEX_CHECK((*kafka)->CreateTopic(topic + ".dlq", 1).ok());
   const std::string bootstrap = (*kafka)->bootstrap();
 
-  // Chunks as the shipper makes them (~32 KiB of real lines each). The mock
-  // keeps ~5 MiB per partition: stay under it.
+  // Chunks as the shipper makes them under load: full (its max_chunk_bytes
+  // of real lines each, 64 KiB) and in its codec (zstd-1). The mock keeps
+  // ~5 MiB per partition: stay under it.
   std::vector<std::string> chunks;
   uint64_t total_lines = 0, total_bytes = 0;
   const size_t count = static_cast<size_t>(std::max(32.0, 6400 * std::min(o.scale, 1.0)));
@@ -229,7 +232,7 @@ json BenchConsume(const BenchOptions& o, const std::vector<std::string>& lines) 
   for (size_t c = 0; c < count; ++c) {
     proto::RecordBatch b;
     size_t bytes = 0;
-    while (bytes < 32 * 1024) {
+    while (bytes < kShipChunkBytes) {
       proto::LogRecord* r = b.add_records();
       r->set_ts_ms(base + static_cast<int64_t>(c) * 20 + b.records_size() % 20);
       r->set_severity(SeverityCode(Severity::kInfo));
@@ -238,6 +241,7 @@ json BenchConsume(const BenchOptions& o, const std::vector<std::string>& lines) 
     }
     total_lines += b.records_size();
     PackOptions po;
+    po.codec = kDefaultCodec;  // and its level, kDefaultZstdLevel, as ship's Chunker
     po.producer_id = 7;
     po.sequence = c + 1;
     chunks.push_back(PackChunk("app" + std::to_string(c % 20), "host" + std::to_string(c % 50), b, po)
