@@ -187,6 +187,20 @@ Result<ServeConfig> ParseConfig(const std::string& yaml, const std::string& name
                         {"block_cache", w.Bytes(s.block_cache_bytes)},
                         {"memtable_budget", w.Bytes(s.memtable_budget_bytes)},
                         {"max_wal", w.Bytes(s.max_wal_bytes)},
+                        {"flush_after", F([&](const YAML::Node& v, const std::string& key) {
+                           // 0: off (durations are more than zero).
+                           if (v.IsScalar() && v.as<std::string>() == "0") {
+                             s.flush_after_ms = 0;
+                             return;
+                           }
+                           int64_t ms = s.flush_after_ms;
+                           w.Duration(ms, 1)(v, key);
+                           if (ms < 10'000) {
+                             return w.Fail(v, key, "must be 0 (flush only when the memtables fill) or at least 10s "
+                                                   "(the WAL is sampled every 10 s)");
+                           }
+                           s.flush_after_ms = ms;
+                         })},
                         {"hbase", F([&](const YAML::Node& h, const std::string& hp) {
                            auto& b = s.hbase;
                            w.Map(h, hp,

@@ -98,6 +98,11 @@ struct StoreConfig {
   // store/rocksdb_store.h.
   uint64_t memtable_budget_bytes = 256ull << 20;
   uint64_t max_wal_bytes = 0;
+  // RocksDB with a WAL (async, sync): flush every table's memtables once the
+  // WAL has not shrunk for this long (0 = only when they fill or the WAL
+  // reaches max_wal), so that a quiet store does not keep days of logs in
+  // its WAL (server/store_metrics.h).
+  int64_t flush_after_ms = 10 * 60'000;
 };
 
 struct IndexerConfig {

@@ -568,8 +568,10 @@ int Serve(const ServeFlags& flags) {
   IngestMetrics ingest_metrics(registry, clock);
   // The WAL stays within about its bound (store/rocksdb_store.h); twice it is a degraded mode.
   const uint64_t wal_bound = config.store.max_wal_bytes != 0 ? config.store.max_wal_bytes : config.store.memtable_budget_bytes;
-  StoreDiskMetrics disk_metrics(registry, **store, clock,
-                                config.store.durability == Durability::kSkipWal ? 0 : 2 * wal_bound);
+  // With skip_wal there is no WAL, and the consumer flushes on its own cadence.
+  const bool wal = config.store.durability != Durability::kSkipWal;
+  StoreDiskMetrics disk_metrics(registry, **store, clock, wal ? 2 * wal_bound : 0,
+                                wal ? config.store.flush_after_ms : 0);
   disk_metrics.Start(10'000);
   // Live tail (GET /api/v1/tail): fed each batch once it is written.
   // Each client holds an HTTP worker thread: leave some for queries, /metrics and the probes.

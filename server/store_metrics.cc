@@ -6,9 +6,9 @@
 
 namespace logdex {
 
-StoreDiskMetrics::StoreDiskMetrics(prometheus::Registry& registry, const TableStore& store, const Clock& clock,
-                                   uint64_t wal_warn_bytes)
-    : store_(store), clock_(clock), wal_warn_bytes_(wal_warn_bytes) {
+StoreDiskMetrics::StoreDiskMetrics(prometheus::Registry& registry, TableStore& store, const Clock& clock,
+                                   uint64_t wal_warn_bytes, int64_t flush_after_ms)
+    : store_(store), clock_(clock), wal_warn_bytes_(wal_warn_bytes), flush_after_ms_(flush_after_ms) {
   if (!store.disk_usage()) return;  // nothing local to report
   auto& disk = prometheus::BuildGauge()
                    .Name("logdex_store_disk_bytes")
@@ -24,6 +24,15 @@ StoreDiskMetrics::StoreDiskMetrics(prometheus::Registry& registry, const TableSt
                            "store.memtable_budget)")
                      .Register(registry)
                      .Add({});
+  if (flush_after_ms_ > 0) {
+    auto& flushes = prometheus::BuildCounter()
+                        .Name("logdex_store_age_flushes_total")
+                        .Help("Flushes of every table's memtables because the write-ahead log had not shrunk for "
+                              "store.flush_after, by outcome (ok, failed)")
+                        .Register(registry);
+    flushes_ = &flushes.Add({{"outcome", "ok"}});
+    flush_failures_ = &flushes.Add({{"outcome", "failed"}});
+  }
 }
 
 StoreDiskMetrics::~StoreDiskMetrics() {
@@ -56,7 +65,26 @@ std::optional<StoreDiskUsage> StoreDiskMetrics::Sample() {
     spdlog::info("store: the write-ahead log is back to {} bytes, within its bound of {}", u->wal, wal_warn_bytes_);
   }
   was_over_ = over;
+  if (flush_after_ms_ > 0) FlushIfOld(u->wal, clock_.NowMs());
   return u;
+}
+
+void StoreDiskMetrics::FlushIfOld(uint64_t wal_bytes, int64_t now_ms) {
+  if (wal_since_ms_ == 0 || wal_bytes < last_wal_) wal_since_ms_ = now_ms;
+  last_wal_ = wal_bytes;
+  if (wal_bytes < kMinAgeFlushWalBytes || now_ms - wal_since_ms_ < flush_after_ms_) return;
+  const int64_t unflushed_ms = now_ms - wal_since_ms_;
+  wal_since_ms_ = now_ms;  // the next flush (or try) comes flush_after_ms later at the earliest
+  if (Status s = store_.Flush(); !s.ok()) {
+    flush_failures_->Increment();
+    spdlog::warn("store: flushing the memtables failed ({}); the write-ahead log keeps {} bytes; tried again in {} ms",
+                 s.message(), wal_bytes, flush_after_ms_);
+    return;
+  }
+  flushes_->Increment();
+  spdlog::info("store: flushed the memtables: the write-ahead log held {} bytes and had not shrunk for {} ms "
+               "(store.flush_after)",
+               wal_bytes, unflushed_ms);
 }
 
 void StoreDiskMetrics::Start(int64_t interval_ms) {

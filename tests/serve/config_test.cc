@@ -112,6 +112,14 @@ TEST(Config, TheMemtableBudgetAndTheWalBoundParseAndRefuseTooSmall) {
   auto wal = ParseConfig("store:\n  max_wal: 10\n", "s.yaml");
   ASSERT_FALSE(wal.ok());
   EXPECT_NE(wal.error().message.find("store.max_wal:"), std::string::npos) << wal.error().message;
+  EXPECT_EQ(d->store.flush_after_ms, 600'000) << "a quiet store's WAL is flushed after 10 minutes";
+  auto off = ParseConfig("store:\n  flush_after: 0\n", "f.yaml");
+  ASSERT_TRUE(off.ok()) << off.error().message;
+  EXPECT_EQ(off->store.flush_after_ms, 0);
+  auto often = ParseConfig("store:\n  memtable_budget: 64MiB\n  flush_after: 5s\n", "f.yaml");
+  ASSERT_FALSE(often.ok());
+  EXPECT_NE(often.error().message.find("f.yaml:3: store.flush_after: must be 0"), std::string::npos)
+      << often.error().message;
   auto verify = ParseConfig("indexer:\n  verify: stream\n", "v.yaml");
   ASSERT_TRUE(verify.ok()) << verify.error().message;
   EXPECT_EQ(verify->indexer.verify, IngestVerify::kSnappy);

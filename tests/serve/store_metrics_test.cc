@@ -18,13 +18,32 @@
 namespace logdex {
 namespace {
 
-// A store whose disk usage the test sets (the rest is a RocksDB store's).
+// A store whose disk usage the test sets, and which counts its flushes (the
+// rest is a RocksDB store's).
 class SetUsage final : public testing::ForwardingStore {
  public:
   using ForwardingStore::ForwardingStore;
   std::optional<StoreDiskUsage> disk_usage() const override { return usage; }
+  Status Flush() override {
+    ++flushes;
+    return flush_status;
+  }
   std::optional<StoreDiskUsage> usage;
+  int flushes = 0;
+  Status flush_status = Status::Ok();
 };
+
+double FlushesOf(prometheus::Registry& registry, const std::string& outcome) {
+  for (const auto& family : registry.Collect()) {
+    if (family.name != "logdex_store_age_flushes_total") continue;
+    for (const auto& m : family.metric) {
+      for (const auto& label : m.label) {
+        if (label.name == "outcome" && label.value == outcome) return m.counter.value;
+      }
+    }
+  }
+  return -1;
+}
 
 double ValueOf(prometheus::Registry& registry, const std::string& name, const std::string& kind = "") {
   for (const auto& family : registry.Collect()) {
@@ -109,6 +128,96 @@ TEST_F(StoreDiskMetricsTest, AWalOverItsBoundIsCountedAndWarnedOnceAMinute) {
   spdlog::set_default_logger(previous);
   EXPECT_EQ(warned, 2);
   EXPECT_EQ(recovered, 1);
+}
+
+TEST_F(StoreDiskMetricsTest, AWalThatHasNotShrunkForFlushAfterIsFlushedAndAFailedFlushIsTriedAgainLater) {
+  auto ring = std::make_shared<spdlog::sinks::ringbuffer_sink_mt>(64);
+  auto previous = spdlog::default_logger();
+  spdlog::set_default_logger(std::make_shared<spdlog::logger>("test", ring));
+
+  SetUsage store(*rocks_);
+  store.usage = StoreDiskUsage{0, 2 << 20, 0};
+  StoreDiskMetrics metrics(registry, store, clock, 0, 600'000);
+  metrics.Sample();  // the WAL is first seen now
+  clock.AdvanceMs(599'999);
+  store.usage->wal += 1000;  // grew: still unflushed since the first sample
+  metrics.Sample();
+  EXPECT_EQ(store.flushes, 0);
+  clock.AdvanceMs(1);
+  metrics.Sample();
+  EXPECT_EQ(store.flushes, 1);
+  EXPECT_EQ(FlushesOf(registry, "ok"), 1);
+  clock.AdvanceMs(599'000);
+  metrics.Sample();  // within flush_after of that flush, though the WAL did not shrink
+  EXPECT_EQ(store.flushes, 1);
+
+  // A WAL that shrank (RocksDB flushed on its own) starts its wait again.
+  store.usage->wal = 1500 << 10;
+  metrics.Sample();
+  clock.AdvanceMs(599'999);
+  metrics.Sample();
+  EXPECT_EQ(store.flushes, 1);
+  // A WAL under kMinAgeFlushWalBytes is not worth a flush, however old.
+  store.usage->wal = kMinAgeFlushWalBytes - 1;
+  metrics.Sample();
+  clock.AdvanceMs(3'600'000);
+  metrics.Sample();
+  EXPECT_EQ(store.flushes, 1);
+
+  // A failed flush: counted, warned, tried again flush_after later.
+  store.usage->wal = 3 << 20;
+  store.flush_status = Status(Errc::kIOError, "disk full");
+  metrics.Sample();  // grew since the small WAL's samples: its wait began at their first, an hour ago
+  EXPECT_EQ(store.flushes, 2);
+  EXPECT_EQ(FlushesOf(registry, "failed"), 1);
+  clock.AdvanceMs(10'000);
+  metrics.Sample();
+  EXPECT_EQ(store.flushes, 2);
+  store.flush_status = Status::Ok();
+  clock.AdvanceMs(590'000);
+  metrics.Sample();
+  EXPECT_EQ(store.flushes, 3);
+  EXPECT_EQ(FlushesOf(registry, "ok"), 2);
+
+  int flushed = 0, failed = 0;
+  for (const std::string& line : ring->last_formatted()) {
+    if (line.find("flushed the memtables: the write-ahead log held 2098152 bytes and had not shrunk for 600000 ms") !=
+        std::string::npos) {
+      ++flushed;
+    }
+    if (line.find("flushing the memtables failed (disk full); the write-ahead log keeps 3145728 bytes") !=
+        std::string::npos) {
+      ++failed;
+    }
+  }
+  spdlog::set_default_logger(previous);
+  EXPECT_EQ(flushed, 1);
+  EXPECT_EQ(failed, 1);
+}
+
+TEST_F(StoreDiskMetricsTest, AnOldWalOfARealRocksDbStoreIsFlushedIntoTableFilesAndDeleted) {
+  ASSERT_TRUE(rocks_->CreateTable("t", TableOptions{}).ok());
+  WriteBatch b;
+  for (int i = 0; i < 3000; ++i) b.Put("t", "k" + std::to_string(i), std::string(1000, 'v'));
+  ASSERT_TRUE(rocks_->Write(b).ok());
+  StoreDiskMetrics metrics(registry, *rocks_, clock, 0, 600'000);
+  auto before = metrics.Sample();
+  ASSERT_TRUE(before.has_value());
+  ASSERT_GE(before->wal, kMinAgeFlushWalBytes);
+  EXPECT_EQ(before->sst, 0u) << "nothing flushed yet";
+  clock.AdvanceMs(600'000);
+  metrics.Sample();  // flushes
+  EXPECT_EQ(FlushesOf(registry, "ok"), 1);
+  // RocksDB deletes the obsolete WAL file in the background, after the flush returns.
+  std::optional<StoreDiskUsage> after;
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        after = rocks_->disk_usage();
+        return after && after->wal < kMinAgeFlushWalBytes;
+      },
+      30'000));
+  ASSERT_TRUE(after.has_value());
+  EXPECT_GE(after->sst, 3000u * 1000) << "the rows are in table files now";
 }
 
 TEST_F(StoreDiskMetricsTest, TheSamplerThreadSamplesAtOnceAndStopsWithTheObject) {
