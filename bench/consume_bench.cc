@@ -19,6 +19,7 @@
 
 #include "bench/bench.h"
 #include "bench/bench_util.h"
+#include "common/chunk_writer.h"
 #include "common/row_keys.h"
 #include "consumer/batch_processor.h"
 #include "consumer/embedded_kafka.h"
@@ -231,13 +232,18 @@ json BenchConsume(const BenchOptions& o, const std::vector<std::string>& lines) 
   size_t next = 0;
   for (size_t c = 0; c < count; ++c) {
     proto::RecordBatch b;
-    size_t bytes = 0;
-    while (bytes < kShipChunkBytes) {
+    size_t payload = 0;  // as ship's Chunker counts it: a record that would pass the limit starts the next chunk
+    for (;; ++next) {
+      const std::string& line = lines[next % lines.size()];
+      const int64_t ts = base + static_cast<int64_t>(c) * 20 + b.records_size() % 20;
+      const uint32_t severity = SeverityCode(Severity::kInfo);
+      const size_t size = ChunkWriter::RecordBytes(ChunkWriter::RecordBodyBytes(ts, severity, line, {}, {}));
+      if (b.records_size() > 0 && payload + size > kShipChunkBytes) break;
       proto::LogRecord* r = b.add_records();
-      r->set_ts_ms(base + static_cast<int64_t>(c) * 20 + b.records_size() % 20);
-      r->set_severity(SeverityCode(Severity::kInfo));
-      r->set_message(lines[next++ % lines.size()]);
-      bytes += r->message().size();
+      r->set_ts_ms(ts);
+      r->set_severity(severity);
+      r->set_message(line);
+      payload += size;
     }
     total_lines += b.records_size();
     PackOptions po;

@@ -188,8 +188,15 @@ Result<ServeConfig> ParseConfig(const std::string& yaml, const std::string& name
                         {"memtable_budget", w.Bytes(s.memtable_budget_bytes)},
                         {"max_wal", w.Bytes(s.max_wal_bytes)},
                         {"flush_after", F([&](const YAML::Node& v, const std::string& key) {
-                           // 0: off (durations are more than zero).
-                           if (v.IsScalar() && v.as<std::string>() == "0") {
+                           // 0 (or 0 with a unit): off; durations are otherwise more than zero.
+                           auto zero = [](const std::string& t) {
+                             const size_t digits = t.find_first_not_of('0');
+                             if (digits == 0) return false;
+                             const std::string unit = digits == std::string::npos ? "" : t.substr(digits);
+                             return unit.empty() || unit == "ms" || unit == "s" || unit == "m" || unit == "h" ||
+                                    unit == "d";
+                           };
+                           if (v.IsScalar() && zero(v.as<std::string>())) {
                              s.flush_after_ms = 0;
                              return;
                            }

@@ -65,16 +65,17 @@ std::optional<StoreDiskUsage> StoreDiskMetrics::Sample() {
     spdlog::info("store: the write-ahead log is back to {} bytes, within its bound of {}", u->wal, wal_warn_bytes_);
   }
   was_over_ = over;
-  if (flush_after_ms_ > 0) FlushIfOld(u->wal, clock_.NowMs());
+  if (flush_after_ms_ > 0) FlushIfOld(u->wal, clock_.MonotonicNs());
   return u;
 }
 
-void StoreDiskMetrics::FlushIfOld(uint64_t wal_bytes, int64_t now_ms) {
-  if (wal_since_ms_ == 0 || wal_bytes < last_wal_) wal_since_ms_ = now_ms;
+void StoreDiskMetrics::FlushIfOld(uint64_t wal_bytes, int64_t now_ns) {
+  if (!wal_since_ns_ || wal_bytes < last_wal_) wal_since_ns_ = now_ns;
   last_wal_ = wal_bytes;
-  if (wal_bytes < kMinAgeFlushWalBytes || now_ms - wal_since_ms_ < flush_after_ms_) return;
-  const int64_t unflushed_ms = now_ms - wal_since_ms_;
-  wal_since_ms_ = now_ms;  // the next flush (or try) comes flush_after_ms later at the earliest
+  const int64_t unflushed_ms = (now_ns - *wal_since_ns_) / 1'000'000;
+  if (wal_bytes < kMinAgeFlushWalBytes || unflushed_ms < flush_after_ms_) return;
+  if (wal_warn_bytes_ != 0 && wal_bytes >= wal_warn_bytes_ / 2) return;  // over its bound: RocksDB is flushing
+  wal_since_ns_ = now_ns;  // the next flush (or try) comes flush_after_ms later at the earliest
   if (Status s = store_.Flush(); !s.ok()) {
     flush_failures_->Increment();
     spdlog::warn("store: flushing the memtables failed ({}); the write-ahead log keeps {} bytes; tried again in {} ms",

@@ -18,7 +18,11 @@
 // flushed) for flush_after_ms and holds at least kMinAgeFlushWalBytes, the
 // sampler flushes every table: logdex_store_age_flushes_total{outcome}, an
 // info line per flush, a warn line when it fails (tried again
-// flush_after_ms later).
+// flush_after_ms later). Not while the WAL is over its bound (half of
+// wal_warn_bytes): RocksDB is flushing then, and a flush asked for during a
+// write stall would wait it out on this thread, the gauges and the WAL's
+// warning with it. A flush otherwise waits for its memtables to be written
+// (a few MB for a quiet store) before the next sample.
 #pragma once
 
 #include <prometheus/counter.h>
@@ -28,6 +32,7 @@
 #include <condition_variable>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <thread>
 
 #include "common/clock.h"
@@ -54,7 +59,7 @@ class StoreDiskMetrics {
   void Start(int64_t interval_ms);
 
  private:
-  void FlushIfOld(uint64_t wal_bytes, int64_t now_ms);
+  void FlushIfOld(uint64_t wal_bytes, int64_t now_ns);
 
   TableStore& store_;
   const Clock& clock_;
@@ -67,7 +72,8 @@ class StoreDiskMetrics {
   prometheus::Counter* flushes_ = nullptr;
   prometheus::Counter* flush_failures_ = nullptr;
   uint64_t last_wal_ = 0;
-  int64_t wal_since_ms_ = 0;  // since when the WAL has not shrunk nor been flushed by this (0: not sampled yet)
+  // Since when (Clock::MonotonicNs) the WAL has not shrunk nor been flushed by this.
+  std::optional<int64_t> wal_since_ns_;
   std::mutex sample_mu_;  // Sample() runs on the sampler thread and in tests
   bool was_over_ = false;
   int64_t warned_ms_ = INT64_MIN / 2;

@@ -278,7 +278,9 @@ class TableStore {
 
   // Makes every write so far durable, when the store's durability left some
   // in memory (RocksDB with skip_wal: its memtables); a store whose writes
-  // are durable when Write() returns has nothing to do.
+  // are durable when Write() returns has nothing to do. RocksDB flushes its
+  // memtables whatever its durability: with a WAL, that lets it delete the
+  // WAL files they pinned (serve's store.flush_after, server/store_metrics.h).
   virtual Status Flush() { return Status::Ok(); }
 
   // Writes `value` under `key` only when the row holds `expected` now

@@ -113,9 +113,18 @@ TEST(Config, TheMemtableBudgetAndTheWalBoundParseAndRefuseTooSmall) {
   ASSERT_FALSE(wal.ok());
   EXPECT_NE(wal.error().message.find("store.max_wal:"), std::string::npos) << wal.error().message;
   EXPECT_EQ(d->store.flush_after_ms, 600'000) << "a quiet store's WAL is flushed after 10 minutes";
-  auto off = ParseConfig("store:\n  flush_after: 0\n", "f.yaml");
-  ASSERT_TRUE(off.ok()) << off.error().message;
-  EXPECT_EQ(off->store.flush_after_ms, 0);
+  for (const char* zero : {"0", "0s", "00ms"}) {
+    auto off = ParseConfig(std::string("store:\n  flush_after: ") + zero + "\n", "f.yaml");
+    ASSERT_TRUE(off.ok()) << zero << ": " << off.error().message;
+    EXPECT_EQ(off->store.flush_after_ms, 0) << zero;
+  }
+  auto half = ParseConfig("store:\n  flush_after: 30s\n", "f.yaml");
+  ASSERT_TRUE(half.ok()) << half.error().message;
+  EXPECT_EQ(half->store.flush_after_ms, 30'000);
+  auto unit = ParseConfig("store:\n  flush_after: 0x\n", "f.yaml");
+  ASSERT_FALSE(unit.ok());
+  EXPECT_NE(unit.error().message.find("f.yaml:2: store.flush_after: '0x' is not a duration"), std::string::npos)
+      << unit.error().message;
   auto often = ParseConfig("store:\n  memtable_budget: 64MiB\n  flush_after: 5s\n", "f.yaml");
   ASSERT_FALSE(often.ok());
   EXPECT_NE(often.error().message.find("f.yaml:3: store.flush_after: must be 0"), std::string::npos)

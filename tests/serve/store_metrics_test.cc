@@ -195,6 +195,21 @@ TEST_F(StoreDiskMetricsTest, AWalThatHasNotShrunkForFlushAfterIsFlushedAndAFaile
   EXPECT_EQ(failed, 1);
 }
 
+TEST_F(StoreDiskMetricsTest, AWalOverItsBoundIsLeftToRocksDbsOwnFlushes) {
+  SetUsage store(*rocks_);
+  store.usage = StoreDiskUsage{0, 4 << 20, 0};  // at its bound, half the warning's
+  StoreDiskMetrics metrics(registry, store, clock, 8 << 20, 600'000);
+  metrics.Sample();
+  clock.AdvanceMs(600'000);
+  metrics.Sample();
+  EXPECT_EQ(store.flushes, 0) << "a flush asked for now could wait out a write stall on the sampler thread";
+  store.usage->wal = (4 << 20) - 1;  // under its bound (shrunk: the wait starts again)
+  metrics.Sample();
+  clock.AdvanceMs(600'000);
+  metrics.Sample();
+  EXPECT_EQ(store.flushes, 1);
+}
+
 TEST_F(StoreDiskMetricsTest, AnOldWalOfARealRocksDbStoreIsFlushedIntoTableFilesAndDeleted) {
   ASSERT_TRUE(rocks_->CreateTable("t", TableOptions{}).ok());
   WriteBatch b;
