@@ -633,6 +633,38 @@ TEST(RocksDbStore, TheWalBoundKeepsTheWalSmallWhenATableIsWrittenRarely) {
   WriteBusyAndRare(o);
 }
 
+// A table file of deletes is compacted with the rows it deletes soon after
+// its flush, though its level is far from its file-count trigger: the bytes
+// a merge deleted leave the disk (store/rocksdb_store.cc, the deletion
+// collector).
+TEST(RocksDbStore, RowsDeletedInBulkLeaveTheDiskWithoutAManualCompaction) {
+  TempDir dir;
+  RocksDbOptions o;
+  o.path = dir.path();
+  auto store = RocksDbStore::Open(o);
+  ASSERT_TRUE(store.ok());
+  ASSERT_TRUE((*store)->CreateTable("t", TableOptions{}).ok());
+  WriteBatch puts;
+  for (int i = 0; i < 4000; ++i) puts.Put("t", "k" + std::to_string(i), std::string(1000, static_cast<char>('a' + i % 26)));
+  ASSERT_TRUE((*store)->Write(puts).ok());
+  ASSERT_TRUE((*store)->Flush().ok());
+  const uint64_t written = (*store)->disk_usage()->sst;
+  ASSERT_GT(written, 3'000'000u);
+  WriteBatch deletes;
+  for (int i = 0; i < 4000; ++i) deletes.Delete("t", "k" + std::to_string(i));
+  ASSERT_TRUE((*store)->Write(deletes).ok());
+  ASSERT_TRUE((*store)->Flush().ok());  // two table files: far from level 0's trigger of 4
+  uint64_t sst = 0;
+  EXPECT_TRUE(testing::WaitFor(
+      [&] {
+        sst = (*store)->disk_usage()->sst;
+        return sst < written / 10;
+      },
+      60'000))
+      << sst << " bytes of table files left of " << written;
+  EXPECT_EQ((*store)->CountRawRows("t").value(), 0u);
+}
+
 TEST(RocksDbStore, DiskUsageCountsTableFilesWalAndTheRest) {
   TempDir dir;
   RocksDbOptions o;
