@@ -429,8 +429,9 @@ Status Compactor::MergeRun(std::vector<Part>& run, CompactionPass& pass,
     // salt, app and severity sit between: 50 hosts of an app share 16
     // salts in `bench storage`'s real-time run): steps cost less than a
     // seek (RocksDB searches no index and no memtable; HBase reads on within
-    // the page it holds instead of opening a scanner), so up to
-    // kStepsBeforeSeek rows are stepped over first.
+    // the page it holds instead of opening a scanner), so it looks up to
+    // kStepsBeforeSeek rows on (the first step leaves the previous part)
+    // before it seeks.
     if (on_part) {
       it->Next();
       for (int i = 1; i < kStepsBeforeSeek && it->Valid() && it->key() < key; ++i) it->Next();
