@@ -412,8 +412,20 @@ Status Compactor::MergeRun(std::vector<Part>& run, CompactionPass& pass,
   // One iterator for the run: a stream's parts are neighbours in the main
   // table, and a seek within the block it holds reads nothing again (the
   // main table has no block cache; a Get per part re-read and re-checked a
-  // 64 KiB block each time).
-  std::unique_ptr<RowIterator> it = store_.NewIterator(ScanSpec{std::string(kMainTable), "", "", false, 0});
+  // 64 KiB block each time). Bounded by the run's lowest and highest keys:
+  // it starts on the lowest and reads nothing past the highest (unbounded,
+  // it started on the table's first row, and on HBase its first page was
+  // that many of the table's first chunks, read and dropped for every run).
+  std::vector<std::string> keys;
+  keys.reserve(run.size());
+  for (const Part& p : run) keys.push_back(p.key.Encode());
+  ScanSpec range{std::string(kMainTable), "", "", false, 0};
+  if (!keys.empty()) {
+    range.start = *std::min_element(keys.begin(), keys.end());
+    range.stop = *std::max_element(keys.begin(), keys.end());
+    range.stop.push_back('\0');  // the first key past the highest: a scan's stop is exclusive
+  }
+  std::unique_ptr<RowIterator> it = store_.NewIterator(range);
   // A bad part: counted once, and later passes cut runs around it unread.
   auto corrupt = [&](const Part& p) {
     if (corrupt_.size() >= (1u << 16)) {
@@ -423,20 +435,21 @@ Status Compactor::MergeRun(std::vector<Part>& run, CompactionPass& pass,
     if (corrupt_.insert(StoredChunk(p.key)).second) ++pass.corrupt_parts;
   };
   bool on_part = false;  // `it` is on the previous part's row
-  for (Part& p : run) {
-    const std::string key = p.key.Encode();
+  for (size_t i = 0; i < run.size(); ++i) {
+    Part& p = run[i];
+    const std::string& key = keys[i];
     // The next part is often a few rows on (other hosts' rows of the same
     // salt, app and severity sit between: 50 hosts of an app share 16
     // salts in `bench storage`'s real-time run): steps cost less than a
     // seek (RocksDB searches no index and no memtable; HBase reads on within
     // the page it holds instead of opening a scanner), so it looks up to
-    // kStepsBeforeSeek rows on (the first step leaves the previous part)
-    // before it seeks.
-    if (on_part) {
-      it->Next();
-      for (int i = 1; i < kStepsBeforeSeek && it->Valid() && it->key() < key; ++i) it->Next();
-    }
-    if (!on_part || !it->Valid() || it->key() != key) it->Seek(key);
+    // kStepsBeforeSeek rows on (a first step leaves the previous part)
+    // before it seeks. Only rows below the part's key are stepped over, and
+    // a part behind the iterator (runs go by last record, keys by first) is
+    // sought: none is missed.
+    if (on_part) it->Next();
+    for (int step = on_part ? 1 : 0; step < kStepsBeforeSeek && it->Valid() && it->key() < key; ++step) it->Next();
+    if (!it->Valid() || it->key() != key) it->Seek(key);
     on_part = false;
     if (!it->status().ok()) return it->status();
     const bool found = it->Valid() && it->key() == key;

@@ -1698,6 +1698,66 @@ TEST_P(IndexerQuery, PartsFoundBesideTheMergedChunkListingThemAreSkipped) {
   EXPECT_GT(superseded, 0u) << "the parts were met, and skipped";
 }
 
+// A merge reads the main rows of its run and no others: its iterator is
+// bounded by the run's lowest and highest keys. Unbounded, it began on the
+// table's first row, and on HBase read a first page of the table's first
+// chunks (256 rows) for every run, and a page past the run's last part.
+TEST_P(IndexerQuery, AMergeReadsNoMainRowOutsideItsRun) {
+  const std::string host = "h", app = "merged";
+  // Main keys begin with (salt, app): two apps whose rows sort below and
+  // above every row of `app`'s on this host.
+  auto prefix = [&](const std::string& a) {
+    return std::pair(SaltOf(AppIdOf(a), HostIdOf(host), kDefaultSaltBuckets), AppIdOf(a).value());
+  };
+  std::string below, above;
+  for (int i = 0; below.empty() || above.empty(); ++i) {
+    const std::string a = "other" + std::to_string(i);
+    if (below.empty() && prefix(a) < prefix(app)) below = a;
+    if (above.empty() && prefix(a) > prefix(app)) above = a;
+  }
+  const int64_t now = clock_.NowMs();
+  std::vector<std::string> chunks;
+  // 300 recent chunks of each neighbour (newer than the settle: not merged)...
+  for (uint64_t i = 0; i < 300; ++i) {
+    chunks.push_back(OneRecordChunk(below, host, 1, i, now - 60'000 + static_cast<int64_t>(i)));
+    chunks.push_back(OneRecordChunk(above, host, 2, i, now - 60'000 + static_cast<int64_t>(i)));
+  }
+  // ...and one closed run of 10 chunks of `app`, five hours old.
+  for (uint64_t i = 0; i < 10; ++i) chunks.push_back(OneRecordChunk(app, host, 3, i, now - 5 * 3'600'000 + static_cast<int64_t>(i) * 1000));
+  Indexer indexer(*store_, Options());
+  Ingest(chunks, indexer);
+
+  CompactorOptions o;
+  o.indexer = Options();
+  o.allow_non_atomic = !GetParam().atomic_batches;
+  std::unique_ptr<CompactionLease> lease;  // a store several members may write (HBase): one merges at a time
+  if (store_->shared()) {
+    lease = Lease(clock_);
+    ASSERT_NE(lease, nullptr);
+    o.lease = lease.get();
+  }
+  auto compactor = Compactor::Create(*store_, o);
+  ASSERT_TRUE(compactor.ok()) << compactor.error().ToString();
+  const uint64_t before = store_->counters().rows_examined;
+  auto pass = (*compactor)->Pass(now);
+  ASSERT_TRUE(pass.ok()) << pass.error().ToString();
+  ASSERT_EQ(pass->merges, 1u);
+  ASSERT_EQ(pass->parts, 10u);
+  // What it reads besides the run's 10 main rows: `meta` and the index
+  // rows of `app` on `host`, tens of rows; a page of a neighbour is 256.
+  EXPECT_LT(store_->counters().rows_examined - before, 100u);
+
+  QueryEngine engine(*store_, QOptions());
+  Query q;
+  q.app = app;
+  q.from_ms = now - 6 * 3'600'000;
+  q.to_ms = now + 1;
+  q.limit = 100;
+  auto page = engine.Run(q);
+  ASSERT_TRUE(page.ok()) << page.error().ToString();
+  EXPECT_EQ(page->records.size(), 10u);
+}
+
 // Without atomic writes (HBase), a merge writes its merged chunk's rows,
 // then removes its parts (CompactorOptions::allow_non_atomic). Stopped at
 // any write of a pass (the gateway fails one mutation and every later one;
